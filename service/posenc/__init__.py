@@ -1,0 +1,21 @@
+"""posenc: exact, fast positional encodings.
+
+    >>> import posenc
+    >>> posenc.sinusoidal([0, 1, 2], 8).shape
+    (3, 8)
+    >>> spec = posenc.RopeSpec.from_hf_config(config_json_dict)
+    >>> cos, sin = posenc.rope_cos_sin(range(4096), spec)
+"""
+
+from .api import (QuantizedSlopes, RopeAlibi, RopeAlibiSpec, alibi_bias, alibi_slopes, alibi_slopes_uint8,
+                  rope_alibi, rope_apply, rope_cos_sin, rope_inv_freq, sinusoidal, t5_relative_position_bucket,
+                  xpos_scale)
+from .errors import OutputTooLarge, PosencError
+from .limits import LIMITS
+from .spec import RopeSpec, SinusoidalSpec
+
+__version__ = "0.1.0"
+
+__all__ = ["LIMITS", "OutputTooLarge", "PosencError", "QuantizedSlopes", "RopeAlibi", "RopeAlibiSpec", "RopeSpec",
+           "SinusoidalSpec", "alibi_bias", "alibi_slopes", "alibi_slopes_uint8", "rope_alibi", "rope_apply",
+           "rope_cos_sin", "rope_inv_freq", "sinusoidal", "t5_relative_position_bucket", "xpos_scale"]

@@ -1,0 +1,32 @@
+"""Fill sin/cos tables with the trig kernel: shared by sinusoidal and RoPE."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels import run_rows, sincos_rows
+from ..spec.columns import ColumnPlan
+
+
+def position_step(positions: np.ndarray) -> float:
+    """The step the recurrence assumes: the first difference (runs that break it re-anchor)."""
+    if positions.size > 1 and positions[1] != positions[0]:
+        return float(positions[1] - positions[0])
+    return 1.0
+
+
+def fill_sincos(positions: np.ndarray, freqs: np.ndarray, amplitude: np.ndarray, flat: np.ndarray,
+                plan: ColumnPlan) -> None:
+    """Write every row of `positions` into the contiguous 1-D buffer `flat` following `plan`."""
+    run_rows(sincos_rows, positions.shape[0], freqs.shape[0] + plan.n_cos,
+             positions, freqs, amplitude, position_step(positions), flat, plan.row_stride, plan.sin_base,
+             plan.cos_base, plan.interleaved, plan.n_cos)
+
+
+def fill_cos_sin_pair(positions: np.ndarray, freqs: np.ndarray, amplitude: float, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Contiguous (cos, sin) [n, n_freq] arrays: one [2, n, n_freq] buffer, cos block then sin block."""
+    n, n_freq = positions.shape[0], freqs.shape[0]
+    buf = np.empty((2, n, n_freq), dtype=dtype)
+    plan = ColumnPlan(row_stride=n_freq, sin_base=n * n_freq, cos_base=0, interleaved=False, n_cos=n_freq)
+    fill_sincos(positions, freqs, np.full(n_freq, amplitude), buf.reshape(-1), plan)
+    return buf[0], buf[1]

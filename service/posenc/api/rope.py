@@ -1,0 +1,117 @@
+"""posenc.rope_*: inverse frequencies, cos/sin caches and rotation of q/k."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..args import as_choice, as_float, as_positions
+from ..dtypes import OUTPUT_DTYPES, cast_output, kernel_dtype, output_dtype
+from ..errors import PosencError
+from ..kernels import rope_rotate_rows, run_rows
+from ..limits import LIMITS
+from ..spec import RopeSpec
+from ..spec.rope import LAYOUTS, seq_len_for
+from ._tables import fill_cos_sin_pair
+
+
+def as_rope_spec(spec, field: str = "spec") -> RopeSpec:
+    if isinstance(spec, RopeSpec):
+        return spec
+    if isinstance(spec, dict):
+        return RopeSpec.from_dict(spec)
+    raise PosencError(field, f"must be a RopeSpec or a dict, got {type(spec).__name__}")
+
+
+@lru_cache(maxsize=1024)
+def _inv_freq_cached(spec: RopeSpec, seq_len: float | None) -> tuple[np.ndarray, float]:
+    inv, attention = spec.inv_freq(seq_len)
+    inv.flags.writeable = False
+    return inv, attention
+
+
+def _frequencies(spec: RopeSpec, positions: np.ndarray, seq_len) -> tuple[np.ndarray, float]:
+    """inv_freq for this call: length-dependent variants use seq_len, else max(positions)+1."""
+    if not spec.length_dependent:
+        if seq_len is not None:
+            as_float(seq_len, "seq_len", exclusive_minimum=0.0)
+        return _inv_freq_cached(spec, None)
+    return _inv_freq_cached(spec, seq_len_for(positions, seq_len))
+
+
+def rope_inv_freq(spec, *, seq_len=None) -> tuple[np.ndarray, float]:
+    """(inv_freq float64[n_freq], attention_factor) as the reference formula, exact in float64.
+
+    For "dynamic" and "longrope" the result depends on `seq_len` only (None = at init:
+    max_position_embeddings for dynamic, short factors for longrope)."""
+    spec = as_rope_spec(spec)
+    seq_len = None if seq_len is None else as_float(seq_len, "seq_len", exclusive_minimum=0.0)
+    inv, attention = _inv_freq_cached(spec, seq_len)
+    return inv.copy(), attention
+
+
+def rope_cos_sin(positions, spec, *, seq_len=None, dtype="float32") -> tuple[np.ndarray, np.ndarray]:
+    """(cos, sin), each [len(positions), n_freq], attention factor applied to both as HF does.
+
+    seq_len=None for dynamic/longrope means max(positions)+1, what a fresh HF module uses."""
+    spec = as_rope_spec(spec)
+    positions = as_positions(positions)
+    out_dtype = output_dtype(dtype)
+    inv, attention = _frequencies(spec, positions, seq_len)
+    n = positions.shape[0]
+    LIMITS.check_output((2, n, inv.shape[0]), out_dtype.itemsize)
+    cos, sin = fill_cos_sin_pair(positions, inv, attention, kernel_dtype(out_dtype))
+    return cast_output(cos, out_dtype), cast_output(sin, out_dtype)
+
+
+def xpos_scale(positions, spec, *, center=0.0) -> np.ndarray:
+    """xPos decay [n, n_freq]: zeta_i^((p-center)/xpos_scale_base), zeta_i=(2i+0.4d)/(1.4d).
+    Multiply q by it and divide k by it; q.k then decays with |m-n| only."""
+    spec = as_rope_spec(spec)
+    if spec.xpos_scale_base is None:
+        raise PosencError("xpos_scale_base", "is not set on this spec")
+    positions = as_positions(positions)
+    d = spec.rotary_dim
+    zeta = (np.arange(0, 2 * spec.n_freq, 2, dtype=np.float64) + 0.4 * d) / (1.4 * d)
+    power = (positions - as_float(center, "xpos_center")) / spec.xpos_scale_base
+    return zeta[None, :] ** power[:, None]
+
+
+def rope_apply(x, positions, spec, *, layout=None, seq_len=None, xpos_role="q", xpos_center=0.0) -> np.ndarray:
+    """Rotate x [..., n, head_dim] by the positions' angles; returns a new array of x's dtype.
+
+    layout "half" (NeoX/Llama rotate_half) or "interleaved" (GPT-J/RoFormer pairs); None uses
+    spec.layout ("half" unless the spec came from an interleaved model's config). Partial
+    rotary rotates the first 2*n_freq dims and passes the rest. With spec.xpos_scale_base
+    set, q (xpos_role="q") is multiplied by the xPos decay and k ("k") divided by it.
+    Math is float64 per element; float16/bfloat16 inputs are widened, then rounded once.
+    """
+    spec = as_rope_spec(spec)
+    layout = as_choice(spec.layout if layout is None else layout, "layout", LAYOUTS)
+    xpos_role = as_choice(xpos_role, "xpos_role", ("q", "k"))
+    try:
+        x = np.asarray(x)
+    except (TypeError, ValueError):
+        raise PosencError("x", "must be a numeric array") from None
+    if x.dtype not in OUTPUT_DTYPES.values():
+        raise PosencError("x", f"dtype must be one of {sorted(OUTPUT_DTYPES)}, got {x.dtype}")
+    if x.ndim < 2 or x.shape[-1] != spec.head_dim:
+        raise PosencError("x", f"must have shape [..., n, {spec.head_dim}], got {x.shape}")
+    positions = as_positions(positions)
+    n = x.shape[-2]
+    if positions.shape[0] != n:
+        raise PosencError("positions", f"has {positions.shape[0]} entries but x has {n} rows (axis -2)")
+    LIMITS.check_output(x.shape, x.dtype.itemsize, field="x")
+    inv, attention = _frequencies(spec, positions, seq_len)
+    cos, sin = fill_cos_sin_pair(positions, inv, attention, np.float64)
+    if spec.xpos_scale_base is not None:
+        scale = xpos_scale(positions, spec, center=xpos_center)
+        if xpos_role == "k":
+            scale = 1.0 / scale
+        cos *= scale
+        sin *= scale
+    x3 = np.ascontiguousarray(x.reshape(-1, n, spec.head_dim), dtype=kernel_dtype(x.dtype))
+    out = np.empty_like(x3)
+    run_rows(rope_rotate_rows, n, x3.shape[0] * spec.head_dim, x3, cos, sin, layout == "interleaved", out)
+    return cast_output(out.reshape(x.shape), x.dtype)

@@ -1,0 +1,7 @@
+"""Benchmarks behind `posenc bench NAME`: each compares against baselines in the same run
+and prints a markdown table. Modules listed in SUITES provide `add_arguments(parser)` and
+`run(args) -> str` (the markdown)."""
+
+SUITES = {
+    "tables": "table generation vs textbook numpy and memory write bandwidth",
+}

@@ -1,0 +1,52 @@
+"""Timing helpers shared by the benchmark suites."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class Timing:
+    label: str
+    seconds: float  # median of the repeats
+    nbytes: int
+
+    @property
+    def gbps(self) -> float:
+        return self.nbytes / self.seconds / 1e9
+
+
+def measure(label: str, fn, nbytes: int, *, repeats: int = 5, warmup: int = 1) -> Timing:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return Timing(label, statistics.median(samples), nbytes)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_line() -> str:
+    return f"{cpu_model()}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}"
+
+
+def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(out)

@@ -1,0 +1,37 @@
+"""`posenc info`: versions, limits and which compute paths this machine runs."""
+
+from __future__ import annotations
+
+import platform
+
+import numba
+import numpy as np
+
+from .. import __version__
+from ..kernels import threads
+from ..limits import LIMITS
+
+
+def register(sub) -> None:
+    p = sub.add_parser("info", help="versions, CPU features, chosen kernel paths, limits")
+    p.set_defaults(handler=run)
+
+
+def lines() -> list[tuple[str, str]]:
+    return [
+        ("posenc", __version__),
+        ("python", platform.python_version()),
+        ("numpy", np.__version__),
+        ("numba", numba.__version__),
+        ("machine", f"{platform.machine()} {platform.processor() or ''}".strip()),
+        ("kernel threads", str(threads())),
+        ("max output bytes", str(LIMITS.max_output_bytes)),
+        ("max |position|", str(LIMITS.max_abs_position)),
+        ("max dim", str(LIMITS.max_dim)),
+    ]
+
+
+def run(args) -> int:
+    for key, value in lines():
+        print(f"{key:>18}: {value}")
+    return 0

@@ -1,0 +1,22 @@
+"""Rotate q/k by precomputed float64 cos/sin (attention factor and xPos already folded in)."""
+
+import numba as nb
+
+
+@nb.njit(nogil=True, cache=True)
+def rope_rotate_rows(x, cos, sin, interleaved, out, lo, hi):
+    """x, out [B, n, D]; cos, sin [n, n_freq] float64. Rotates pairs (i, i+n_freq) or
+    (2i, 2i+1) of the first 2*n_freq dims for rows lo..hi, copies the rest. Math in float64."""
+    batch, _, width = x.shape
+    n_freq = cos.shape[1]
+    for b in range(batch):
+        for r in range(lo, hi):
+            for i in range(n_freq):
+                ia = 2 * i if interleaved else i
+                ib = ia + 1 if interleaved else i + n_freq
+                c, s = cos[r, i], sin[r, i]
+                xa, xb = float(x[b, r, ia]), float(x[b, r, ib])
+                out[b, r, ia] = xa * c - xb * s
+                out[b, r, ib] = xb * c + xa * s
+            for j in range(2 * n_freq, width):
+                out[b, r, j] = x[b, r, j]

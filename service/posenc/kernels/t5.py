@@ -1,0 +1,28 @@
+"""T5 relative-position buckets, with the float32 log the reference uses."""
+
+import math
+
+import numba as nb
+import numpy as np
+
+
+@nb.njit(nogil=True, cache=True)
+def t5_buckets(rel, bidirectional, num_buckets, max_distance, out, lo, hi):
+    n = num_buckets // 2 if bidirectional else num_buckets
+    max_exact = n // 2
+    denom = np.float32(math.log(max_distance / max_exact))
+    span = np.float32(n - max_exact)
+    for k in range(lo, hi):
+        r = rel[k]
+        bucket = 0
+        if bidirectional:
+            if r > 0:
+                bucket = n
+            r = abs(r)
+        else:
+            r = -min(r, 0)
+        if r < max_exact:
+            out[k] = bucket + r
+        else:
+            scaled = np.log(np.float32(r) / np.float32(max_exact)) / denom * span
+            out[k] = bucket + min(max_exact + int(scaled), n - 1)

@@ -1,0 +1,63 @@
+"""ALiBi slopes in closed form, reproducing each reference's stored values.
+
+* paper: 2^(-8h/p) for the p = 2^floor(log2 n) first heads, then 2^(-4(2k-1)/p) appended
+  (float64, the paper's Python floats).
+* bloom: the same rule in float32 `pow` (differs from float32(paper) by an ulp for n >= 12).
+* mpt: next power of two P, 2^(-k*alibi_bias_max/P) in float32, odd-then-even reorder.
+* falcon: bloom's slopes rounded to bfloat16 (Falcon multiplies in bf16).
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from ..args import as_choice, as_float, as_int
+from ..errors import PosencError
+from ..limits import LIMITS
+
+VARIANTS = ("paper", "bloom", "mpt", "falcon")
+
+
+def _paper(n: int) -> np.ndarray:
+    p = 2 ** math.floor(math.log2(n))
+    first = 2.0 ** (-8.0 * np.arange(1, p + 1) / p)
+    extra = 2.0 ** (-4.0 * (2 * np.arange(1, n - p + 1) - 1) / p)
+    return np.concatenate([first, extra])
+
+
+def _bloom(n: int) -> np.ndarray:
+    p = 2 ** math.floor(math.log2(n))
+    base = np.float32(2 ** (-(2 ** -(math.log2(p) - 3))))
+    slopes = np.power(base, np.arange(1, p + 1, dtype=np.float32), dtype=np.float32)
+    if p != n:
+        extra_base = np.float32(2 ** (-(2 ** -(math.log2(2 * p) - 3))))
+        odd = np.arange(1, 2 * min(p, n - p), 2, dtype=np.float32)
+        slopes = np.concatenate([slopes, np.power(extra_base, odd, dtype=np.float32)])
+    return slopes.astype(np.float64)
+
+
+def _mpt(n: int, bias_max: float) -> np.ndarray:
+    p = 2 ** math.ceil(math.log2(n))
+    exponent = np.arange(1, p + 1, dtype=np.float32) * np.float32(bias_max / p)
+    slopes = np.float32(1.0) / np.power(np.float32(2.0), exponent, dtype=np.float32)
+    if p != n:
+        slopes = np.concatenate([slopes[1::2], slopes[0::2]])[:n]
+    return slopes.astype(np.float64)
+
+
+def slopes(n_heads, variant="paper", alibi_bias_max=8) -> np.ndarray:
+    n = as_int(n_heads, "n_heads", minimum=1, maximum=LIMITS.max_dim)
+    variant = as_choice(variant, "variant", VARIANTS)
+    bias_max = as_float(alibi_bias_max, "alibi_bias_max", exclusive_minimum=0.0)
+    if variant != "mpt" and bias_max != 8:
+        raise PosencError("alibi_bias_max", f"only applies to variant 'mpt', not {variant!r}")
+    if variant == "paper":
+        return _paper(n)
+    if variant == "bloom":
+        return _bloom(n)
+    if variant == "falcon":
+        return _bloom(n).astype(ml_dtypes.bfloat16).astype(np.float64)
+    return _mpt(n, bias_max)

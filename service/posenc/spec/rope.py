@@ -1,0 +1,189 @@
+"""`RopeSpec`: a validated, canonical description of one model's rotary embedding."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+
+import numpy as np
+
+from ..args import as_choice, as_dim, as_float, as_int
+from ..errors import PosencError
+from .canonical import canonical_json, spec_hash
+from .rope_scaling import ALIASES, VARIANTS, RopeDims
+
+LAYOUTS = ("half", "interleaved")
+#: Keys that may sit in a HF scaling dict but are not scaling parameters.
+_PASSTHROUGH_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "original_max_position_embeddings"}
+
+
+@dataclass(frozen=True, eq=False, init=False)
+class RopeSpec:
+    """A rotary embedding: head size, base, partial rotary and one scaling variant.
+
+    `scaling` is a HF `rope_parameters` / `rope_scaling` dict (legacy `"type"` accepted),
+    e.g. `{"rope_type": "yarn", "factor": 4.0}`. Keys are checked against the variant:
+    an unknown or missing key raises `PosencError` naming it. `layout` ("half" or
+    "interleaved") is what `rope_apply` uses when it is not told. `xpos_scale_base`
+    enables xPos decay in `rope_apply` (None = off).
+    """
+
+    head_dim: int
+    base: float
+    partial_rotary_factor: float
+    rope_type: str
+    scaling_params: MappingProxyType = field(repr=False)
+    max_position_embeddings: int | None
+    original_max_position_embeddings: int | None
+    layout: str
+    xpos_scale_base: float | None
+
+    def __init__(self, head_dim, *, base=10000.0, partial_rotary_factor=1.0, scaling=None,
+                 max_position_embeddings=None, original_max_position_embeddings=None,
+                 layout="half", xpos_scale_base=None):
+        head_dim = as_dim(head_dim, "head_dim")
+        base = as_float(base, "base", exclusive_minimum=1.0)
+        prf = as_float(partial_rotary_factor, "partial_rotary_factor", exclusive_minimum=0.0, maximum=1.0)
+        max_len = None if max_position_embeddings is None else as_int(
+            max_position_embeddings, "max_position_embeddings", minimum=1)
+        scaling = dict(scaling or {})
+        if not all(isinstance(k, str) for k in scaling):
+            raise PosencError("scaling", "keys must be strings")
+        rope_type = scaling.get("rope_type", scaling.get("type", "default"))
+        rope_type = ALIASES.get(rope_type, rope_type)
+        if rope_type not in VARIANTS:
+            raise PosencError("scaling.rope_type", f"unknown rope_type {rope_type!r}; known: {sorted(VARIANTS)}")
+        # The spec's own value overrides the one inside the scaling dict (as HF's standardize_rope_params).
+        original = original_max_position_embeddings
+        if original is None:
+            original = scaling.get("original_max_position_embeddings")
+        original = None if original is None else as_int(original, "original_max_position_embeddings", minimum=1)
+        dims = RopeDims(head_dim, int(head_dim * prf), prf, base, max_len, original)
+        if dims.rotary_dim < 1:
+            raise PosencError("partial_rotary_factor", f"gives a rotary dim of 0 for head_dim {head_dim}")
+        variant = VARIANTS[rope_type]
+        params = {k: v for k, v in scaling.items() if k not in _PASSTHROUGH_KEYS}
+        allowed = set(variant.KEYS["required"]) | set(variant.KEYS["optional"])
+        for key in params:
+            if key not in allowed:
+                raise PosencError(f"scaling.{key}", f"is not a parameter of rope_type {rope_type!r}; "
+                                  f"allowed: {sorted(allowed)}")
+        for key in variant.KEYS["required"]:
+            if params.get(key) is None:
+                raise PosencError(f"scaling.{key}", f"is required for rope_type {rope_type!r}")
+        params = variant.validate(params, dims)
+        layout = as_choice(layout, "layout", LAYOUTS)
+        if xpos_scale_base is not None:
+            xpos_scale_base = as_float(xpos_scale_base, "xpos_scale_base", exclusive_minimum=0.0)
+        sets = object.__setattr__
+        sets(self, "head_dim", head_dim)
+        sets(self, "base", base)
+        sets(self, "partial_rotary_factor", prf)
+        sets(self, "rope_type", rope_type)
+        sets(self, "scaling_params", MappingProxyType(params))
+        sets(self, "max_position_embeddings", max_len)
+        sets(self, "original_max_position_embeddings", original)
+        sets(self, "layout", layout)
+        sets(self, "xpos_scale_base", xpos_scale_base)
+        if 2 * self.n_freq > head_dim:
+            raise PosencError("head_dim", f"an odd rotary dim ({self.rotary_dim}) equal to head_dim cannot rotate; "
+                              "use partial_rotary_factor < 1")
+
+    # --- derived -------------------------------------------------------------------
+    @property
+    def dims(self) -> RopeDims:
+        return RopeDims(self.head_dim, self.rotary_dim, self.partial_rotary_factor, self.base,
+                        self.max_position_embeddings, self.original_max_position_embeddings)
+
+    @property
+    def rotary_dim(self) -> int:
+        """d = int(head_dim * partial_rotary_factor)."""
+        return int(self.head_dim * self.partial_rotary_factor)
+
+    @property
+    def n_freq(self) -> int:
+        """Number of frequencies: ceil(d/2), or head_dim//2 for proportional."""
+        return self.head_dim // 2 if self.rope_type == "proportional" else (self.rotary_dim + 1) // 2
+
+    @property
+    def scaling(self) -> dict:
+        """The scaling dict in canonical form (rope_type plus validated parameters)."""
+        out = {"rope_type": self.rope_type}
+        out.update({k: list(v) if isinstance(v, tuple) else v for k, v in self.scaling_params.items()})
+        return out
+
+    @property
+    def length_dependent(self) -> bool:
+        """True for the variants whose frequencies depend on seq_len (dynamic, longrope)."""
+        return self.rope_type in ("dynamic", "longrope")
+
+    def inv_freq(self, seq_len: float | None = None) -> tuple[np.ndarray, float]:
+        """(inv_freq float64[n_freq], attention_factor) for this spec at `seq_len`."""
+        if seq_len is not None:
+            seq_len = as_float(seq_len, "seq_len", exclusive_minimum=0.0)
+        inv, attention = VARIANTS[self.rope_type].inv_freq(self.dims, self.scaling_params, seq_len)
+        return np.ascontiguousarray(inv, dtype=np.float64), float(attention)
+
+    # --- identity ----------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "kind": "rope",
+            "head_dim": self.head_dim,
+            "base": self.base,
+            "partial_rotary_factor": self.partial_rotary_factor,
+            "scaling": self.scaling,
+            "max_position_embeddings": self.max_position_embeddings,
+            "original_max_position_embeddings": self.original_max_position_embeddings,
+            "layout": self.layout,
+            "xpos_scale_base": self.xpos_scale_base,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RopeSpec":
+        d = {k: v for k, v in d.items() if k != "kind"}
+        if "head_dim" not in d:
+            raise PosencError("head_dim", "is required")
+        head_dim = d.pop("head_dim")
+        known = {"base", "partial_rotary_factor", "scaling", "max_position_embeddings",
+                 "original_max_position_embeddings", "layout", "xpos_scale_base"}
+        for key in d:
+            if key not in known:
+                raise PosencError(key, f"is not a RoPE spec field; known: {sorted(known | {'head_dim'})}")
+        return cls(head_dim, **d)
+
+    @cached_property
+    def canonical_json(self) -> str:
+        return canonical_json(self.to_dict())
+
+    @property
+    def hash(self) -> str:
+        return spec_hash(self.to_dict())
+
+    def __eq__(self, other):
+        return isinstance(other, RopeSpec) and self.canonical_json == other.canonical_json
+
+    def __hash__(self):
+        return hash(self.canonical_json)
+
+    def __repr__(self):
+        extra = "" if self.rope_type == "default" else f", scaling={self.scaling}"
+        return (f"RopeSpec(head_dim={self.head_dim}, base={self.base:g}, "
+                f"partial_rotary_factor={self.partial_rotary_factor:g}{extra})")
+
+    @classmethod
+    def from_hf_config(cls, config: dict) -> "RopeSpec":
+        """Build the spec a HF model was trained with from its `config.json` (as a dict)."""
+        from .hf_config import rope_spec_kwargs
+
+        return cls(**rope_spec_kwargs(config))
+
+
+def seq_len_for(positions: np.ndarray, seq_len) -> float | None:
+    """The length a fresh HF module would use for these positions: max(position) + 1."""
+    if seq_len is not None:
+        return as_float(seq_len, "seq_len", exclusive_minimum=0.0)
+    return float(positions.max()) + 1.0 if positions.size else None
+
+
+__all__ = ["RopeSpec", "LAYOUTS", "seq_len_for"]

@@ -1,0 +1,23 @@
+"""Helpers every variant builds on."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...args import as_float
+from ...errors import PosencError
+
+
+def default_inv_freq(base: float, rotary_dim: int) -> np.ndarray:
+    """inv_i = 1 / base^(2i/d) for i < ceil(d/2) (HF: base ** (arange(0, d, 2) / d))."""
+    return 1.0 / base ** (np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim)
+
+
+def factor_at_least_one(params: dict, key: str = "factor") -> float:
+    return as_float(params[key], f"scaling.{key}", minimum=1.0)
+
+
+def require(value, field: str, why: str):
+    if value is None:
+        raise PosencError(field, f"is required {why}")
+    return value

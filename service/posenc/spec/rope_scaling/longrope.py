@@ -1,0 +1,47 @@
+"""LongRoPE (Phi-3): per-frequency rescale factors, `long_factor` once the sequence is
+longer than original_max_position_embeddings, `short_factor` otherwise.
+
+Stateless here: the choice depends only on the `seq_len` you pass."""
+
+import math
+
+import numpy as np
+
+from ...args import as_float, as_vector
+from ...errors import PosencError
+from ._common import default_inv_freq, require
+
+KEYS = {"required": ("long_factor", "short_factor"), "optional": ("factor", "attention_factor")}
+
+
+def validate(params, dims):
+    original = require(dims.original_or_max, "original_max_position_embeddings", "for LongRoPE")
+    n_freq = (dims.rotary_dim + 1) // 2
+    out = {
+        key: tuple(float(v) for v in as_vector(params[key], f"scaling.{key}", n_freq))
+        for key in ("long_factor", "short_factor")
+    }
+    for key in ("long_factor", "short_factor"):
+        if min(out[key]) <= 0:
+            raise PosencError(f"scaling.{key}", "entries must be > 0")
+    if params.get("factor") is None:
+        max_len = require(dims.max_position_embeddings, "scaling.factor", "for LongRoPE (or max_position_embeddings)")
+        out["factor"] = max_len / original
+    else:
+        out["factor"] = as_float(params["factor"], "scaling.factor", exclusive_minimum=0.0)
+    if params.get("attention_factor") is not None:
+        out["attention_factor"] = as_float(params["attention_factor"], "scaling.attention_factor", minimum=0.0)
+    return out
+
+
+def uses_long_factor(dims, seq_len) -> bool:
+    return seq_len is not None and seq_len > dims.original_or_max
+
+
+def inv_freq(dims, params, seq_len):
+    ext = np.asarray(params["long_factor" if uses_long_factor(dims, seq_len) else "short_factor"])
+    inv = default_inv_freq(dims.base, dims.rotary_dim) / ext
+    if params.get("attention_factor") is not None:
+        return inv, params["attention_factor"]
+    factor = params["factor"]
+    return inv, 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(dims.original_or_max))

@@ -1,0 +1,18 @@
+"""Static NTK-aware scaling: the base grows to base * factor^(d/(d-2)), once, for every length."""
+
+from ...errors import PosencError
+from ._common import default_inv_freq, factor_at_least_one
+
+KEYS = {"required": ("factor",), "optional": ()}
+
+
+def validate(params, dims):
+    if dims.rotary_dim <= 2:
+        raise PosencError("head_dim", f"NTK scaling needs a rotary dim > 2, got {dims.rotary_dim}")
+    return {"factor": factor_at_least_one(params)}
+
+
+def inv_freq(dims, params, seq_len):
+    d = dims.rotary_dim
+    base = dims.base * params["factor"] ** (d / (d - 2))
+    return default_inv_freq(base, d), 1.0

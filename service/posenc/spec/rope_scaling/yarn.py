@@ -1,0 +1,77 @@
+"""YaRN (Peng et al. 2023): interpolate low frequencies, keep high ones, ramp in between,
+and scale attention by mscale. Follows HF `_compute_yarn_parameters` (FORMULAS.md section 1)."""
+
+import math
+
+import numpy as np
+
+from ...args import as_float
+from ...errors import PosencError
+from ._common import default_inv_freq, require
+
+KEYS = {
+    "required": (),
+    "optional": ("factor", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"),
+}
+
+
+def validate(params, dims):
+    if dims.rotary_dim % 2:
+        raise PosencError("head_dim", f"YaRN needs an even rotary dim, got {dims.rotary_dim}")
+    original = require(dims.original_or_max, "original_max_position_embeddings", "for YaRN (or max_position_embeddings)")
+    out = {}
+    if params.get("factor") is None:
+        max_len = require(dims.max_position_embeddings, "scaling.factor", "for YaRN (or max_position_embeddings)")
+        out["factor"] = max_len / original
+    else:
+        out["factor"] = as_float(params["factor"], "scaling.factor")
+    if out["factor"] < 1.0:
+        raise PosencError("scaling.factor", f"must be >= 1, got {out['factor']}")
+    for key in ("attention_factor", "mscale", "mscale_all_dim"):
+        if params.get(key) is not None:
+            out[key] = as_float(params[key], f"scaling.{key}", minimum=0.0)
+    # HF reads beta_fast/beta_slow with `or`, so 0 means the default too.
+    out["beta_fast"] = as_float(params.get("beta_fast") or 32.0, "scaling.beta_fast", exclusive_minimum=0.0)
+    out["beta_slow"] = as_float(params.get("beta_slow") or 1.0, "scaling.beta_slow", exclusive_minimum=0.0)
+    truncate = params.get("truncate", True)
+    if not isinstance(truncate, bool):
+        raise PosencError("scaling.truncate", f"must be true or false, got {truncate!r}")
+    out["truncate"] = truncate
+    return out
+
+
+def get_mscale(scale: float, mscale: float = 1.0) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def attention_factor(params) -> float:
+    if params.get("attention_factor") is not None:
+        return params["attention_factor"]
+    factor = params["factor"]
+    if params.get("mscale") and params.get("mscale_all_dim"):
+        return get_mscale(factor, params["mscale"]) / get_mscale(factor, params["mscale_all_dim"])
+    return get_mscale(factor)
+
+
+def correction_range(dims, params) -> tuple[float, float]:
+    """The [low, high] frequency-index band where the ramp runs (FORMULAS: D=128, b=1e4, L=2048 -> 16, 41)."""
+    d, base, original = dims.rotary_dim, dims.base, dims.original_or_max
+
+    def corr(rotations):
+        return d * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = corr(params["beta_fast"]), corr(params["beta_slow"])
+    if params["truncate"]:
+        low, high = math.floor(low), math.ceil(high)
+    return max(low, 0), min(high, d - 1)
+
+
+def inv_freq(dims, params, seq_len):
+    d = dims.rotary_dim
+    base_inv = default_inv_freq(dims.base, d)
+    low, high = correction_range(dims, params)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+    inv = (base_inv / params["factor"]) * ramp + base_inv * (1.0 - ramp)
+    return inv, attention_factor(params)
