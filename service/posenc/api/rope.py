@@ -13,7 +13,8 @@ from ..kernels import rope_rotate_rows, run_rows
 from ..limits import LIMITS
 from ..spec import RopeSpec
 from ..spec.rope import LAYOUTS, seq_len_for
-from ._tables import fill_cos_sin_pair
+from ..spec.columns import ColumnPlan
+from ._tables import fill_cos_sin_pair, fill_sincos
 
 
 def as_rope_spec(spec, field: str = "spec") -> RopeSpec:
@@ -63,6 +64,23 @@ def rope_cos_sin(positions, spec, *, seq_len=None, dtype="float32") -> tuple[np.
     LIMITS.check_output((2, n, inv.shape[0]), out_dtype.itemsize)
     cos, sin = fill_cos_sin_pair(positions, inv, attention, kernel_dtype(out_dtype))
     return cast_output(cos, out_dtype), cast_output(sin, out_dtype)
+
+
+def rope_table(positions, spec, *, seq_len=None, dtype="float32", out=None) -> np.ndarray:
+    """Rows [cos(p w_0..) | sin(p w_0..)] of width 2*n_freq: the layout of RoPE tables in
+    shared memory and on the wire. `out` (C-contiguous [n, 2*n_freq], float32 or float64) may
+    be preallocated, e.g. a shared-memory segment."""
+    spec = as_rope_spec(spec)
+    positions = as_positions(positions)
+    out_dtype = output_dtype(dtype)
+    inv, attention = _frequencies(spec, positions, seq_len)
+    n, n_freq = positions.shape[0], inv.shape[0]
+    LIMITS.check_output((n, 2 * n_freq), out_dtype.itemsize)
+    if out is None:
+        out = np.empty((n, 2 * n_freq), dtype=kernel_dtype(out_dtype))
+    plan = ColumnPlan(row_stride=2 * n_freq, sin_base=n_freq, cos_base=0, interleaved=False, n_cos=n_freq)
+    fill_sincos(positions, inv, np.full(n_freq, attention), out.reshape(-1), plan)
+    return cast_output(out, out_dtype)
 
 
 def xpos_scale(positions, spec, *, center=0.0) -> np.ndarray:

@@ -1,0 +1,109 @@
+"""`TableSpec`: a precomputable table = an encoding spec + a contiguous position range + a dtype.
+
+This is the unit the shared-memory store publishes, the HTTP service serves by name and
+the binary server looks rows up in. Rows are `positions start..stop-1`:
+  * sinusoidal: the encoding row, width = dim
+  * rope:       [cos(p w_0..w_{n-1}) | sin(p w_0..w_{n-1})], width = 2*n_freq,
+                attention factor applied, frequencies at `seq_len` (None = init values)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .args import as_int
+from .dtypes import OUTPUT_DTYPES, kernel_dtype, output_dtype
+from .errors import PosencError
+from .limits import LIMITS
+from .spec import RopeSpec, SinusoidalSpec
+from .spec.canonical import canonical_json, spec_hash
+
+ENCODINGS = {"sinusoidal": SinusoidalSpec, "rope": RopeSpec}
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    encoding: SinusoidalSpec | RopeSpec
+    start: int
+    stop: int
+    dtype: str = "float32"
+    seq_len: float | None = None  # rope only: fixes dynamic/longrope frequencies
+
+    def __post_init__(self):
+        if not isinstance(self.encoding, tuple(ENCODINGS.values())):
+            raise PosencError("encoding", f"must be one of {sorted(ENCODINGS)}")
+        limit = LIMITS.max_abs_position
+        start = as_int(self.start, "start", minimum=-limit, maximum=limit)
+        stop = as_int(self.stop, "stop", minimum=start + 1, maximum=limit + 1)
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "stop", stop)
+        output_dtype(self.dtype)
+        if kernel_dtype(OUTPUT_DTYPES[self.dtype]) != OUTPUT_DTYPES[self.dtype]:
+            raise PosencError("dtype", "tables are stored as float32 or float64 (cast on the way out)")
+        if self.seq_len is not None and not isinstance(self.encoding, RopeSpec):
+            raise PosencError("seq_len", "only applies to rope tables")
+        LIMITS.check_output(self.shape, OUTPUT_DTYPES[self.dtype].itemsize, field="stop")
+
+    @property
+    def kind(self) -> str:
+        return "rope" if isinstance(self.encoding, RopeSpec) else "sinusoidal"
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+    @property
+    def width(self) -> int:
+        return self.encoding.dim if self.kind == "sinusoidal" else 2 * self.encoding.n_freq
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.rows, self.width)
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return OUTPUT_DTYPES[self.dtype]
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.width * self.np_dtype.itemsize
+
+    def fill(self, out: np.ndarray, lo: int = 0, hi: int | None = None) -> None:
+        """Compute rows lo..hi (relative to start) into out[lo:hi] (C-contiguous, self.dtype)."""
+        from .api.rope import rope_table
+        from .api.sinusoidal import sinusoidal_table
+
+        hi = self.rows if hi is None else hi
+        positions = np.arange(self.start + lo, self.start + hi, dtype=np.float64)
+        block = out[lo:hi]
+        if self.kind == "sinusoidal":
+            sinusoidal_table(positions, self.encoding, self.np_dtype, out=block)
+        else:
+            rope_table(positions, self.encoding, seq_len=self.seq_len, dtype=self.dtype, out=block)
+
+    def to_dict(self) -> dict:
+        return {"encoding": self.encoding.to_dict(), "start": self.start, "stop": self.stop, "dtype": self.dtype,
+                "seq_len": self.seq_len}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TableSpec":
+        if not isinstance(d, dict):
+            raise PosencError("table", "must be an object")
+        enc = d.get("encoding")
+        if not isinstance(enc, dict) or enc.get("kind") not in ENCODINGS:
+            raise PosencError("encoding.kind", f"must be one of {sorted(ENCODINGS)}")
+        unknown = set(d) - {"encoding", "start", "stop", "dtype", "seq_len"}
+        if unknown:
+            raise PosencError(sorted(unknown)[0], "is not a table field")
+        return cls(ENCODINGS[enc["kind"]].from_dict(enc), d.get("start", 0), d.get("stop"), d.get("dtype", "float32"),
+                   d.get("seq_len"))
+
+    @property
+    def canonical_json(self) -> str:
+        return canonical_json(self.to_dict())
+
+    @property
+    def hash(self) -> str:
+        return spec_hash(self.to_dict())
