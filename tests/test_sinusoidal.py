@@ -107,3 +107,15 @@ def test_spec_identity_is_canonical():
     assert a.canonical_json == b.canonical_json and a.hash == b.hash
     assert a.hash != posenc.SinusoidalSpec(128, layout="halves").hash
     assert posenc.SinusoidalSpec.from_dict(a.to_dict()) == a
+
+
+def test_parallel_chunks_agree_with_oracle():
+    """Big jobs are split over threads; every chunk re-anchors, so the split cannot be seen."""
+    pos = np.arange(40000) + 0.5
+    previous = posenc.kernels.threads()
+    posenc.kernels.set_threads(5)
+    try:
+        out = posenc.sinusoidal(pos, 64, layout="halves")
+    finally:
+        posenc.kernels.set_threads(previous)
+    assert_matches_oracle(out, reference.sinusoidal(pos, 64, layout="halves"), "float32")
