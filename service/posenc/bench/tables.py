@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .. import reference
-from ..api.rope import rope_cos_sin
+from ..api.rope import rope_cos_sin, rope_table
 from ..api.sinusoidal import sinusoidal_table
 from ..kernels import set_threads, threads
 from ..spec import RopeSpec, SinusoidalSpec
@@ -65,6 +65,8 @@ def _run(n: int, repeats: int) -> str:
     oracle = reference.sinusoidal(positions, DIM)
     fill = measure("memory write bandwidth (`ndarray.fill`, preallocated)", lambda: buffer.fill(1.0), nbytes,
                    repeats=repeats)
+    fresh_fill = measure("fresh pages + write (`np.empty(...).fill`)",
+                         lambda: np.empty((n, DIM), dtype=np.float32).fill(1.0), nbytes, repeats=repeats)
     cases = [
         measure("posenc.sinusoidal (new array)", lambda: sinusoidal_table(positions, spec, f32), nbytes,
                 repeats=repeats),
@@ -75,22 +77,26 @@ def _run(n: int, repeats: int) -> str:
                        repeats=repeats)
     errors = {cases[0].label: _max_error(sinusoidal_table(positions, spec, f32), oracle),
               textbook.label: _max_error(textbook_sinusoidal(n, DIM), oracle)}
-    for t in cases + [textbook, fill]:
+    for t in cases + [textbook, fill, fresh_fill]:
         rows.append([f"sinusoidal {n}x{DIM}", t.label, f"{t.seconds * 1e3:.2f}", f"{t.gbps:.2f}",
                      f"{textbook.seconds / t.seconds:.1f}x", f"{t.gbps / fill.gbps:.0%}", errors.get(t.label, "")])
 
     rope = RopeSpec(DIM, base=500000.0)
     inv, _ = rope.inv_freq()
     cos_ref, sin_ref = reference.rope_cos_sin(positions, inv)
-    ours = measure("posenc.rope_cos_sin", lambda: rope_cos_sin(positions, rope), nbytes, repeats=repeats)
+    ours = measure("posenc.rope_cos_sin (new arrays)", lambda: rope_cos_sin(positions, rope), nbytes,
+                   repeats=repeats)
+    into = measure("posenc rope_table (into preallocated `out`)",
+                   lambda: rope_table(positions, rope, out=buffer), nbytes, repeats=repeats)
     text = measure("textbook numpy (float32 angles)", lambda: textbook_rope(n, inv), nbytes, repeats=repeats)
     rope_errors = {ours.label: _max_error(rope_cos_sin(positions, rope)[0], cos_ref),
                    text.label: _max_error(textbook_rope(n, inv)[0], cos_ref)}
-    for t in (ours, text, fill):
+    for t in (ours, into, text, fill, fresh_fill):
         rows.append([f"RoPE cos+sin {n}x{DIM // 2}x2", t.label, f"{t.seconds * 1e3:.2f}", f"{t.gbps:.2f}",
                      f"{text.seconds / t.seconds:.1f}x", f"{t.gbps / fill.gbps:.0%}", rope_errors.get(t.label, "")])
     del sin_ref
     table = markdown_table(
         ["table", "implementation", "ms (median)", "GB/s", "vs textbook", "vs fill", "max abs error vs float64"],
         rows)
-    return f"{table}\n\nOne core, float32 output, median of {repeats}. Machine: {machine_line()}.\n"
+    return (f"{table}\n\nOne core, float32 output, median of {repeats}. Machine: {machine_line()}.\n"
+            "A new array pays for fresh pages (the kernel zeroes them first): compare with the fresh-pages row.\n")
