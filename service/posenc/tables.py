@@ -18,13 +18,13 @@ from .dtypes import OUTPUT_DTYPES, kernel_dtype, output_dtype
 from .errors import PosencError
 from .limits import LIMITS
 from .spec import RopeSpec, SinusoidalSpec
-from .spec.canonical import canonical_json, spec_hash
+from .spec.canonical import Canonical
 
 ENCODINGS = {"sinusoidal": SinusoidalSpec, "rope": RopeSpec}
 
 
 @dataclass(frozen=True)
-class TableSpec:
+class TableSpec(Canonical):
     encoding: SinusoidalSpec | RopeSpec
     start: int
     stop: int
@@ -100,10 +100,3 @@ class TableSpec:
         return cls(ENCODINGS[enc["kind"]].from_dict(enc), d.get("start", 0), d.get("stop"), d.get("dtype", "float32"),
                    d.get("seq_len"))
 
-    @property
-    def canonical_json(self) -> str:
-        return canonical_json(self.to_dict())
-
-    @property
-    def hash(self) -> str:
-        return spec_hash(self.to_dict())

@@ -27,6 +27,15 @@ def _anchor(p, freqs, amp, s, c):
         c[i] = amp[i] * math.cos(angle)
 
 
+@nb.njit(nogil=True, cache=True, inline="always")
+def _advance(s, c, cos_step, sin_step, i):
+    """Rotate frequency i's (sin, cos) state by one step; return the new pair."""
+    si, ci = s[i], c[i]
+    s[i] = si * cos_step[i] + ci * sin_step[i]
+    c[i] = ci * cos_step[i] - si * sin_step[i]
+    return s[i], c[i]
+
+
 @nb.njit(nogil=True, cache=True)
 def sincos_rows(positions, freqs, amp, step, flat, row_stride, sin_base, cos_base, interleaved, n_cos, lo, hi):
     """For rows r in lo..hi and frequency i (n_sin = len(freqs) >= n_cos):
@@ -60,13 +69,7 @@ def sincos_rows(positions, freqs, amp, step, flat, row_stride, sin_base, cos_bas
                     row[2 * i + 1] = c[i]
             else:
                 for i in range(n_cos):
-                    si, ci = s[i], c[i]
-                    a = si * cos_step[i] + ci * sin_step[i]
-                    b = ci * cos_step[i] - si * sin_step[i]
-                    s[i] = a
-                    c[i] = b
-                    row[2 * i] = a
-                    row[2 * i + 1] = b
+                    row[2 * i], row[2 * i + 1] = _advance(s, c, cos_step, sin_step, i)
         else:
             sin_row = flat[r * row_stride + sin_base: r * row_stride + sin_base + n_cos]
             cos_row = flat[r * row_stride + cos_base: r * row_stride + cos_base + n_cos]
@@ -76,18 +79,10 @@ def sincos_rows(positions, freqs, amp, step, flat, row_stride, sin_base, cos_bas
                     cos_row[i] = c[i]
             else:
                 for i in range(n_cos):
-                    si, ci = s[i], c[i]
-                    a = si * cos_step[i] + ci * sin_step[i]
-                    b = ci * cos_step[i] - si * sin_step[i]
-                    s[i] = a
-                    c[i] = b
-                    sin_row[i] = a
-                    cos_row[i] = b
+                    sin_row[i], cos_row[i] = _advance(s, c, cos_step, sin_step, i)
         # odd widths: the one sin column without a cos partner (its state still advances)
         sin_col = 2 if interleaved else 1
         for i in range(n_cos, n_sin):
             if not anchored:
-                si, ci = s[i], c[i]
-                s[i] = si * cos_step[i] + ci * sin_step[i]
-                c[i] = ci * cos_step[i] - si * sin_step[i]
+                _advance(s, c, cos_step, sin_step, i)
             flat[r * row_stride + sin_base + sin_col * i] = s[i]

@@ -11,6 +11,29 @@ def canonical_json(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def spec_hash(obj) -> str:
     """First 16 hex digits of SHA-256 of the canonical JSON."""
-    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()[:16]
+    return _digest(canonical_json(obj))
+
+
+class Canonical:
+    """Mixin for specs: identity (canonical JSON, hash) derived from `to_dict()`, computed once."""
+
+    def to_dict(self) -> dict:
+        raise NotImplementedError
+
+    @property
+    def canonical_json(self) -> str:
+        cached = self.__dict__.get("_canonical_json")
+        if cached is None:  # frozen dataclasses: write the cache straight into __dict__
+            cached = self.__dict__["_canonical_json"] = canonical_json(self.to_dict())
+        return cached
+
+    @property
+    def hash(self) -> str:
+        """First 16 hex digits of SHA-256 of the canonical JSON."""
+        return _digest(self.canonical_json)

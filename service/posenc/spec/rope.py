@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from types import MappingProxyType
 
 import numpy as np
 
 from ..args import as_choice, as_dim, as_float, as_int
 from ..errors import PosencError
-from .canonical import canonical_json, spec_hash
+from .canonical import Canonical
 from .rope_scaling import ALIASES, VARIANTS, RopeDims
 
 LAYOUTS = ("half", "interleaved")
@@ -19,7 +18,7 @@ _PASSTHROUGH_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor",
 
 
 @dataclass(frozen=True, eq=False, init=False)
-class RopeSpec:
+class RopeSpec(Canonical):
     """A rotary embedding: head size, base, partial rotary and one scaling variant.
 
     `scaling` is a HF `rope_parameters` / `rope_scaling` dict (legacy `"type"` accepted),
@@ -152,13 +151,6 @@ class RopeSpec:
                 raise PosencError(key, f"is not a RoPE spec field; known: {sorted(known | {'head_dim'})}")
         return cls(head_dim, **d)
 
-    @cached_property
-    def canonical_json(self) -> str:
-        return canonical_json(self.to_dict())
-
-    @property
-    def hash(self) -> str:
-        return spec_hash(self.to_dict())
 
     def __eq__(self, other):
         return isinstance(other, RopeSpec) and self.canonical_json == other.canonical_json

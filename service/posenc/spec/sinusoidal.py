@@ -10,14 +10,14 @@ import numpy as np
 
 from ..args import as_choice, as_dim, as_float, as_vector
 from ..errors import PosencError
-from .canonical import canonical_json, spec_hash
+from .canonical import Canonical
 from .columns import ColumnPlan
 
 LAYOUTS = ("interleaved", "halves", "t2t")
 
 
 @dataclass(frozen=True, init=False)
-class SinusoidalSpec:
+class SinusoidalSpec(Canonical):
     """Layouts (FORMULAS.md section 5):
 
     * "interleaved" (Vaswani, DistilBERT, XLM): PE[p,2i]=sin(p w_i), PE[p,2i+1]=cos(p w_i),
@@ -114,10 +114,3 @@ class SinusoidalSpec:
                 raise PosencError(key, f"is not a sinusoidal spec field; known: {sorted(known)}")
         return cls(d.pop("dim"), **d)
 
-    @property
-    def canonical_json(self) -> str:
-        return canonical_json(self.to_dict())
-
-    @property
-    def hash(self) -> str:
-        return spec_hash(self.to_dict())
