@@ -95,3 +95,8 @@ def test_empty_positions_give_empty_tables():
     assert posenc.sinusoidal([], 16).shape == (0, 16)
     cos, sin = posenc.rope_cos_sin([], posenc.RopeSpec(16))
     assert cos.shape == sin.shape == (0, 8)
+
+
+def test_huge_lengths_are_refused_before_allocating():
+    with pytest.raises(posenc.OutputTooLarge):
+        posenc.alibi_bias(1, 10**12, 1)

@@ -45,9 +45,11 @@ def alibi_bias(n_heads, q_len, k_len=None, *, q_offset=0, k_offset=0, mode="caus
     limit = LIMITS.max_abs_position
     q_offset = as_int(q_offset, "q_offset", minimum=-limit, maximum=limit - q_len)
     k_offset = as_int(k_offset, "k_offset", minimum=-limit, maximum=limit - k_len)
+    dtype = output_dtype(dtype)
+    LIMITS.check_output((slopes.shape[0], q_len, k_len), dtype.itemsize, field="q_len")  # before any allocation
     q_pos = np.arange(q_offset, q_offset + q_len, dtype=np.float64)
     k_pos = np.arange(k_offset, k_offset + k_len, dtype=np.float64)
-    return alibi_bias_positions(slopes * _gamma(gamma, slopes.shape[0]), q_pos, k_pos, mode, output_dtype(dtype))
+    return alibi_bias_positions(slopes * _gamma(gamma, slopes.shape[0]), q_pos, k_pos, mode, dtype)
 
 
 def alibi_bias_positions(slopes: np.ndarray, q_pos: np.ndarray, k_pos: np.ndarray, mode: str,
