@@ -42,11 +42,11 @@ def alibi_bias(n_heads, q_len, k_len=None, *, q_offset=0, k_offset=0, mode="caus
     slopes = alibi_slopes(n_heads, variant=variant, alibi_bias_max=alibi_bias_max)
     q_len = as_int(q_len, "q_len", minimum=1)
     k_len = q_len if k_len is None else as_int(k_len, "k_len", minimum=1)
+    dtype = output_dtype(dtype)
+    LIMITS.check_output((slopes.shape[0], q_len, k_len), dtype.itemsize, field="q_len")  # before any allocation
     limit = LIMITS.max_abs_position
     q_offset = as_int(q_offset, "q_offset", minimum=-limit, maximum=limit - q_len)
     k_offset = as_int(k_offset, "k_offset", minimum=-limit, maximum=limit - k_len)
-    dtype = output_dtype(dtype)
-    LIMITS.check_output((slopes.shape[0], q_len, k_len), dtype.itemsize, field="q_len")  # before any allocation
     q_pos = np.arange(q_offset, q_offset + q_len, dtype=np.float64)
     k_pos = np.arange(k_offset, k_offset + k_len, dtype=np.float64)
     return alibi_bias_positions(slopes * _gamma(gamma, slopes.shape[0]), q_pos, k_pos, mode, dtype)
