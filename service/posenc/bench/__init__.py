@@ -4,4 +4,5 @@ and prints a markdown table. Modules listed in SUITES provide `add_arguments(par
 
 SUITES = {
     "tables": "table generation vs textbook numpy and memory write bandwidth",
+    "shm": "shared-memory table lookups (numba, Table.lookup, C reader) vs memcpy of the same bytes",
 }

@@ -1,0 +1,379 @@
+/*
+ * posenc_shm.h - header-only C reader for posenc shared-memory tables (segment format v1).
+ *
+ * The Python service (`posenc.shm.TableStore`, `posenc table build`) publishes tables as
+ * files in a shm directory (default /dev/shm); this header attaches them read-only from
+ * any C/C++ process. Format and protocol: docs/shm-format.md.
+ *
+ *     posenc_shm_table t;
+ *     int rc = posenc_shm_attach(&t, "/dev/shm", "sin128", POSENC_SHM_VERIFY);
+ *     if (rc != POSENC_SHM_OK) { fprintf(stderr, "%s\n", t.error); return 1; }
+ *     const float *row = posenc_shm_row(&t, 4096);      // NULL outside [t.start, t.stop)
+ *     posenc_shm_detach(&t);
+ *
+ * A reader never writes, locks or unlinks anything; the mapping stays valid after the
+ * service replaces or removes the table. Needs POSIX mmap, GCC/Clang __atomic builtins and
+ * a little-endian host. All functions are static inline: include it in as many files as you like.
+ */
+#ifndef POSENC_SHM_H
+#define POSENC_SHM_H
+
+#if !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _DEFAULT_SOURCE /* O_CLOEXEC, MAP_POPULATE, nanosleep under -std=c11 (include this header first) */
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "posenc_shm.h reads little-endian files and assumes a little-endian host"
+#endif
+
+#define POSENC_SHM_MAGIC "POSENCTB"
+#define POSENC_SHM_VERSION 1u
+#define POSENC_SHM_HEADER_SIZE 256u
+#define POSENC_SHM_NAME_MAX 64
+#define POSENC_SHM_REGISTRY_FILE "posenc-registry"
+#define POSENC_SHM_REGISTRY_MAGIC "POSENCRG"
+#define POSENC_SHM_REGISTRY_VERSION 1u
+#define POSENC_SHM_REGISTRY_CAPACITY 1024u
+#define POSENC_SHM_REGISTRY_HEADER 128u
+#define POSENC_SHM_REGISTRY_SLOT 128u
+#define POSENC_SHM_REGISTRY_SIZE (POSENC_SHM_REGISTRY_HEADER + POSENC_SHM_REGISTRY_CAPACITY * POSENC_SHM_REGISTRY_SLOT)
+
+/* Segment states (header offset 12) and dtype codes (offset 24). */
+enum { POSENC_SHM_EMPTY = 0, POSENC_SHM_BUILDING = 1, POSENC_SHM_READY = 2 };
+enum { POSENC_SHM_FLOAT32 = 1, POSENC_SHM_FLOAT64 = 2 };
+
+/* Flags for attach. */
+#define POSENC_SHM_VERIFY 1 /* recompute the data CRC-32 (one pass over the table) */
+
+/* Return codes: 0 or a negative POSENC_SHM_E*. `t->error` holds the detailed message. */
+enum {
+    POSENC_SHM_OK = 0,
+    POSENC_SHM_EBADNAME = -1,   /* name is not 1..64 of [A-Za-z0-9_.-], or contains ".." */
+    POSENC_SHM_ENOTFOUND = -2,  /* no registry, or no table of that name */
+    POSENC_SHM_EOS = -3,        /* open/fstat/mmap failed: see t->os_errno */
+    POSENC_SHM_ETRUNCATED = -4, /* file shorter than its header says */
+    POSENC_SHM_EMAGIC = -5,     /* not a posenc segment */
+    POSENC_SHM_EVERSION = -6,   /* a format version this reader does not know */
+    POSENC_SHM_ESTATE = -7,     /* not READY (BUILDING: being written, or its writer died) */
+    POSENC_SHM_EHEADER = -8,    /* inconsistent header or header CRC mismatch */
+    POSENC_SHM_ECHECKSUM = -9,  /* data CRC mismatch */
+    POSENC_SHM_EREGISTRY = -10, /* registry file unreadable or of an unknown layout */
+    POSENC_SHM_EBUSY = -11      /* registry slot stayed mid-update, or the table kept being replaced */
+};
+
+typedef struct posenc_shm_table {
+    const uint8_t *base;   /* the whole mapped file */
+    size_t map_size;
+    const uint8_t *data;   /* rows * row_bytes bytes, 64-byte aligned */
+    int64_t start;         /* position of row 0 */
+    int64_t stop;          /* one past the last position */
+    uint64_t rows, width;  /* values per row */
+    uint32_t dtype;        /* POSENC_SHM_FLOAT32 or POSENC_SHM_FLOAT64 */
+    uint32_t itemsize;     /* 4 or 8 */
+    size_t row_bytes;
+    uint64_t generation;
+    uint32_t writer_pid;
+    int64_t created_ns;    /* unix time, nanoseconds */
+    uint32_t data_crc;
+    const char *spec_json; /* canonical spec JSON, NOT NUL-terminated */
+    uint32_t spec_json_len;
+    char spec_hash[17];
+    char name[POSENC_SHM_NAME_MAX + 1];
+    int os_errno;          /* errno of the failed call for POSENC_SHM_EOS */
+    char error[320];       /* what went wrong, naming the file */
+} posenc_shm_table;
+
+/* ---- little helpers ------------------------------------------------------------------ */
+
+static inline uint32_t posenc_shm__u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t posenc_shm__u64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+__attribute__((format(printf, 3, 4))) static inline int posenc_shm__fail(posenc_shm_table *t, int code,
+                                                                          const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(t->error, sizeof t->error, fmt, args);
+    va_end(args);
+    return code;
+}
+
+/* CRC-32 (zlib / IEEE 802.3, reflected 0xEDB88320), slice-by-8. Same value as zlib's crc32(). */
+typedef struct { uint32_t t[8][256]; } posenc_shm_crc_tables;
+
+static inline void posenc_shm_crc_init(posenc_shm_crc_tables *c)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t v = i;
+        for (int k = 0; k < 8; k++) v = (v & 1u) ? (v >> 1) ^ 0xEDB88320u : v >> 1;
+        c->t[0][i] = v;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int k = 1; k < 8; k++) c->t[k][i] = (c->t[k - 1][i] >> 8) ^ c->t[0][c->t[k - 1][i] & 0xffu];
+}
+
+/* Continue `crc` (0 to start) over n bytes, like zlib's crc32(crc, p, n). */
+static inline uint32_t posenc_shm_crc32(const posenc_shm_crc_tables *c, uint32_t crc, const void *buf, size_t n)
+{
+    const uint8_t *p = (const uint8_t *)buf;
+    crc = ~crc;
+    while (n >= 8) {
+        uint64_t v = posenc_shm__u64(p) ^ crc;
+        crc = c->t[7][v & 0xff] ^ c->t[6][(v >> 8) & 0xff] ^ c->t[5][(v >> 16) & 0xff] ^
+              c->t[4][(v >> 24) & 0xff] ^ c->t[3][(v >> 32) & 0xff] ^ c->t[2][(v >> 40) & 0xff] ^
+              c->t[1][(v >> 48) & 0xff] ^ c->t[0][v >> 56];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) crc = c->t[0][(crc ^ *p++) & 0xffu] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* ---- names and the registry ------------------------------------------------------------ */
+
+static inline int posenc_shm_valid_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 1 || n > POSENC_SHM_NAME_MAX || strstr(name, "..") || strcmp(name, ".") == 0) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = name[i];
+        if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+              ch == '.' || ch == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Seqlock read of one slot: generation + 64 name bytes. Returns 0, or -1 if it stayed mid-update. */
+static inline int posenc_shm__read_slot(const uint8_t *slot, uint64_t *generation, uint64_t name[8])
+{
+    const uint64_t *w = (const uint64_t *)slot;
+    for (int spin = 0; spin < 100000; spin++) {
+        uint64_t before = __atomic_load_n(&w[0], __ATOMIC_ACQUIRE);
+        if (before & 1u) continue;
+        *generation = __atomic_load_n(&w[1], __ATOMIC_RELAXED);
+        for (int k = 0; k < 8; k++) name[k] = __atomic_load_n(&w[2 + k], __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&w[0], __ATOMIC_RELAXED) == before) return 0;
+    }
+    return -1;
+}
+
+/* Current generation of `name` in `dir`'s registry (0 if no such table). */
+static inline int posenc_shm__lookup(posenc_shm_table *t, const char *dir, const char *name, uint64_t *generation)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, POSENC_SHM_REGISTRY_FILE);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return posenc_shm__fail(t, POSENC_SHM_ENOTFOUND, "%s: no registry (no table named '%s')", path, name);
+        t->os_errno = errno;
+        return posenc_shm__fail(t, POSENC_SHM_EOS, "%s: cannot open: %s", path, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size < POSENC_SHM_REGISTRY_SIZE) {
+        close(fd);
+        return posenc_shm__fail(t, POSENC_SHM_ENOTFOUND, "%s: registry not initialised (no table named '%s')", path,
+                                name);
+    }
+    const uint8_t *reg = (const uint8_t *)mmap(NULL, POSENC_SHM_REGISTRY_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (reg == MAP_FAILED) {
+        t->os_errno = errno;
+        return posenc_shm__fail(t, POSENC_SHM_EOS, "%s: cannot map: %s", path, strerror(errno));
+    }
+    int rc = POSENC_SHM_OK;
+    if (memcmp(reg, POSENC_SHM_REGISTRY_MAGIC, 8) != 0 || posenc_shm__u32(reg + 8) != POSENC_SHM_REGISTRY_VERSION ||
+        posenc_shm__u32(reg + 12) != POSENC_SHM_REGISTRY_CAPACITY ||
+        posenc_shm__u32(reg + 16) != POSENC_SHM_REGISTRY_SLOT) {
+        rc = posenc_shm__fail(t, POSENC_SHM_EREGISTRY, "%s: bad magic or unknown registry layout", path);
+    } else {
+        uint64_t want[8] = {0}, got[8];
+        memcpy(want, name, strlen(name));
+        *generation = 0;
+        for (uint32_t s = 0; s < POSENC_SHM_REGISTRY_CAPACITY; s++) {
+            uint64_t gen = 0;
+            const uint8_t *slot = reg + POSENC_SHM_REGISTRY_HEADER + (size_t)s * POSENC_SHM_REGISTRY_SLOT;
+            int attempt = 0;
+            while (posenc_shm__read_slot(slot, &gen, got) != 0) {
+                if (++attempt == 2000) {
+                    rc = posenc_shm__fail(t, POSENC_SHM_EBUSY, "%s: a slot stayed mid-update", path);
+                    break;
+                }
+                struct timespec ms = {0, 1000000};
+                nanosleep(&ms, NULL);
+            }
+            if (rc != POSENC_SHM_OK) break;
+            if (gen != 0 && memcmp(want, got, sizeof want) == 0) {
+                *generation = gen;
+                break;
+            }
+        }
+    }
+    munmap((void *)reg, POSENC_SHM_REGISTRY_SIZE);
+    return rc;
+}
+
+/* ---- segments ------------------------------------------------------------------------- */
+
+/* Map `path` read-only and validate it (magic, version, state READY, sizes, header CRC;
+ * the data CRC too with POSENC_SHM_VERIFY). On success fills *t; on failure *t holds only
+ * the error. */
+static inline int posenc_shm_attach_path(posenc_shm_table *t, const char *path, int flags)
+{
+    memset(t, 0, sizeof *t);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        t->os_errno = errno;
+        return posenc_shm__fail(t, errno == ENOENT ? POSENC_SHM_ENOTFOUND : POSENC_SHM_EOS, "%s: cannot open: %s",
+                                path, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        t->os_errno = errno;
+        close(fd);
+        return posenc_shm__fail(t, POSENC_SHM_EOS, "%s: cannot stat: %s", path, strerror(errno));
+    }
+    size_t size = (size_t)st.st_size;
+    if (size < POSENC_SHM_HEADER_SIZE) {
+        close(fd);
+        return posenc_shm__fail(t, POSENC_SHM_ETRUNCATED, "%s: truncated: %zu bytes, a header needs %u", path, size,
+                                POSENC_SHM_HEADER_SIZE);
+    }
+    int map_flags = MAP_SHARED;
+#ifdef MAP_POPULATE
+    map_flags |= MAP_POPULATE; /* fault every page in now, not on the first lookups */
+#endif
+    const uint8_t *b = (const uint8_t *)mmap(NULL, size, PROT_READ, map_flags, fd, 0);
+    close(fd);
+    if (b == MAP_FAILED) {
+        t->os_errno = errno;
+        return posenc_shm__fail(t, POSENC_SHM_EOS, "%s: cannot map: %s", path, strerror(errno));
+    }
+    /* Acquire: everything the writer stored before READY is visible after this load. */
+    uint32_t state = __atomic_load_n((const uint32_t *)(b + 12), __ATOMIC_ACQUIRE);
+    int rc = POSENC_SHM_OK;
+    uint32_t dtype = posenc_shm__u32(b + 24), itemsize = posenc_shm__u32(b + 28), spec_len = posenc_shm__u32(b + 92);
+    uint64_t rows = posenc_shm__u64(b + 32), width = posenc_shm__u64(b + 40);
+    uint64_t data_offset = posenc_shm__u64(b + 56), data_nbytes = posenc_shm__u64(b + 64);
+    uint64_t aligned = (POSENC_SHM_HEADER_SIZE + (uint64_t)spec_len + 63u) / 64u * 64u;
+    if (memcmp(b, POSENC_SHM_MAGIC, 8) != 0)
+        rc = posenc_shm__fail(t, POSENC_SHM_EMAGIC, "%s: bad magic: not a posenc table", path);
+    else if (posenc_shm__u32(b + 8) != POSENC_SHM_VERSION)
+        rc = posenc_shm__fail(t, POSENC_SHM_EVERSION, "%s: unknown format version %u (this reader knows %u)", path,
+                              posenc_shm__u32(b + 8), POSENC_SHM_VERSION);
+    else if (!((dtype == POSENC_SHM_FLOAT32 && itemsize == 4) || (dtype == POSENC_SHM_FLOAT64 && itemsize == 8)) ||
+             rows == 0 || width == 0 || width > UINT64_MAX / itemsize / rows || data_offset != aligned ||
+             data_nbytes != rows * width * itemsize)
+        rc = posenc_shm__fail(t, POSENC_SHM_EHEADER, "%s: inconsistent header (dtype, shape or offsets)", path);
+    else if (state != POSENC_SHM_READY)
+        rc = posenc_shm__fail(t, POSENC_SHM_ESTATE, "%s: not READY (state %s): being written, or its writer died",
+                              path, state == POSENC_SHM_BUILDING ? "BUILDING" : "EMPTY/unknown");
+    else if (data_nbytes > size || data_offset > size - data_nbytes)
+        rc = posenc_shm__fail(t, POSENC_SHM_ETRUNCATED, "%s: truncated: %zu bytes, the header says %llu", path, size,
+                              (unsigned long long)(data_offset + data_nbytes));
+    if (rc == POSENC_SHM_OK) {
+        posenc_shm_crc_tables crc;
+        posenc_shm_crc_init(&crc);
+        uint8_t header[POSENC_SHM_HEADER_SIZE];
+        memcpy(header, b, sizeof header);
+        memset(header + 12, 0, 8); /* state and header_crc are not covered */
+        uint32_t h = posenc_shm_crc32(&crc, posenc_shm_crc32(&crc, 0, header, sizeof header),
+                                      b + POSENC_SHM_HEADER_SIZE, spec_len);
+        if (h != posenc_shm__u32(b + 16))
+            rc = posenc_shm__fail(t, POSENC_SHM_EHEADER, "%s: header checksum mismatch", path);
+        else if ((flags & POSENC_SHM_VERIFY) &&
+                 posenc_shm_crc32(&crc, 0, b + data_offset, (size_t)data_nbytes) != posenc_shm__u32(b + 20))
+            rc = posenc_shm__fail(t, POSENC_SHM_ECHECKSUM,
+                                  "%s: data checksum mismatch: the table was modified or corrupted", path);
+    }
+    if (rc != POSENC_SHM_OK) {
+        munmap((void *)b, size);
+        return rc;
+    }
+    t->base = b;
+    t->map_size = size;
+    t->data = b + data_offset;
+    t->rows = rows;
+    t->width = width;
+    t->dtype = dtype;
+    t->itemsize = itemsize;
+    t->row_bytes = (size_t)(width * itemsize);
+    t->start = (int64_t)posenc_shm__u64(b + 48);
+    t->stop = t->start + (int64_t)rows;
+    t->data_crc = posenc_shm__u32(b + 20);
+    t->generation = posenc_shm__u64(b + 72);
+    t->created_ns = (int64_t)posenc_shm__u64(b + 80);
+    t->writer_pid = posenc_shm__u32(b + 88);
+    t->spec_json = (const char *)b + POSENC_SHM_HEADER_SIZE;
+    t->spec_json_len = spec_len;
+    memcpy(t->spec_hash, b + 96, 16);
+    memcpy(t->name, b + 112, POSENC_SHM_NAME_MAX); /* NUL-padded; t->name[64] stays 0 */
+    return POSENC_SHM_OK;
+}
+
+/* Attach the current generation of table `name` in `dir` (e.g. "/dev/shm"). Retries when
+ * the table is replaced between reading the registry and opening the file. */
+static inline int posenc_shm_attach(posenc_shm_table *t, const char *dir, const char *name, int flags)
+{
+    memset(t, 0, sizeof *t);
+    if (!posenc_shm_valid_name(name))
+        return posenc_shm__fail(t, POSENC_SHM_EBADNAME, "name '%s': must be 1..64 of [A-Za-z0-9_.-], no '/' or '..'",
+                                name);
+    for (int attempt = 0; attempt < 32; attempt++) {
+        uint64_t generation = 0, again = 0;
+        int rc = posenc_shm__lookup(t, dir, name, &generation);
+        if (rc != POSENC_SHM_OK) return rc;
+        if (generation == 0) return posenc_shm__fail(t, POSENC_SHM_ENOTFOUND, "%s: no table named '%s'", dir, name);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/posenc.%s.%llu", dir, name, (unsigned long long)generation);
+        rc = posenc_shm_attach_path(t, path, flags);
+        if (rc == POSENC_SHM_ENOTFOUND) {
+            if (posenc_shm__lookup(t, dir, name, &again) == POSENC_SHM_OK && again != generation) continue;
+            return posenc_shm__fail(t, POSENC_SHM_ENOTFOUND, "%s: the registry names it but the file is gone", path);
+        }
+        if (rc == POSENC_SHM_OK && (t->generation != generation || strcmp(t->name, name) != 0)) {
+            munmap((void *)t->base, t->map_size);
+            memset(t, 0, sizeof *t);
+            return posenc_shm__fail(t, POSENC_SHM_EHEADER, "%s: header names another table or generation", path);
+        }
+        return rc;
+    }
+    return posenc_shm__fail(t, POSENC_SHM_EBUSY, "table '%s' in %s kept being replaced while attaching", name, dir);
+}
+
+/* Pointer to the row of `position` (width values of t->dtype), NULL outside [start, stop). */
+static inline const void *posenc_shm_row(const posenc_shm_table *t, int64_t position)
+{
+    uint64_t row = (uint64_t)position - (uint64_t)t->start;
+    return row < t->rows ? t->data + row * t->row_bytes : NULL;
+}
+
+/* Recompute the data CRC of an attached table: POSENC_SHM_OK or POSENC_SHM_ECHECKSUM. */
+static inline int posenc_shm_verify(const posenc_shm_table *t)
+{
+    posenc_shm_crc_tables crc;
+    posenc_shm_crc_init(&crc);
+    return posenc_shm_crc32(&crc, 0, t->data, t->rows * t->row_bytes) == t->data_crc ? POSENC_SHM_OK
+                                                                                      : POSENC_SHM_ECHECKSUM;
+}
+
+static inline void posenc_shm_detach(posenc_shm_table *t)
+{
+    if (t->base) munmap((void *)t->base, t->map_size);
+    memset(t, 0, sizeof *t);
+}
+
+#endif /* POSENC_SHM_H */

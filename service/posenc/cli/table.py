@@ -1,0 +1,196 @@
+"""`posenc table build|ls|rm|verify`: manage shared-memory tables from the shell.
+
+Tables built here outlive the command (it does not `close()` its store), so other
+processes can attach them; `posenc table rm` removes them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..errors import PosencError
+from ..shm import ShmError, TableStore, attach, list_tables
+from ..spec import RopeSpec
+from ..tables import TableSpec
+
+
+def register(sub) -> None:
+    p = sub.add_parser("table", help="build, list, remove and verify shared-memory tables")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    build = actions.add_parser("build", help="compute a table into shared memory and publish it")
+    build.add_argument("spec", help="JSON (or a JSON file) of an encoding spec such as "
+                       "'{\"kind\":\"sinusoidal\",\"dim\":128}' or of a whole table spec, or a HF config.json")
+    build.add_argument("--positions", help="START:STOP, e.g. 0:131072 (--positions=-8:8 for a negative START; "
+                       "default: the table spec's, or 0:max_position_embeddings "
+                       "of a HF config)")
+    build.add_argument("--name", help="table name (default KIND-HASH)")
+    build.add_argument("--dtype", choices=["float32", "float64"], help="stored dtype (default float32)")
+    build.add_argument("--seq-len", type=float, help="RoPE only: the sequence length dynamic/longrope use")
+    build.add_argument("--mode", type=octal, default=0o640, help="file mode, octal (default 0640)")
+    build.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
+                       help="progress bar on stderr (auto: when stderr is a terminal)")
+    build.set_defaults(handler=run_build)
+
+    ls = actions.add_parser("ls", help="list tables: name, spec, shape, dtype, size, generation, state")
+    ls.add_argument("--json", action="store_true", help="one JSON object per line, every field")
+    ls.set_defaults(handler=run_ls)
+
+    rm = actions.add_parser("rm", help="unpublish tables and unlink their segments")
+    rm.add_argument("names", nargs="+", metavar="NAME")
+    rm.set_defaults(handler=run_rm)
+
+    verify = actions.add_parser("verify", help="recompute checksums (all published tables by default)")
+    verify.add_argument("names", nargs="*", metavar="NAME")
+    verify.set_defaults(handler=run_verify)
+
+    for action in (build, ls, rm, verify):
+        action.add_argument("--root", help="shm directory (default $POSENC_SHM_DIR or /dev/shm)")
+
+
+def octal(text: str) -> int:
+    return int(text, 8)
+
+
+def parse_positions(text: str) -> tuple[int, int]:
+    start, sep, stop = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return int(start), int(stop)
+    except ValueError:
+        raise PosencError("positions", f"must be START:STOP with integers, got {text!r}") from None
+
+
+def load_json(text: str) -> dict:
+    """`text` itself if it looks like JSON, else the contents of the file it names."""
+    if not text.lstrip().startswith("{"):
+        try:
+            text = Path(text).read_text()
+        except OSError as exc:
+            raise PosencError("spec", f"is neither JSON nor a readable file: {text!r} ({exc.strerror})") from None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise PosencError("spec", f"invalid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise PosencError("spec", "must be a JSON object")
+    return value
+
+
+def table_spec(spec: dict, positions: str | None, dtype: str | None, seq_len: float | None) -> TableSpec:
+    """A TableSpec from a table spec dict, an encoding spec dict or a HF config dict, plus overrides."""
+    if "encoding" in spec:
+        base = dict(spec)
+    elif "kind" in spec:
+        base = {"encoding": spec}
+    else:
+        rope = RopeSpec.from_hf_config(spec)
+        base = {"encoding": rope.to_dict()}
+        if rope.max_position_embeddings is not None:
+            base["start"], base["stop"] = 0, rope.max_position_embeddings
+    if positions is not None:
+        base["start"], base["stop"] = parse_positions(positions)
+    if base.get("stop") is None:
+        raise PosencError("positions", "is required (START:STOP) for this spec")
+    if dtype is not None:
+        base["dtype"] = dtype
+    if seq_len is not None:
+        base["seq_len"] = seq_len
+    return TableSpec.from_dict(base)
+
+
+class ProgressBar:
+    """`name [#####-----]  48%  62914/131072 rows  1.2 s` on one stderr line, redrawn at most 10x/s."""
+
+    WIDTH = 30
+
+    def __init__(self, name: str, stream=None):
+        self.name = name
+        self.stream = stream or sys.stderr
+        self.started = time.monotonic()
+        self.drawn = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self.drawn < 0.1:
+            return
+        self.drawn = now
+        filled = self.WIDTH * done // total
+        self.stream.write(f"\r{self.name} [{'#' * filled}{'-' * (self.WIDTH - filled)}] {100 * done // total:3d}%  "
+                          f"{done}/{total} rows  {now - self.started:.1f} s")
+        if done == total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def run_build(args) -> int:
+    table = table_spec(load_json(args.spec), args.positions, args.dtype, args.seq_len)
+    name = args.name or f"{table.kind}-{table.hash[:8]}"
+    show = args.progress == "always" or (args.progress == "auto" and sys.stderr.isatty())
+    store = TableStore(args.root, mode=args.mode)
+    info = store.publish(name, table, progress=ProgressBar(name) if show else None)
+    print(f"published {info.name} generation {info.generation}: {info.shape[0]}x{info.shape[1]} {info.dtype} "
+          f"({human_bytes(info.nbytes)}) in {store.root / info.segment}")
+    return 0
+
+
+def human_bytes(n: int) -> str:
+    size, unit = float(n), "B"
+    for bigger in ("KiB", "MiB", "GiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+
+
+def spec_summary(spec: dict) -> str:
+    enc = spec.get("encoding", {})
+    if enc.get("kind") == "rope":
+        params = f"head_dim={enc['head_dim']} base={enc['base']:g} {enc['scaling']['rope_type']}"
+    elif enc.get("kind") == "sinusoidal":
+        params = f"dim={enc['dim']} base={enc['base']:g} {enc['layout']}"
+    else:
+        return "?"
+    return f"{enc['kind']} {params} [{spec['start']}:{spec['stop']})"
+
+
+def run_ls(args) -> int:
+    infos = list_tables(args.root)
+    if args.json:
+        for info in infos:
+            print(json.dumps(info.to_dict()))
+        return 0
+    rows = [["NAME", "SPEC", "SHAPE", "DTYPE", "SIZE", "GENERATION", "STATE"]]
+    rows += [[i.name, spec_summary(i.spec), f"{i.shape[0]}x{i.shape[1]}", i.dtype or "-", human_bytes(i.nbytes),
+              str(i.generation), i.state] for i in infos]
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return 0
+
+
+def run_rm(args) -> int:
+    store = TableStore(args.root)
+    for name in args.names:
+        store.remove(name)
+        print(f"removed {name}")
+    return 0
+
+
+def run_verify(args) -> int:
+    names = args.names or sorted({i.name for i in list_tables(args.root) if i.state == "READY"})
+    failed = 0
+    for name in names:
+        started = time.perf_counter()
+        try:
+            with attach(name, root=args.root, verify=True) as tbl:
+                print(f"ok    {name}  generation {tbl.generation}  {human_bytes(tbl.array.nbytes)}  "
+                      f"checksum verified in {(time.perf_counter() - started) * 1e3:.1f} ms")
+        except ShmError as exc:
+            failed += 1
+            print(f"FAIL  {name}: {exc}")
+    return 1 if failed else 0

@@ -1,0 +1,72 @@
+"""What is in a shm directory: one `TableInfo` per segment file (`posenc table ls`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .errors import ShmError
+from .format import BUILDING, HEADER_SIZE, READY, unpack_header
+from .paths import resolve_root, segment_files
+from .registry import RegistryView
+
+#: `state` of a READY segment the registry does not name: replaced or orphaned, reclaimable.
+STALE = "STALE"
+#: `state` of a file named like a segment whose header cannot be read.
+INVALID = "INVALID"
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """One segment. Only state "READY" (the registry's current generation) is attachable;
+    "BUILDING" is being written, "STALE" is a superseded or orphaned READY segment and
+    "INVALID" a file whose header is unreadable."""
+
+    name: str
+    segment: str
+    kind: str
+    spec: dict
+    shape: tuple[int, int]
+    dtype: str
+    nbytes: int
+    generation: int
+    state: str
+    created: float
+    writer_pid: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def read_info(path: Path, name: str, generation: int, current: dict[str, int]) -> TableInfo:
+    """Describe one segment file; `current` is the registry's {name: generation}."""
+    try:
+        with open(path, "rb") as f:
+            header = unpack_header(f.read(HEADER_SIZE), str(path))
+            spec = json.loads(f.read(header.spec_len))
+        kind = spec["encoding"]["kind"]
+    except (ShmError, ValueError, TypeError, KeyError):
+        return TableInfo(name, path.name, "", {}, (0, 0), "", path.stat().st_size, generation, INVALID, 0.0, 0)
+    if header.state == READY:
+        state = "READY" if current.get(name) == generation else STALE
+    else:
+        state = "BUILDING" if header.state == BUILDING else INVALID
+    return TableInfo(name, path.name, kind, spec, (header.rows, header.width), header.dtype, header.data_nbytes,
+                     generation, state, header.created_ns / 1e9, header.writer_pid)
+
+
+def list_tables(root=None) -> list[TableInfo]:
+    """Every segment in the shm directory (default $POSENC_SHM_DIR or /dev/shm), by name."""
+    root = resolve_root(root)
+    registry = RegistryView.open(root)
+    current = {} if registry is None else registry.entries()
+    if registry is not None:
+        registry.close()
+    infos = []
+    for name, generation, path in segment_files(root):
+        try:
+            infos.append(read_info(path, name, generation, current))
+        except OSError:
+            continue  # unlinked while we listed, or not readable by us
+    return infos

@@ -1,0 +1,279 @@
+"""The registry: one small fixed-size file mapping table names to their current generation.
+
+Layout (little-endian, docs/shm-format.md): a 128-byte header (magic "POSENCRG", version,
+capacity, slot size, next generation) then `CAPACITY` slots of 128 bytes: a seqlock counter,
+the generation (0 = free slot) and the NUL-padded name. Writers serialise with `flock` on
+the registry file and bump a slot's counter to odd, write, then to even; readers retry
+until they see the same even counter before and after copying the slot, so a reader
+never sees half an update.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import mmap
+import os
+import struct
+import threading
+import time
+from pathlib import Path
+
+import numba as nb
+import numpy as np
+
+from .atomics import fence_acquire, fence_release, load_acquire, store_release
+from .errors import ShmError
+from .paths import NAME_MAX, REGISTRY_FILE, segment_files
+
+MAGIC = b"POSENCRG"
+VERSION = 1
+CAPACITY = 1024
+HEADER_BYTES = 128
+SLOT_BYTES = 128
+SIZE = HEADER_BYTES + CAPACITY * SLOT_BYTES
+_HEADER = struct.Struct("<8sIIIIQ")  # magic, version, capacity, slot size, reserved, next generation
+_NEXT_GENERATION_WORD = 3
+_HEADER_WORDS = HEADER_BYTES // 8
+_SLOT_WORDS = SLOT_BYTES // 8
+_NAME_WORDS = NAME_MAX // 8
+#: Spins on one slot before a reader gives up and sleeps (a writer holds a slot odd for nanoseconds).
+_SPINS = 100_000
+_BUSY_TIMEOUT_S = 2.0
+
+NOT_FOUND, BUSY = -1, -2
+
+
+@nb.njit(nogil=True, cache=True)
+def _read_slot(words, base, out):
+    """Copy slot words [generation, name...] into out under the seqlock; False if it stayed busy."""
+    for _ in range(_SPINS):
+        before = load_acquire(words, base)
+        if before & 1:
+            continue
+        for k in range(out.shape[0]):
+            out[k] = words[base + 1 + k]
+        fence_acquire()
+        if load_acquire(words, base) == before:
+            return True
+    return False
+
+
+@nb.njit(nogil=True, cache=True)
+def _find(words, name_words):
+    """(slot, generation) of the live slot holding this name; slot NOT_FOUND or BUSY otherwise."""
+    entry = np.empty(1 + _NAME_WORDS, np.uint64)
+    for slot in range(CAPACITY):
+        if not _read_slot(words, _HEADER_WORDS + slot * _SLOT_WORDS, entry):
+            return BUSY, 0
+        if entry[0] == 0:
+            continue
+        same = True
+        for k in range(_NAME_WORDS):
+            if entry[1 + k] != name_words[k]:
+                same = False
+                break
+        if same:
+            return slot, entry[0]
+    return NOT_FOUND, 0
+
+
+@nb.njit(nogil=True, cache=True)
+def _snapshot(words, out):
+    """Every slot's [generation, name...] into out[CAPACITY, 9]; False if a slot stayed busy."""
+    for slot in range(CAPACITY):
+        if not _read_slot(words, _HEADER_WORDS + slot * _SLOT_WORDS, out[slot]):
+            return False
+    return True
+
+
+@nb.njit(nogil=True, cache=True)
+def _write_slot(words, slot, generation, name_words):
+    """Seqlock write (caller holds the flock): counter odd, fields, counter even."""
+    base = _HEADER_WORDS + slot * _SLOT_WORDS
+    counter = words[base] | 1  # an odd counter left by a writer that died mid-update stays odd here
+    store_release(words, base, counter)
+    fence_release()
+    words[base + 1] = generation
+    for k in range(_NAME_WORDS):
+        words[base + 2 + k] = name_words[k]
+    store_release(words, base, counter + 1)
+
+
+def _name_words(name: str) -> np.ndarray:
+    return np.frombuffer(name.encode().ljust(NAME_MAX, b"\0"), dtype=np.uint64)
+
+
+def _entries(words: np.ndarray) -> dict[str, int]:
+    """{name: generation} of every live slot, retrying while a writer is mid-update."""
+    out = np.empty((CAPACITY, 1 + _NAME_WORDS), np.uint64)
+    deadline = time.monotonic() + _BUSY_TIMEOUT_S
+    while not _snapshot(words, out):
+        if time.monotonic() > deadline:
+            raise ShmError("registry", "a slot stayed busy (a writer is stuck mid-update)")
+        time.sleep(0.001)
+    return {out[s, 1:].tobytes().rstrip(b"\0").decode("ascii", "replace"): int(out[s, 0])
+            for s in np.flatnonzero(out[:, 0])}
+
+
+def _lookup(words: np.ndarray, name: str) -> tuple[int, int]:
+    name_words = _name_words(name)
+    deadline = time.monotonic() + _BUSY_TIMEOUT_S
+    while True:
+        slot, generation = _find(words, name_words)
+        if slot != BUSY:
+            return int(slot), int(generation)
+        if time.monotonic() > deadline:
+            raise ShmError("registry", f"the slot of {name!r} stayed busy (a writer is stuck mid-update)")
+        time.sleep(0.001)
+
+
+def _check_header(buffer, path: Path) -> None:
+    magic, version, capacity, slot_bytes, _, _ = _HEADER.unpack_from(buffer)
+    if magic != MAGIC:
+        raise ShmError("registry", f"{path}: bad magic {magic!r} (expected {MAGIC!r})")
+    if (version, capacity, slot_bytes) != (VERSION, CAPACITY, SLOT_BYTES):
+        raise ShmError("registry", f"{path}: unknown registry layout (version {version}, {capacity} slots of "
+                       f"{slot_bytes} bytes; this reader knows version {VERSION}, {CAPACITY}x{SLOT_BYTES})")
+
+
+class _Registry:
+    """Seqlock reads of a mapped registry, shared by readers and writers."""
+
+    _words: np.ndarray
+
+    def generation(self, name: str) -> int | None:
+        """The current generation of `name`, None if there is no such table."""
+        slot, generation = _lookup(self._words, name)
+        return None if slot == NOT_FOUND else generation
+
+    def entries(self) -> dict[str, int]:
+        """{name: current generation} of every table."""
+        return _entries(self._words)
+
+
+class RegistryView(_Registry):
+    """Read-only mapping of the registry (readers): never locks, never writes."""
+
+    def __init__(self, path: Path, mapping: mmap.mmap):
+        self.path = path
+        self._mapping = mapping
+        self._words = np.frombuffer(mapping, dtype=np.uint64)
+
+    @classmethod
+    def open(cls, root: Path) -> RegistryView | None:
+        """The registry of `root`, or None when no store has initialised one there yet."""
+        path = root / REGISTRY_FILE
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return None
+        try:
+            if os.fstat(fd).st_size < SIZE:
+                return None  # a store is initialising it
+            mapping = mmap.mmap(fd, SIZE, mmap.MAP_SHARED, mmap.PROT_READ)
+        finally:
+            os.close(fd)
+        if mapping[:8] == bytes(8):
+            mapping.close()
+            return None  # sized but the magic is not stored yet
+        _check_header(mapping, path)
+        return cls(path, mapping)
+
+    def close(self) -> None:
+        self._words = None
+        self._mapping.close()
+
+
+class RegistryWriter(_Registry):
+    """The writer's read-write mapping: creates the registry on first use; updates under flock."""
+
+    def __init__(self, root: Path, mode: int):
+        self.path = root / REGISTRY_FILE
+        self._thread_lock = threading.Lock()
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
+        except OSError as exc:
+            raise ShmError("registry", f"cannot open {self.path}: {exc.strerror}") from None
+        try:
+            with self._flock():
+                magic = os.pread(self._fd, 8, 0)
+                if magic.strip(b"\0") == b"":
+                    self._initialise(root, mode)  # new, or left behind by a creator that died
+                if os.fstat(self._fd).st_size < SIZE:
+                    raise ShmError("registry", f"{self.path}: truncated (expected {SIZE} bytes)")
+            _check_header(os.pread(self._fd, _HEADER.size, 0), self.path)
+            self._mapping = mmap.mmap(self._fd, SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._words = np.frombuffer(self._mapping, dtype=np.uint64)
+
+    def _initialise(self, root: Path, mode: int) -> None:
+        """Zeroed slots, the header, and the magic last (readers ignore a file without it)."""
+        os.fchmod(self._fd, mode)
+        try:
+            os.posix_fallocate(self._fd, 0, SIZE)  # grows and zero-fills; never shrinks a mapped file
+        except OSError as exc:
+            raise ShmError("registry", f"cannot create {self.path} ({SIZE} bytes): {exc.strerror}") from None
+        # Generations never repeat, even across a registry that was deleted and created again.
+        first = 1 + max((generation for _, generation, _ in segment_files(root)), default=0)
+        os.pwrite(self._fd, _HEADER.pack(bytes(8), VERSION, CAPACITY, SLOT_BYTES, 0, first), 0)
+        os.pwrite(self._fd, MAGIC, 0)
+
+    @contextlib.contextmanager
+    def _flock(self):
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Exclusive writer section, across threads (flock alone does not exclude threads sharing
+        one fd) and processes. Slots left odd by a writer that died mid-update (content
+        unknown) are cleared first, so readers do not wait on them."""
+        with self._thread_lock, self._flock():
+            for slot in np.flatnonzero(self._words[_HEADER_WORDS::_SLOT_WORDS] & 1):
+                _write_slot(self._words, int(slot), 0, np.zeros(_NAME_WORDS, np.uint64))
+            yield self
+
+    def allocate_generation(self) -> int:
+        generation = int(self._words[_NEXT_GENERATION_WORD])
+        self._words[_NEXT_GENERATION_WORD] = generation + 1
+        return generation
+
+    def has_room(self, name: str) -> bool:
+        return _lookup(self._words, name)[0] != NOT_FOUND or self._free_slot() is not None
+
+    def _free_slot(self) -> int | None:
+        generations = self._words[_HEADER_WORDS + 1::_SLOT_WORDS]
+        free = np.flatnonzero(generations == 0)
+        return int(free[0]) if free.size else None
+
+    def set(self, name: str, generation: int) -> int | None:
+        """Point `name` at `generation`; returns the generation it replaced (None if new)."""
+        slot, previous = _lookup(self._words, name)
+        if slot == NOT_FOUND:
+            slot, previous = self._free_slot(), None
+            if slot is None:
+                raise ShmError("name", f"the registry is full ({CAPACITY} tables); remove one first")
+        _write_slot(self._words, slot, generation, _name_words(name))
+        return previous
+
+    def clear(self, name: str) -> int | None:
+        """Remove `name`; returns the generation it had (None if there was no such table)."""
+        slot, previous = _lookup(self._words, name)
+        if slot == NOT_FOUND:
+            return None
+        _write_slot(self._words, slot, 0, np.zeros(_NAME_WORDS, np.uint64))
+        return previous
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        self._words = None
+        self._mapping.close()
+        os.close(self._fd)
+        self._fd = -1
