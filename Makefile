@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.posenc-installed
 # Reinstall when packaging or native sources change (editable install: Python edits need nothing).
 INSTALL_INPUTS := pyproject.toml $(wildcard setup.py native/src/*.c native/src/*.h native/include/*.h)
 
-.PHONY: run test install bench clean
+.PHONY: run test install bench clean loadtest bench-http
 
 $(STAMP): $(INSTALL_INPUTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,13 +17,22 @@ $(STAMP): $(INSTALL_INPUTS)
 install: $(STAMP)
 
 run: install
-	$(BIN)/posenc demo
+	$(BIN)/posenc serve
 
 test: install
 	$(BIN)/python -m pytest
 
 bench: install
 	$(BIN)/posenc bench tables
+
+# Locust SLO run: starts `posenc serve` (embedded config), 30 s of the realistic mix on 127.0.0.1;
+# fails on any failed request or P99 over the threshold (loadtest/slo.py --help for the knobs).
+loadtest: install
+	$(BIN)/python loadtest/slo.py
+
+# HTTP with wrk vs a bare ASGI app returning the same bytes (server on CPU 0, wrk on CPU 1).
+bench-http: install
+	$(BIN)/posenc bench http
 
 clean:
 	rm -rf $(VENV) build *.egg-info service/*.egg-info

@@ -5,4 +5,5 @@ and prints a markdown table. Modules listed in SUITES provide `add_arguments(par
 SUITES = {
     "tables": "table generation vs textbook numpy and memory write bandwidth",
     "shm": "shared-memory table lookups (numba, Table.lookup, C reader) vs memcpy of the same bytes",
+    "http": "HTTP requests/s and P50/P99 (wrk) vs a bare ASGI app returning the same bytes",
 }

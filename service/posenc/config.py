@@ -1,0 +1,248 @@
+"""The service configuration: typed, loaded from TOML, with an embedded default and env overrides.
+
+Precedence, lowest first: the embedded default (`DEFAULT_TOML`, the same text as
+`deploy/posenc.toml`) or the file given, then the environment (POSENC_HOST, POSENC_PORT,
+POSENC_WORKERS, POSENC_SHM_DIR, POSENC_API_KEY), then command-line flags (`with_overrides`).
+A key the schema does not know is an error naming it, so a typo never silently does nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import PosencError
+from .tables import TableSpec
+
+DEFAULT_TOML = """\
+# posenc service configuration. `posenc serve` without --config uses exactly this file's
+# content (embedded in posenc.config). Environment variables override [server]:
+# POSENC_HOST, POSENC_PORT, POSENC_WORKERS, POSENC_SHM_DIR; POSENC_API_KEY enables
+# table create/delete over HTTP (Authorization: Bearer <key>).
+
+[server]
+host = "127.0.0.1"
+port = 8000            # HTTP
+workers = 0            # 0 = number of cores
+binary_port = 8001     # native binary protocol (a later issue); 0 = off
+binary_socket = ""     # unix socket path for the binary protocol, "" = off
+shm_dir = "/dev/shm"
+drain_timeout_s = 10   # SIGTERM: stop accepting, finish in-flight requests for at most this long
+header_timeout_s = 10  # a client must send the whole request head within this time (else 408)
+body_timeout_s = 30    # ... and the whole body within this time after the head (else 408)
+keep_alive_s = 5       # idle keep-alive connections are closed after this
+access_log = false     # per-request log lines (the metrics count every request anyway)
+
+[limits]
+max_body_bytes = 8388608       # request body, checked while reading (413)
+max_head_bytes = 65536         # request line + headers (431)
+max_positions = 1048576        # positions (or relative positions) in one request (413)
+max_output_bytes = 268435456   # any response array (413)
+max_concurrency = 256          # in-flight requests per worker process (429 beyond)
+
+# Tables built once into shared memory before the workers start; every worker attaches
+# them read-only. Fields: name, encoding (a spec, as GET /v1/tables shows), start, stop,
+# dtype ("float32" | "float64"), seq_len (rope only: fixes dynamic/longrope frequencies).
+
+[[tables]]
+name = "sin128"
+encoding = { kind = "sinusoidal", dim = 128 }
+start = 0
+stop = 131072
+dtype = "float32"
+
+[[tables]]
+name = "llama3.1-8b"   # Llama 3.1 RoPE (head_dim 128): rows [cos | sin], 128 wide
+start = 0
+stop = 131072
+dtype = "float32"
+
+[tables.encoding]
+kind = "rope"
+head_dim = 128
+base = 500000.0
+max_position_embeddings = 131072
+
+[tables.encoding.scaling]
+rope_type = "llama3"
+factor = 8.0
+low_freq_factor = 1.0
+high_freq_factor = 4.0
+original_max_position_embeddings = 8192
+"""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 0
+    binary_port: int = 8001
+    binary_socket: str = ""
+    shm_dir: str = "/dev/shm"
+    drain_timeout_s: float = 10.0
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    keep_alive_s: float = 5.0
+    access_log: bool = False
+
+    @property
+    def worker_count(self) -> int:
+        """`workers`, with 0 meaning one per core."""
+        return self.workers or os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    max_body_bytes: int = 8 << 20
+    max_head_bytes: int = 64 << 10
+    max_positions: int = 1 << 20
+    max_output_bytes: int = 256 << 20
+    max_concurrency: int = 256
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    name: str
+    spec: TableSpec
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, **self.spec.to_dict()}
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    server: ServerConfig = field(default_factory=ServerConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    tables: tuple[TableConfig, ...] = ()
+    #: From POSENC_API_KEY only (never from a file): enables table create/delete over HTTP.
+    api_key: str | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        """The resolved config as plain data (how `posenc serve` hands it to its workers)."""
+        return {"server": dataclasses.asdict(self.server), "limits": dataclasses.asdict(self.limits),
+                "tables": [t.to_dict() for t in self.tables], "api_key": self.api_key}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ServiceConfig:
+        _check_keys(data, {"server", "limits", "tables", "api_key"}, "")
+        tables = data.get("tables", [])
+        if not isinstance(tables, list):
+            raise PosencError("tables", "must be an array of tables")
+        parsed = tuple(_table(entry, f"tables[{i}]") for i, entry in enumerate(tables))
+        names = [t.name for t in parsed]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate is not None:
+            raise PosencError("tables", f"name {duplicate!r} is used twice")
+        api_key = data.get("api_key")
+        if api_key is not None and (not isinstance(api_key, str) or not api_key):
+            raise PosencError("api_key", "must be a non-empty string")
+        return cls(server=_section(ServerConfig, data.get("server", {}), "server"),
+                   limits=_section(LimitsConfig, data.get("limits", {}), "limits"),
+                   tables=parsed, api_key=api_key)
+
+    @classmethod
+    def from_toml(cls, text: str, source: str = "config") -> ServiceConfig:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise PosencError(source, f"is not valid TOML: {exc}") from None
+        return cls.from_dict(data)
+
+    def with_overrides(self, **server_fields) -> ServiceConfig:
+        """A copy with the given [server] fields replaced (None = keep), validated like the file."""
+        changes = {k: v for k, v in server_fields.items() if v is not None}
+        if not changes:
+            return self
+        merged = {**dataclasses.asdict(self.server), **changes}
+        return dataclasses.replace(self, server=_section(ServerConfig, merged, "server"))
+
+
+#: Environment variable -> [server] field it overrides.
+ENV_OVERRIDES = {"POSENC_HOST": "host", "POSENC_PORT": "port", "POSENC_WORKERS": "workers",
+                 "POSENC_SHM_DIR": "shm_dir"}
+
+
+def load(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> ServiceConfig:
+    """The file at `path` (or the embedded default), then environment overrides."""
+    env = os.environ if env is None else env
+    if path is None:
+        config = ServiceConfig.from_toml(DEFAULT_TOML, "embedded default config")
+    else:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise PosencError("config", f"cannot read {path}: {exc.strerror}") from None
+        config = ServiceConfig.from_toml(text, str(path))
+    overrides = {}
+    for var, name in ENV_OVERRIDES.items():
+        if env.get(var):
+            overrides[name] = _env_value(var, env[var], ServerConfig.__dataclass_fields__[name].type)
+    config = config.with_overrides(**overrides)
+    if env.get("POSENC_API_KEY"):
+        config = dataclasses.replace(config, api_key=env["POSENC_API_KEY"])
+    return config
+
+
+def _env_value(var: str, raw: str, type_name: str):
+    if type_name == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            raise PosencError(var, f"must be an integer, got {raw!r}") from None
+    return raw
+
+
+def _check_keys(data, known: set[str], prefix: str) -> None:
+    if not isinstance(data, Mapping):
+        raise PosencError(prefix.rstrip(".") or "config", "must be a table of keys")
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise PosencError(f"{prefix}{unknown[0]}", f"is not a config key; known: {sorted(known)}")
+
+
+def _value(where: str, type_name: str, value, int_minimum: int):
+    """One [server]/[limits] value checked against its field type (bools are not numbers)."""
+    expected = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}[type_name]
+    if isinstance(value, bool) != (type_name == "bool") or not isinstance(value, expected):
+        raise PosencError(where, f"must be a {type_name}, got {value!r}")
+    if type_name == "int" and value < int_minimum:
+        raise PosencError(where, f"must be >= {int_minimum}, got {value}")
+    if type_name == "float" and not value > 0:
+        raise PosencError(where, f"must be > 0, got {value}")
+    return float(value) if type_name == "float" else value
+
+
+def _section(cls, data, name: str):
+    fields = cls.__dataclass_fields__
+    _check_keys(data, set(fields), f"{name}.")
+    int_minimum = 1 if cls is LimitsConfig else 0
+    section = cls(**{key: _value(f"{name}.{key}", fields[key].type, value, int_minimum)
+                     for key, value in data.items()})
+    if cls is ServerConfig and section.port > 65535:
+        raise PosencError("server.port", f"must be <= 65535, got {section.port}")
+    return section
+
+
+def _table(entry, where: str) -> TableConfig:
+    if not isinstance(entry, Mapping):
+        raise PosencError(where, "must be a table")
+    entry = dict(entry)
+    name = entry.pop("name", None)
+    if not isinstance(name, str):
+        raise PosencError(f"{where}.name", "is required (a string)")
+    from .shm import ShmError
+    from .shm.paths import check_name
+
+    try:
+        check_name(name)
+        return TableConfig(name, TableSpec.from_dict(entry))
+    except ShmError as exc:
+        raise PosencError(f"{where}.name", exc.message) from None
+    except PosencError as exc:
+        raise PosencError(f"{where}.{exc.field}", exc.message) from None

@@ -1,0 +1,151 @@
+"""Arrays on the wire: content negotiation, response encoding and binary request bodies.
+
+Responses (chosen by the Accept header; JSON when absent or `*/*`):
+  * application/json          {"dtype": "float32", "shape": [n, d], "data": [[...], ...]}
+                              (orjson; NaN and +-inf, e.g. ALiBi's masked -inf, become null)
+  * application/x-npy         a .npy file (format 1.0); bfloat16 has no npy type (422)
+  * application/octet-stream  the raw little-endian C-order bytes
+Binary responses also carry `X-Posenc-Dtype` (e.g. "float32", "bfloat16") and
+`X-Posenc-Shape` (comma-separated, e.g. "3,128").
+
+Request bodies: JSON objects, or a single array as .npy or raw little-endian bytes
+(raw: int64 unless the request says otherwise), the other parameters then in the query.
+"""
+
+from __future__ import annotations
+
+import io
+from functools import lru_cache
+
+import ml_dtypes
+import numpy as np
+import orjson
+
+from .errors import HttpError
+
+JSON = "application/json"
+NPY = "application/x-npy"
+RAW = "application/octet-stream"
+MEDIA_TYPES = (JSON, NPY, RAW)
+_WILDCARDS = ("*/*", "application/*")
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+_NPY_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+@lru_cache(maxsize=256)
+def negotiate(accept: str | None) -> str:
+    """The response media type for an Accept header (q-values honoured, ties in listed order)."""
+    if not accept:
+        return JSON
+    offers = []
+    for index, item in enumerate(accept.split(",")):
+        media, *params = (part.strip() for part in item.split(";"))
+        quality = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        if quality > 0:
+            offers.append((-quality, index, media.lower()))
+    for _, _, media in sorted(offers):
+        if media in MEDIA_TYPES:
+            return media
+        if media in _WILDCARDS:
+            return JSON
+    raise HttpError("not_acceptable", f"Accept {accept!r}: this service returns one of {list(MEDIA_TYPES)}",
+                    "accept")
+
+
+def media_type(content_type: str | None) -> str:
+    """The bare media type of a Content-Type header (JSON when absent)."""
+    if not content_type:
+        return JSON
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+_DTYPE_NAMES: dict[np.dtype, str] = {}
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """"float32", "bfloat16", ... (cached: `np.dtype.name` costs ~7 us, a third of a fast request)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = "bfloat16" if dtype == _BFLOAT16 else dtype.name
+    return name
+
+
+def encode(arr: np.ndarray, media: str, extra: dict | None = None) -> tuple[bytes, dict[str, str]]:
+    """(body, headers) for `arr` in `media`; `extra` adds top-level JSON keys (binary: X-Posenc-* headers)."""
+    name = dtype_name(arr.dtype)
+    if media == JSON:
+        data = arr.astype(np.float32) if name == "bfloat16" else arr if arr.flags.c_contiguous else arr.copy()
+        doc = {"dtype": name, "shape": arr.shape, "data": data}
+        if extra:
+            doc.update(extra)
+        return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY), {"content-type": JSON}
+    headers = {"content-type": media, "x-posenc-dtype": name, "x-posenc-shape": ",".join(map(str, arr.shape))}
+    for key, value in (extra or {}).items():
+        headers[f"x-posenc-{key.replace('_', '-')}"] = repr(value)
+    if arr.dtype.byteorder == ">":
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    if media == RAW:
+        return arr.tobytes(), headers  # C order whatever the strides
+    if name == "bfloat16":
+        raise HttpError("invalid_parameter", "bfloat16 has no .npy type; ask for application/octet-stream",
+                        "dtype")
+    out = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        out, {"descr": np.lib.format.dtype_to_descr(arr.dtype), "fortran_order": False, "shape": arr.shape})
+    out.write(arr.tobytes())
+    return out.getvalue(), headers
+
+
+def decode_json(body: bytes) -> dict:
+    """A JSON object body (an empty body is an empty object)."""
+    if not body.strip():
+        return {}
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise HttpError("invalid_body", f"body is not valid JSON: {exc}", "body") from None
+    if not isinstance(doc, dict):
+        raise HttpError("invalid_body", f"body must be a JSON object, got {type(doc).__name__}", "body")
+    return doc
+
+
+def decode_array(body: bytes, media: str, field: str, raw_dtype: np.dtype) -> np.ndarray:
+    """The array in a binary body: .npy (any shape) or raw little-endian `raw_dtype` (1-D)."""
+    if media == NPY:
+        return _read_npy(body, field)
+    if len(body) % raw_dtype.itemsize:
+        raise HttpError("invalid_body", f"{len(body)} bytes is not a whole number of {raw_dtype.name} values",
+                        field)
+    return np.frombuffer(body, dtype=raw_dtype.newbyteorder("<"))
+
+
+def _read_npy(body: bytes, field: str) -> np.ndarray:
+    """Parse a .npy body without trusting it: the header's shape must match the bytes that follow."""
+    fp = io.BytesIO(body)
+    try:
+        version = np.lib.format.read_magic(fp)
+        reader = _NPY_READERS.get(version)
+        if reader is None:
+            raise ValueError(f"unsupported .npy version {version}")
+        shape, fortran_order, dtype = reader(fp, max_header_size=4096)
+    except ValueError as exc:
+        raise HttpError("invalid_body", f"not a valid .npy body: {exc}", field) from None
+    if dtype.hasobject or dtype.kind not in "iuf":
+        raise HttpError("invalid_body", f".npy dtype must be numeric, got {dtype}", field)
+    count = 1
+    for s in shape:
+        count *= s
+    offset = fp.tell()
+    if len(body) - offset != count * dtype.itemsize:
+        raise HttpError("invalid_body", f".npy header says shape {shape} ({count * dtype.itemsize} bytes) but "
+                        f"{len(body) - offset} bytes follow", field)
+    arr = np.frombuffer(body, dtype=dtype, count=count, offset=offset)
+    arr = arr.reshape(shape, order="F" if fortran_order else "C")
+    return arr if dtype.isnative else arr.astype(dtype.newbyteorder("="))

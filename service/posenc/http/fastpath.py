@@ -1,0 +1,81 @@
+"""GET /v1/tables/{name}/rows/{position} in raw ASGI: one row from shared memory, no framework.
+
+FastAPI's routing, dependency and validation machinery costs ~170 us a request on this
+machine, several times what uvicorn itself spends; the single-row lookup is the route
+clients hammer, so it is answered here, before FastAPI. Only the plain case is handled:
+a GET with no query string, an attached table, a non-negative in-range integer position
+and an Accept header this service can satisfy. Anything else returns None and goes to the
+FastAPI route of the same path, which documents it in OpenAPI, handles the rest (dtype=,
+negative positions, errors) and encodes with the same codec, so both give the same bytes.
+
+Per table and media type the response headers and, for binary, the bytes around the row
+are taken once from `codecs.encode` of row 0; a request then only slices the row's bytes
+out of the shared-memory mapping.
+"""
+
+from __future__ import annotations
+
+from .codecs import JSON, encode, negotiate
+from .errors import HttpError
+from .table_cache import TableCache
+
+ROW_ROUTE = ("GET", "/v1/tables/{name}/rows/{position}")
+_PREFIX = "/v1/tables/"
+_PREFIX_LEN = len(_PREFIX)
+
+
+class _Prepared:
+    """What every response for one (table, media type) shares."""
+
+    __slots__ = ("data", "headers", "prefix", "row_bytes", "table")
+
+    def __init__(self, table, media: str):
+        first = table.array[0]
+        body, headers = encode(first, media)
+        self.table = table
+        self.headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+        self.row_bytes = first.nbytes
+        self.prefix = body[:len(body) - self.row_bytes]  # the .npy header; empty for raw
+        self.data = memoryview(table.array).cast("B")
+
+
+class FastRows:
+    def __init__(self, tables: TableCache):
+        self.tables = tables
+        self._prepared: dict[tuple[str, str], _Prepared] = {}
+
+    def answer(self, scope) -> tuple[bytes, list[tuple[bytes, bytes]]] | None:
+        """(body, headers without content-length) of the 200 response, or None when FastAPI must decide."""
+        path = scope["path"]
+        if scope["method"] != "GET" or scope["query_string"] or not path.startswith(_PREFIX):
+            return None
+        name, sep, position = path[_PREFIX_LEN:].partition("/rows/")
+        if not sep or not position.isascii() or not position.isdigit():
+            return None
+        table = self.tables.get(name)
+        if table is None:
+            self._forget(name)  # removed: let go of its mapping
+            return None
+        row = int(position) - table.start
+        if not 0 <= row < table.stop - table.start:
+            return None
+        accept = None
+        for key, value in scope["headers"]:
+            if key == b"accept":
+                accept = value.decode("latin-1")
+                break
+        try:
+            media = negotiate(accept)
+        except HttpError:
+            return None
+        prepared = self._prepared.get((name, media))
+        if prepared is None or prepared.table is not table:  # first use, or the table was replaced
+            prepared = self._prepared[(name, media)] = _Prepared(table, media)
+        if media == JSON:
+            return encode(table.array[row], JSON)[0], prepared.headers
+        start = row * prepared.row_bytes
+        return prepared.prefix + prepared.data[start:start + prepared.row_bytes], prepared.headers
+
+    def _forget(self, name: str) -> None:
+        for key in [key for key in self._prepared if key[0] == name]:
+            del self._prepared[key]

@@ -1,0 +1,94 @@
+"""OpenAPI for routes that parse their own bodies: JSON or binary requests, JSON or binary responses.
+
+The routes read `Request` themselves (FastAPI's body parsing cannot take a JSON object and a
+.npy body on the same route), so their request bodies, the query form of their fields and
+their response media types are declared here and the request models added to the schema's
+components.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from .calls import ARRAY_FIELDS
+from .codecs import JSON, NPY, RAW
+from .schemas import ArrayResponse, ErrorResponse
+
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+_REF = "#/components/schemas/{model}"
+_ERROR_STATUSES = {
+    400: "Malformed body", 401: "Missing or wrong API key", 403: "Table management is off (no POSENC_API_KEY)",
+    404: "No such table", 406: "Accept names no supported media type", 409: "A configured table",
+    413: "Body, positions or output over the limit", 415: "Unsupported Content-Type",
+    422: "A parameter was rejected (`field` names it)", 429: "Too many requests in flight",
+    503: "Not ready",
+}
+
+
+#: What any route that reads arrays may answer.
+_ARRAY_ERRORS = (400, 404, 406, 413, 415, 422, 429, 503)
+
+
+def error_responses(*statuses: int) -> dict:
+    chosen = statuses or _ARRAY_ERRORS
+    return {status: {"model": ErrorResponse, "description": _ERROR_STATUSES[status]} for status in chosen}
+
+
+def array_responses(model: type[BaseModel] = ArrayResponse) -> dict:
+    return {200: {"model": model, "description": "The array: JSON, .npy or raw bytes (see X-Posenc-Dtype, "
+                  "X-Posenc-Shape)",
+                  "content": {NPY: _BINARY, RAW: _BINARY},
+                  "headers": {"X-Posenc-Dtype": {"schema": {"type": "string"}, "description": "binary: dtype"},
+                              "X-Posenc-Shape": {"schema": {"type": "string"},
+                                                 "description": "binary: comma-separated shape"}}},
+            **error_responses()}
+
+
+def request_body(model: type[BaseModel], binary: bool) -> dict:
+    """openapi_extra for a route reading `model` as JSON, or (binary) an array body plus query fields."""
+    content = {JSON: {"schema": {"$ref": _REF.format(model=model.__name__)}}}
+    extra: dict = {"requestBody": {"required": False, "content": content}}
+    if binary:
+        content[NPY] = _BINARY
+        content[RAW] = _BINARY
+        extra["parameters"] = query_parameters(model)
+    return extra
+
+
+def query_parameters(model: type[BaseModel]) -> list[dict]:
+    """The model's non-array fields as optional query parameters (objects and lists JSON-encoded)."""
+    schema = model.model_json_schema(ref_template=_REF)
+    params = []
+    for name, prop in schema["properties"].items():
+        if name in ARRAY_FIELDS:
+            continue
+        param = {"name": name, "in": "query", "required": False, "description": prop.get("description", "")}
+        if _structured(prop):
+            param["content"] = {JSON: {"schema": prop}}
+        else:
+            param["schema"] = prop
+        params.append(param)
+    return params
+
+
+def _structured(prop: dict) -> bool:
+    kinds = [prop.get("type")] + [option.get("type") for option in prop.get("anyOf", [])]
+    return any(kind in ("object", "array") for kind in kinds)
+
+
+def install(app: FastAPI, request_models: list[type[BaseModel]]) -> None:
+    """Generate the schema once, with the request models in components."""
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                                 routes=app.routes)
+            _, defs = models_json_schema([(m, "validation") for m in request_models], ref_template=_REF)
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi

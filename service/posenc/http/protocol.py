@@ -1,0 +1,144 @@
+"""uvicorn's httptools protocol plus the connection guards uvicorn lacks.
+
+Before a request reaches any ASGI code a client could hold a connection open forever by
+sending its head slowly (uvicorn only times out idle keep-alive connections), send an
+unbounded head, or stop reading a large response. Here:
+  * the request line and headers must arrive within `header_timeout_s` of the connection
+    or of the request's first byte, else 408 and close (one sweep over the open connections
+    every header_timeout_s/4, at most 1 s, rather than a timer per request: the hot path
+    only notes a timestamp);
+  * they may total at most `max_head_bytes`, else 431 and close;
+  * a response whose bytes the client does not drain for `body_timeout_s` aborts the connection;
+  * a malformed request gets the service's JSON error body (400) instead of uvicorn's text.
+The limits are per process, set from the service config by `configure()` when the app is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from .errors import error_body
+from .metrics import count_rejection
+
+
+@dataclass
+class Guards:
+    header_timeout_s: float = 10.0
+    max_head_bytes: int = 64 << 10
+    write_stall_s: float = 30.0
+
+
+GUARDS = Guards()
+
+
+def configure(header_timeout_s: float, max_head_bytes: int, write_stall_s: float) -> None:
+    GUARDS.header_timeout_s = header_timeout_s
+    GUARDS.max_head_bytes = max_head_bytes
+    GUARDS.write_stall_s = write_stall_s
+
+
+class _HeadTooLarge(Exception):
+    """Raised inside a parser callback to stop parsing; uvicorn then calls send_400_response."""
+
+
+def _sweep(loop, connections: set) -> None:
+    """408 every connection whose request head is overdue; runs every interval on its loop."""
+    now = loop.time()
+    for connection in list(connections):
+        since = getattr(connection, "_head_since", None)
+        if since is not None and now - since > GUARDS.header_timeout_s:
+            connection._head_timed_out()
+    loop.call_later(_sweep_interval(), _sweep, loop, connections)
+
+
+def _sweep_interval() -> float:
+    return min(1.0, GUARDS.header_timeout_s / 4)
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._head_since: float | None = None  # loop time the pending request head started
+        self._stall_deadline = None
+        self._head_bytes = 0
+        self._head_too_large = False
+
+    # --- the request head: deadline and size -------------------------------------------
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._head_since = self.loop.time()
+        if not getattr(self.server_state, "posenc_head_sweep", False):  # one sweep per server
+            self.server_state.posenc_head_sweep = True
+            self.loop.call_later(_sweep_interval(), _sweep, self.loop, self.connections)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_bytes = 0
+        self._head_since = self.loop.time()
+
+    def on_url(self, url: bytes) -> None:
+        self._count_head(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._head_since = None
+        super().on_headers_complete()
+
+    def _count_head(self, nbytes: int) -> None:
+        self._head_bytes += nbytes
+        if self._head_bytes > GUARDS.max_head_bytes:
+            self._head_too_large = True
+            raise _HeadTooLarge
+
+    def _head_timed_out(self) -> None:
+        self._head_since = None
+        if not self.transport.is_closing():
+            count_rejection("head_timeout")
+            self._reject(408, "request_timeout",
+                         f"request head not received within {GUARDS.header_timeout_s:g} s", None)
+
+    def send_400_response(self, msg: str) -> None:
+        if self._head_too_large:
+            count_rejection("head_too_large")
+            self._reject(431, "head_too_large",
+                         f"request line and headers are over the limit of {GUARDS.max_head_bytes} bytes", "headers")
+        else:
+            count_rejection("bad_request")
+            self._reject(400, "invalid_body", f"malformed HTTP request: {msg}", None)
+
+    def _reject(self, status: int, code: str, message: str, field: str | None) -> None:
+        body = error_body(code, message, field)
+        self.transport.write(b"".join([
+            STATUS_LINE[status], b"content-type: application/json\r\n",
+            b"content-length: ", str(len(body)).encode(), b"\r\nconnection: close\r\n\r\n", body]))
+        self.transport.close()
+
+    # --- the response: a client that stops reading -------------------------------------
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stall_deadline is None:
+            self._stall_deadline = self.loop.call_later(GUARDS.write_stall_s, self._write_stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._stall_deadline is not None:
+            self._stall_deadline.cancel()
+            self._stall_deadline = None
+
+    def _write_stalled(self) -> None:
+        self._stall_deadline = None
+        count_rejection("write_stall")
+        self.transport.abort()
+
+    def connection_lost(self, exc) -> None:
+        self._head_since = None
+        if self._stall_deadline is not None:
+            self._stall_deadline.cancel()
+            self._stall_deadline = None
+        super().connection_lost(exc)

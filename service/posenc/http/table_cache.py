@@ -1,0 +1,82 @@
+"""The shared-memory tables one worker has attached, kept in step with the registry.
+
+Every worker maps every READY table read-only. `refresh()` (run every REFRESH_S in a
+thread) follows replacements and removals made by other workers or by `posenc table`;
+a table this worker creates or removes is swapped in at once. Replaced mappings are
+dropped, never closed: a request still gathering from one keeps it alive until it ends.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import OUTPUT_DTYPES
+from ..shm import ShmError, Table, attach, list_tables
+from ..tables import TableSpec
+
+REFRESH_S = 1.0
+
+
+def spec_key(spec: TableSpec) -> tuple[str, float | None]:
+    """What must match for a table to stand in for a computation: the encoding and seq_len."""
+    return spec.encoding.canonical_json, spec.seq_len
+
+
+class TableCache:
+    def __init__(self, root: str):
+        self.root = root
+        self._tables: dict[str, Table] = {}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tables
+
+    def get(self, name: str) -> Table | None:
+        return self._tables.get(name)
+
+    def tables(self) -> list[Table]:
+        return list(self._tables.values())
+
+    def attach(self, name: str) -> Table:
+        """Attach `name` now (blocking: maps and verifies it) and remember it; ShmError if absent."""
+        table = attach(name, root=self.root)
+        self._tables[name] = table
+        return table
+
+    def forget(self, name: str) -> None:
+        self._tables.pop(name, None)
+
+    def scan(self) -> dict[str, Table | None]:
+        """Blocking part of a refresh: attach what is new or replaced; None marks what is gone."""
+        current = {info.name: info.generation for info in list_tables(self.root) if info.state == "READY"}
+        changes: dict[str, Table | None] = {name: None for name in self._tables if name not in current}
+        for name, generation in current.items():
+            held = self._tables.get(name)
+            if held is None or held.generation != generation:
+                try:
+                    changes[name] = attach(name, root=self.root)
+                except ShmError:
+                    changes[name] = None  # replaced or removed while we looked; next scan catches up
+        return changes
+
+    def apply(self, changes: dict[str, Table | None]) -> None:
+        for name, table in changes.items():
+            if table is None:
+                self._tables.pop(name, None)
+            else:
+                self._tables[name] = table
+
+    def covering(self, key: tuple[str, float | None], positions: np.ndarray, dtype: np.dtype) -> Table | None:
+        """A table holding exactly these rows at least as precisely as `dtype`, if any."""
+        if positions.size == 0 or not np.array_equal(positions, np.floor(positions)):
+            return None
+        lo, hi = positions.min(), positions.max()
+        for table in self._tables.values():
+            if (spec_key(table.spec) == key and table.start <= lo and hi < table.stop
+                    and serves_dtype(table, dtype)):
+                return table
+        return None
+
+
+def serves_dtype(table: Table, dtype: np.dtype) -> bool:
+    """A float32 table can answer float32/float16/bfloat16 requests; float64 answers all."""
+    return OUTPUT_DTYPES[table.spec.dtype].itemsize >= dtype.itemsize

@@ -1,0 +1,221 @@
+"""A real `posenc serve` (subprocess, 2 workers, real sockets): binary round-trips, metrics summed over
+workers, the connection guards uvicorn lacks, and SIGTERM: drain in-flight work, then unlink every table."""
+
+import io
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+
+import httpx
+import numpy as np
+import pytest
+from conftest import assert_matches_oracle
+from posenc import reference
+from posenc.http.launch import ServerProcess
+from posenc.http.server import Sidecar, Sidecars
+from prometheus_client.parser import text_string_to_metric_families
+
+RAW, NPY = "application/octet-stream", "application/x-npy"
+KEY = "test-key"
+
+
+def server_config(shm_dir: str, workers: int = 2) -> str:
+    return f"""
+[server]
+workers = {workers}
+binary_port = 0
+shm_dir = "{shm_dir}"
+drain_timeout_s = 5
+header_timeout_s = 1
+body_timeout_s = 1
+
+[limits]
+max_head_bytes = 8192
+
+[[tables]]
+name = "sin64"
+encoding = {{ kind = "sinusoidal", dim = 64 }}
+start = 0
+stop = 4096
+"""
+
+
+def segments(shm_dir: str) -> list[str]:
+    return sorted(f for f in os.listdir(shm_dir) if f.startswith("posenc."))
+
+
+@pytest.fixture(scope="module")
+def server():
+    shm_dir = tempfile.mkdtemp(prefix="posenc-serve-test-", dir="/dev/shm")
+    process = ServerProcess(server_config(shm_dir), env={"POSENC_API_KEY": KEY}).start()
+    process.shm_dir = shm_dir
+    yield process
+    assert process.stop() == 0, process.log()
+    assert segments(shm_dir) == []
+    shutil.rmtree(shm_dir, ignore_errors=True)
+
+
+def npy(arr) -> bytes:
+    out = io.BytesIO()
+    np.save(out, arr)
+    return out.getvalue()
+
+
+def exchange(server, raw: bytes, wait_s: float = 5.0) -> bytes:
+    """Send raw bytes on a fresh connection; everything the server sends until it closes (or wait_s)."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=wait_s) as s:
+        s.sendall(raw)
+        chunks = []
+        try:
+            while chunk := s.recv(65536):
+                chunks.append(chunk)
+        except TimeoutError:
+            pass
+        return b"".join(chunks)
+
+
+def test_binary_round_trips(server):
+    positions = np.array([0, 17, 4095], dtype="<i8")
+    with httpx.Client(base_url=server.url) as c:
+        r = c.post("/v1/tables/sin64/rows", content=positions.tobytes(),
+                   headers={"Content-Type": RAW, "Accept": RAW})
+        assert r.headers["x-posenc-shape"] == "3,64" and r.headers["x-posenc-dtype"] == "float32"
+        rows = np.frombuffer(r.content, "<f4").reshape(3, 64)
+        assert_matches_oracle(rows, reference.sinusoidal(positions, 64), "float32", angle_max=4096)
+        one = c.get("/v1/tables/sin64/rows/17", headers={"Accept": RAW}).content
+        assert one == rows[1].tobytes()
+        r = c.post("/v1/sinusoidal", content=npy(np.array([0.5, 1e6])), params={"spec": '{"dim": 64}'},
+                   headers={"Content-Type": NPY, "Accept": NPY})
+        assert_matches_oracle(np.load(io.BytesIO(r.content)), reference.sinusoidal([0.5, 1e6], 64), "float32")
+        x = np.random.default_rng(0).standard_normal((3, 4, 8)).astype(np.float16)
+        r = c.post("/v1/rope/apply", content=npy(x), params={"spec": '{"head_dim": 8}', "offset": 10},
+                   headers={"Content-Type": NPY, "Accept": NPY})
+        out = np.load(io.BytesIO(r.content))
+        cos, sin = reference.rope_cos_sin(np.arange(10, 14), 1.0 / 10000.0 ** (np.arange(0, 8, 2) / 8))
+        assert out.dtype == np.float16
+        assert_matches_oracle(out, reference.rope_apply(x.astype(np.float64), cos, sin), "float16", amplitude=8)
+
+
+def _row_requests(client) -> float:
+    for family in text_string_to_metric_families(client.get("/metrics").text):
+        if family.name == "posenc_http_requests":
+            return sum(s.value for s in family.samples
+                       if s.labels.get("route") == "/v1/tables/{name}/rows/{position}" and s.labels["status"] == "200")
+    return 0.0
+
+
+def test_metrics_add_up_across_workers(server):
+    with httpx.Client(base_url=server.url) as c:
+        before = _row_requests(c)
+        workers = {s.value for f in text_string_to_metric_families(c.get("/metrics").text)
+                   if f.name == "posenc_http_workers" for s in f.samples}
+        assert workers == {2}
+    for i in range(60):  # a new connection each: the kernel spreads them over both workers
+        reply = exchange(server, f"GET /v1/tables/sin64/rows/{i} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                         .encode())
+        assert reply.startswith(b"HTTP/1.1 200 ")
+    with httpx.Client(base_url=server.url) as c:
+        assert _row_requests(c) == before + 60
+
+
+def test_slow_request_head_gets_408(server):
+    started = time.monotonic()
+    reply = exchange(server, b"GET /v1/tables/sin64/rows/1 HTTP/1.1\r\nHost: x\r\n")  # head never finished
+    assert reply.startswith(b"HTTP/1.1 408 ") and b'"request_timeout"' in reply
+    assert 0.9 < time.monotonic() - started < 4.0
+
+
+def test_oversized_head_gets_431(server):
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 10000 + b"\r\n\r\n"
+    reply = exchange(server, head)
+    assert reply.startswith(b"HTTP/1.1 431 ") and b'"head_too_large"' in reply
+
+
+def test_malformed_request_gets_a_json_400(server):
+    reply = exchange(server, b"GARBAGE\x00\x01 / HTTP/1.1\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 400 ") and b'"error"' in reply
+
+
+def test_slow_body_gets_408(server):
+    head = (b"POST /v1/tables/sin64/rows HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+            b"Content-Length: 80\r\n\r\n")
+    reply = exchange(server, head + b"\0" * 8)
+    assert reply.startswith(b"HTTP/1.1 408 ") and b'"field":"body"' in reply
+
+
+def test_sigterm_drains_in_flight_requests_and_unlinks_every_table():
+    """One worker (uvicorn in the parent process); the module's server covers stopping several."""
+    shm_dir = tempfile.mkdtemp(prefix="posenc-serve-stop-", dir="/dev/shm")
+    server = ServerProcess(server_config(shm_dir, workers=1), env={"POSENC_API_KEY": KEY}).start()
+    try:
+        with httpx.Client(base_url=server.url) as c:
+            made = c.put("/v1/tables/made", json={"encoding": {"kind": "sinusoidal", "dim": 8}, "stop": 16},
+                         headers={"Authorization": f"Bearer {KEY}"})
+            assert made.status_code == 201, made.text
+        assert segments(shm_dir) == ["posenc.made.2", "posenc.sin64.1"]
+        body = np.array([1, 2], "<i8").tobytes()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(b"POST /v1/tables/sin64/rows HTTP/1.1\r\nHost: x\r\nAccept: application/octet-stream\r\n"
+                      b"Content-Type: application/octet-stream\r\nContent-Length: 16\r\n\r\n" + body[:8])
+            time.sleep(0.2)  # the request is now in flight, waiting for the rest of its body
+            server.process.send_signal(signal.SIGTERM)
+            time.sleep(0.3)
+            s.sendall(body[8:])
+            reply = b""
+            while b"\r\n\r\n" not in reply or len(reply.split(b"\r\n\r\n", 1)[1]) < 2 * 64 * 4:
+                chunk = s.recv(65536)
+                assert chunk, reply
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 200 ")
+        assert server.process.wait(timeout=15) == 0, server.log()
+        assert segments(shm_dir) == []
+        assert "removed 1 configured and 1 created tables" in server.log()
+    finally:
+        server.stop()
+        shutil.rmtree(shm_dir, ignore_errors=True)
+
+
+def test_sidecars_are_started_and_stopped(tmp_path):
+    """The hook `posenc serve` runs helper processes through (the native binary server's place): SIGTERM
+    at shutdown, SIGKILL for one that ignores it past the drain timeout."""
+    marker = tmp_path / "ignoring-sigterm"
+    stubborn = ("import pathlib, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                f"pathlib.Path({str(marker)!r}).touch(); time.sleep(60)")
+    sidecars = Sidecars([Sidecar("polite", (sys.executable, "-c", "import time; time.sleep(60)")),
+                         Sidecar("stubborn", (sys.executable, "-c", stubborn))])
+    sidecars.start()
+    polite, stubborn_process = sidecars.processes
+    deadline = time.monotonic() + 10
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert polite.poll() is None and stubborn_process.poll() is None
+    sidecars.stop(timeout_s=0.5)
+    assert polite.returncode == -signal.SIGTERM and stubborn_process.returncode == -signal.SIGKILL
+    assert sidecars.processes == []
+
+
+def test_client_that_stops_reading_is_disconnected(server):
+    """A 64 MiB response to a client that reads nothing: after body_timeout_s (1 s) of no progress the
+    server drops the connection instead of holding the buffer forever."""
+    request = (b'POST /v1/alibi/bias HTTP/1.1\r\nHost: x\r\nAccept: application/octet-stream\r\n'
+               b'Content-Type: application/json\r\nContent-Length: 45\r\n\r\n'
+               b'{"n_heads": 16, "q_len": 1024, "k_len": 1024}')
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", server.port))
+        s.sendall(request)
+        time.sleep(3)
+        received = 0
+        s.settimeout(10)
+        try:
+            while chunk := s.recv(1 << 20):
+                received += len(chunk)
+        except ConnectionResetError:
+            pass
+    assert received < 16 * 1024 * 1024 * 4
+    with httpx.Client(base_url=server.url) as c:
+        assert 'posenc_http_rejected_connections_total{reason="write_stall"} 1' in c.get("/metrics").text
