@@ -11,6 +11,9 @@ import tempfile
 import httpx
 import ml_dtypes
 import numpy as np
+
+import posenc
+import posenc.native
 import orjson
 import pytest
 from conftest import DTYPES, assert_matches_oracle
@@ -100,7 +103,10 @@ def rope_reference(spec: dict, positions, seq_len=None):
 
 # --- health, docs ---------------------------------------------------------------------------------
 def test_health_ready_docs(client):
-    assert client.get("/healthz").json() == {"status": "ok"}
+    health = client.get("/healthz").json()
+    assert health["status"] == "ok"
+    assert health["kernel_path"] == (posenc.native.ACTIVE.name if posenc.native.ACTIVE else "numba")
+    assert health["cpu_features"] == posenc.native.cpu_features()
     assert client.get("/readyz").json() == {"status": "ready", "missing_tables": []}
     assert "swagger" in client.get("/docs").text.lower()
     paths = client.get("/openapi.json").json()["paths"]

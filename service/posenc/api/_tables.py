@@ -1,9 +1,14 @@
-"""Fill sin/cos tables with the trig kernel: shared by sinusoidal and RoPE."""
+"""Fill sin/cos tables with the trig kernel: shared by sinusoidal and RoPE.
+
+The native SIMD kernel (posenc.native) runs when the library is loaded, the numba one
+otherwise; both are exact to the same tolerance, so callers never see which ran.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import native
 from ..kernels import run_rows, sincos_rows
 from ..spec.columns import ColumnPlan
 
@@ -18,9 +23,13 @@ def position_step(positions: np.ndarray) -> float:
 def fill_sincos(positions: np.ndarray, freqs: np.ndarray, amplitude: np.ndarray, flat: np.ndarray,
                 plan: ColumnPlan) -> None:
     """Write every row of `positions` into the contiguous 1-D buffer `flat` following `plan`."""
-    run_rows(sincos_rows, positions.shape[0], freqs.shape[0] + plan.n_cos,
-             positions, freqs, amplitude, position_step(positions), flat, plan.row_stride, plan.sin_base,
-             plan.cos_base, plan.interleaved, plan.n_cos)
+    n_rows, width = positions.shape[0], freqs.shape[0] + plan.n_cos
+    fast = native.pick("sincos_rows", None, n_rows * width)
+    if fast is not None:
+        run_rows(fast, n_rows, width, positions, freqs, amplitude, flat, plan)
+    else:
+        run_rows(sincos_rows, n_rows, width, positions, freqs, amplitude, position_step(positions), flat,
+                 plan.row_stride, plan.sin_base, plan.cos_base, plan.interleaved, plan.n_cos)
 
 
 def fill_cos_sin_pair(positions: np.ndarray, freqs: np.ndarray, amplitude: float, dtype) -> tuple[np.ndarray, np.ndarray]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import native
 from ..args import as_choice, as_float, as_int, as_vector
 from ..dtypes import cast_output, kernel_dtype, output_dtype
 from ..errors import PosencError
@@ -59,7 +60,8 @@ def alibi_bias_positions(slopes: np.ndarray, q_pos: np.ndarray, k_pos: np.ndarra
     shape = (slopes.shape[0], q_pos.shape[0], k_pos.shape[0])
     LIMITS.check_output(shape, dtype.itemsize, field="q_len")
     out = np.empty(shape, dtype=kernel_dtype(dtype))
-    run_rows(alibi_bias_rows, q_pos.shape[0], shape[0] * shape[2], slopes, q_pos, k_pos, MODES[mode], out)
+    kernel = native.pick("alibi_bias_rows", alibi_bias_rows, out.size)
+    run_rows(kernel, q_pos.shape[0], shape[0] * shape[2], slopes, q_pos, k_pos, MODES[mode], out)
     return cast_output(out, dtype)
 
 

@@ -6,6 +6,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .. import native
 from ..args import as_choice, as_float, as_positions
 from ..dtypes import OUTPUT_DTYPES, cast_output, kernel_dtype, output_dtype
 from ..errors import PosencError
@@ -131,5 +132,6 @@ def rope_apply(x, positions, spec, *, layout=None, seq_len=None, xpos_role="q", 
         sin *= scale
     x3 = np.ascontiguousarray(x.reshape(-1, n, spec.head_dim), dtype=kernel_dtype(x.dtype))
     out = np.empty_like(x3)
-    run_rows(rope_rotate_rows, n, x3.shape[0] * spec.head_dim, x3, cos, sin, layout == "interleaved", out)
+    rotate = native.pick("rope_rotate_rows", rope_rotate_rows, x3.size)
+    run_rows(rotate, n, x3.shape[0] * spec.head_dim, x3, cos, sin, layout == "interleaved", out)
     return cast_output(out.reshape(x.shape), x.dtype)

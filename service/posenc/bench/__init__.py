@@ -6,4 +6,5 @@ SUITES = {
     "tables": "table generation vs textbook numpy and memory write bandwidth",
     "shm": "shared-memory table lookups (numba, Table.lookup, C reader) vs memcpy of the same bytes",
     "http": "HTTP requests/s and P50/P99 (wrk) vs a bare ASGI app returning the same bytes",
+    "native": "native SIMD core per ISA path vs numba, textbook numpy and memset (pre-faulted and fresh pages)",
 }

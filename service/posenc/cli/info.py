@@ -7,7 +7,7 @@ import platform
 import numba
 import numpy as np
 
-from .. import __version__
+from .. import __version__, native
 from ..kernels import threads
 from ..limits import LIMITS
 
@@ -17,6 +17,14 @@ def register(sub) -> None:
     p.set_defaults(handler=run)
 
 
+def native_line() -> str:
+    """Which path runs: the dispatcher's choice, or why the numba kernels run instead."""
+    if native.ACTIVE is None:
+        return f"unavailable, {native.STATUS}: numba kernels everywhere"
+    return (f"{native.ACTIVE.name} (runnable here: {', '.join(native.available_isas())}; "
+            f"numba below {native.MIN_NATIVE_ELEMENTS} elements per call)")
+
+
 def lines() -> list[tuple[str, str]]:
     return [
         ("posenc", __version__),
@@ -24,6 +32,8 @@ def lines() -> list[tuple[str, str]]:
         ("numpy", np.__version__),
         ("numba", numba.__version__),
         ("machine", f"{platform.machine()} {platform.processor() or ''}".strip()),
+        ("cpu features", native.cpu_features() or "unknown (native library not loaded)"),
+        ("native kernels", native_line()),
         ("kernel threads", str(threads())),
         ("max output bytes", str(LIMITS.max_output_bytes)),
         ("max |position|", str(LIMITS.max_abs_position)),

@@ -160,6 +160,9 @@ class TableListResponse(BaseModel):
 
 class HealthResponse(BaseModel):
     status: str = Field(examples=["ok"])
+    kernel_path: str = Field(description="native ISA path in use (scalar, avx2, avx512) or 'numba'",
+                             examples=["avx2"])
+    cpu_features: str = Field(description="CPU features the native dispatcher detected", examples=["sse2 avx avx2 fma"])
 
 
 class ReadyResponse(BaseModel):

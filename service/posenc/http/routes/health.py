@@ -6,6 +6,7 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
 
+from ... import native
 from ..calls import service_of
 from ..schemas import HealthResponse, ReadyResponse
 
@@ -14,7 +15,8 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz", summary="Alive", response_model=HealthResponse)
 async def healthz() -> dict:
-    return {"status": "ok"}
+    return {"status": "ok", "kernel_path": native.ACTIVE.name if native.ACTIVE else "numba",
+            "cpu_features": native.cpu_features()}
 
 
 @router.get("/readyz", summary="Ready: configured tables attached and kernels warm",

@@ -1,0 +1,137 @@
+/* posenc native core: positional-encoding kernels with run-time ISA dispatch.
+ *
+ * One shared library, three code paths (scalar, AVX2+FMA, AVX-512F) stamped from one
+ * kernel body. The path is chosen once, when the library loads: the best one the CPU and
+ * OS support, or the one named by the environment variable POSENC_ISA (scalar|avx2|avx512).
+ * Forcing a path the CPU cannot run leaves no active path: every entry point then returns
+ * POSENC_ENOISA and posenc_dispatch_error() says why. POSENC_DEBUG=1 prints the choice.
+ *
+ * Conventions: arrays are C-contiguous, counts and strides are in elements (not bytes)
+ * and int64_t, float64 math throughout, output dtype POSENC_F32 or POSENC_F64. Kernels
+ * never allocate more than O(width) scratch, never call back into the caller, and are
+ * thread-safe (no shared mutable state), so callers may split rows across threads.
+ * sincos_rows and alibi_bias write outputs of 8 MiB or more per call with non-temporal
+ * stores (16-byte aligned outputs only): the result is then in memory, not in the cache.
+ */
+#ifndef POSENC_H
+#define POSENC_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define POSENC_API __declspec(dllexport)
+#else
+#define POSENC_API __attribute__((visibility("default")))
+#endif
+
+/* Return codes. */
+enum {
+    POSENC_OK = 0,
+    POSENC_ENOMEM = -1, /* scratch allocation failed */
+    POSENC_EINVAL = -2, /* bad argument (dtype, counts, layout) */
+    POSENC_ERANGE = -3, /* gather: a row index outside the table */
+    POSENC_ENOISA = -4  /* no active path (POSENC_ISA forced one this CPU cannot run) */
+};
+
+/* Element types of outputs (and of q/k for rope_rotate). */
+enum { POSENC_F32 = 0, POSENC_F64 = 1 };
+
+/* ALiBi modes: causal -m(i-j) (-inf for j > i), symmetric -m|i-j|, bloom m*j. */
+enum { POSENC_ALIBI_CAUSAL = 0, POSENC_ALIBI_SYMMETRIC = 1, POSENC_ALIBI_BLOOM = 2 };
+
+/* Where row r's values for frequency i go (offsets in elements from the output pointer):
+ *   interleaved != 0: sin at r*row_stride + 2i, cos at r*row_stride + 2i + 1
+ *   interleaved == 0: sin at r*row_stride + sin_base + i, cos at r*row_stride + cos_base + i
+ * Only frequencies i < n_cos get a cos value; the rest (odd widths) get a lone sin.
+ * sin_base/cos_base may point into a second block (e.g. a [2, n, n_freq] cos/sin pair). */
+typedef struct posenc_layout {
+    int64_t row_stride;
+    int64_t sin_base;
+    int64_t cos_base;
+    int64_t n_cos;
+    int32_t interleaved;
+    int32_t reserved; /* must be 0 */
+} posenc_layout;
+
+/* amp_i*sin(p_r*w_i) and amp_i*cos(p_r*w_i) for n_rows positions and n_sin frequencies.
+ * Runs with a constant step (p[r]-p[r-1] == p[1]-p[0]) use an angle-addition recurrence,
+ * re-anchored from exact sin/cos every POSENC_ANCHOR_EVERY rows and wherever the step
+ * breaks; other positions (fractional, shuffled) get a vectorised sincos with float64
+ * range reduction (Cody-Waite, |angle| <= 2^27; libm beyond). */
+typedef int (*posenc_sincos_rows_fn)(const double *positions, int64_t n_rows, const double *freqs,
+                                     const double *amp, int64_t n_sin, const posenc_layout *layout,
+                                     void *out, int dtype);
+
+/* Rotate x [batch, n_rows, head_dim] (element (b, r, j) at b*batch_stride + r*head_dim + j)
+ * by cos/sin [n_rows, n_freq] (float64, already scaled): pairs (i, i + n_freq) when
+ * interleaved == 0 (NeoX/Llama rotate_half), (2i, 2i+1) otherwise (GPT-J); dims past
+ * 2*n_freq are copied. out may equal x (in place). x and out have dtype `dtype`. */
+typedef int (*posenc_rope_rotate_fn)(const void *x, void *out, int64_t batch, int64_t batch_stride,
+                                     int64_t n_rows, int64_t head_dim, const double *cos,
+                                     const double *sin, int64_t n_freq, int interleaved, int dtype);
+
+/* ALiBi bias out[h, a, b] (element at h*head_stride + a*k_len + b) for slopes[n_heads],
+ * query positions q_pos[q_len] and key positions k_pos[k_len]; mode POSENC_ALIBI_*. */
+typedef int (*posenc_alibi_bias_fn)(const double *slopes, int64_t n_heads, const double *q_pos,
+                                    int64_t q_len, const double *k_pos, int64_t k_len, int mode,
+                                    void *out, int64_t head_stride, int dtype);
+
+/* out[k] = table[rows[k]] for k < n, rows of row_bytes bytes; rows are checked against
+ * n_table_rows first (POSENC_ERANGE, nothing written, *bad_k = first bad k if non-NULL). */
+typedef int (*posenc_gather_rows_fn)(const void *table, int64_t n_table_rows, int64_t row_bytes,
+                                     const int64_t *rows, int64_t n, void *out, int64_t *bad_k);
+
+/* One code path: a const table of kernels. */
+typedef struct posenc_kernels {
+    const char *name; /* "scalar", "avx2", "avx512" (or "avx512-simde" in the emulated test build) */
+    posenc_sincos_rows_fn sincos_rows;
+    posenc_rope_rotate_fn rope_rotate;
+    posenc_alibi_bias_fn alibi_bias;
+    posenc_gather_rows_fn gather_rows;
+} posenc_kernels;
+
+/* Bumped whenever a signature or struct above changes. */
+#define POSENC_ABI_VERSION 1
+
+/* Rows between re-anchors of the recurrence (float64 drift stays below 1e-12). */
+#define POSENC_ANCHOR_EVERY 1024
+
+/* ---- dispatch queries ----------------------------------------------------------------- */
+
+/* The active path's name, or NULL when there is none (see posenc_dispatch_error). */
+POSENC_API const char *posenc_isa(void);
+/* Why there is no active path ("" when there is one). */
+POSENC_API const char *posenc_dispatch_error(void);
+/* Space-separated CPU features that matter here, as detected (e.g. "sse2 avx avx2 fma os-ymm"). */
+POSENC_API const char *posenc_cpu_features(void);
+/* The kernels of one path ("scalar", "avx2", "avx512"), or NULL if this CPU cannot run it
+ * or it was not compiled in. For tests and benchmarks; callers normally use the entry points. */
+POSENC_API const posenc_kernels *posenc_kernels_for(const char *isa);
+/* The active path's kernels, or NULL. */
+POSENC_API const posenc_kernels *posenc_active_kernels(void);
+/* POSENC_ABI_VERSION of the library actually loaded: bindings refuse a stale build. */
+POSENC_API int posenc_abi_version(void);
+
+/* ---- entry points (the active path) --------------------------------------------------- */
+
+POSENC_API int posenc_sincos_rows(const double *positions, int64_t n_rows, const double *freqs,
+                                  const double *amp, int64_t n_sin, const posenc_layout *layout,
+                                  void *out, int dtype);
+POSENC_API int posenc_rope_rotate(const void *x, void *out, int64_t batch, int64_t batch_stride,
+                                  int64_t n_rows, int64_t head_dim, const double *cos,
+                                  const double *sin, int64_t n_freq, int interleaved, int dtype);
+POSENC_API int posenc_alibi_bias(const double *slopes, int64_t n_heads, const double *q_pos,
+                                 int64_t q_len, const double *k_pos, int64_t k_len, int mode,
+                                 void *out, int64_t head_stride, int dtype);
+POSENC_API int posenc_gather_rows(const void *table, int64_t n_table_rows, int64_t row_bytes,
+                                  const int64_t *rows, int64_t n, void *out, int64_t *bad_k);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POSENC_H */

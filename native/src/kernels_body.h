@@ -1,0 +1,492 @@
+/* The one kernel body, stamped once per ISA by kernels_<isa>.c.
+ *
+ * Before including: a simd_*.h layer (VW, vd, vi, v_*), POSENC_KERNELS (the name of the
+ * const table this stamp defines) and POSENC_KERNELS_NAME (its "name" string); optionally
+ * POSENC_KERNELS_VISIBILITY (default "hidden": only dispatch.c hands tables out). Everything
+ * else here is static, so the stamps never clash. Specialisations (layout, dtype, mode) come from
+ * always-inline loops called with constant arguments, so inner loops carry no branches.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "posenc.h"
+#include "vsincos.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* ---- partial vectors: spill through a stack buffer (row tails only) --------------------- */
+
+INLINE vd load_partial(const double *p, int64_t count) {
+    double buf[VW] = {0};
+    memcpy(buf, p, (size_t)count * sizeof(double));
+    return v_load(buf);
+}
+
+INLINE void store_partial(void *p, vd x, int64_t count, int f32) {
+    if (f32) {
+        float buf[VW];
+        v_store_f32(buf, x);
+        memcpy(p, buf, (size_t)count * sizeof(float));
+    } else {
+        double buf[VW];
+        v_store(buf, x);
+        memcpy(p, buf, (size_t)count * sizeof(double));
+    }
+}
+
+INLINE vd load_elems(const void *p, int f32) {
+    return f32 ? v_load_f32((const float *)p) : v_load((const double *)p);
+}
+
+/* stream: a non-temporal store (STREAM_DIRECT, below) */
+INLINE void store_elems(void *p, vd x, int f32, int stream) {
+    if (f32) {
+        if (stream)
+            v_stream_f32((float *)p, x);
+        else
+            v_store_f32((float *)p, x);
+    } else {
+        if (stream)
+            v_stream((double *)p, x);
+        else
+            v_store((double *)p, x);
+    }
+}
+
+INLINE void load_pair_elems(const void *p, vd *a, vd *b, int f32) {
+    if (f32)
+        v_load_pair_f32((const float *)p, a, b);
+    else
+        v_load_pair((const double *)p, a, b);
+}
+
+INLINE void store_pair_elems(void *p, vd a, vd b, int f32, int stream) {
+    if (f32) {
+        if (stream)
+            v_stream_pair_f32((float *)p, a, b);
+        else
+            v_store_pair_f32((float *)p, a, b);
+    } else {
+        if (stream)
+            v_stream_pair((double *)p, a, b);
+        else
+            v_store_pair((double *)p, a, b);
+    }
+}
+
+INLINE void put_elem(void *base, int64_t index, double x, int f32) {
+    if (f32)
+        ((float *)base)[index] = (float)x;
+    else
+        ((double *)base)[index] = x;
+}
+
+INLINE size_t elem_size(int f32) { return f32 ? sizeof(float) : sizeof(double); }
+
+static int valid_dtype(int dtype) { return dtype == POSENC_F32 || dtype == POSENC_F64; }
+
+/* How a kernel writes its output. Non-temporal stores pay off only when the output is far
+ * bigger than the caches (no read-for-ownership: one memory transfer per byte, not two);
+ * they need 16-byte aligned destinations, so the base and every offset in bytes must be.
+ *   STREAM_OFF:    ordinary stores (small outputs, odd alignments, the scalar path)
+ *   STREAM_DIRECT: each vector store is non-temporal (rows written front to back)
+ *   STREAM_TILE:   rows are built in an L1 tile and copied out block by block, for layouts
+ *                  whose sin and cos blocks lie far apart (RoPE's [2, n, n_freq] pair):
+ *                  direct stores alternating between two distant streams run ~5x slower */
+enum { STREAM_OFF, STREAM_DIRECT, STREAM_TILE };
+#define STREAM_MIN_BYTES ((size_t)8 << 20)
+
+static int can_stream(const void *out, size_t total_bytes, const int64_t *offsets_bytes, int n_offsets) {
+    if (!V_STREAM || total_bytes < STREAM_MIN_BYTES || ((uintptr_t)out & 15))
+        return 0;
+    for (int k = 0; k < n_offsets; k++)
+        if (offsets_bytes[k] & 15)
+            return 0;
+    return 1;
+}
+
+/* ---- sin/cos rows ------------------------------------------------------------------------ */
+
+/* Rows built in L1 before a streaming copy-out (at least 2: rotate_rows writes pairs). */
+#define TILE_BYTES ((size_t)16 << 10)
+
+/* Per-call scratch: state (s, c), step rotation (cs, ss), w and amp, padded to whole
+ * vectors; then the tile (streaming only), `tile_rows` rows of the compact layout. */
+typedef struct {
+    double *s, *c, *cs, *ss, *w, *amp;
+    int64_t n_vec;
+    char *tile;
+    int64_t tile_rows;
+    void *block;
+} trig_state;
+
+static int trig_state_init(trig_state *st, const double *freqs, const double *amp, int64_t n_sin,
+                           size_t tile_row_bytes) {
+    int64_t padded = (n_sin + VW - 1) / VW * VW;
+    size_t state_bytes = (size_t)(6 * padded) * sizeof(double);
+    st->tile_rows = tile_row_bytes ? (int64_t)(TILE_BYTES / tile_row_bytes) : 0;
+    if (tile_row_bytes && st->tile_rows < 2)
+        st->tile_rows = 2;
+    size_t bytes = state_bytes + (size_t)st->tile_rows * tile_row_bytes;
+    st->block = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!st->block)
+        return POSENC_ENOMEM;
+    double *p = (double *)st->block;
+    st->s = p; st->c = p + padded; st->cs = p + 2 * padded; st->ss = p + 3 * padded;
+    st->w = p + 4 * padded; st->amp = p + 5 * padded;
+    st->n_vec = padded / VW;
+    st->tile = (char *)st->block + state_bytes;
+    memset(st->block, 0, state_bytes);
+    memcpy(st->w, freqs, (size_t)n_sin * sizeof(double));
+    memcpy(st->amp, amp, (size_t)n_sin * sizeof(double));
+    return POSENC_OK;
+}
+
+static void trig_state_set_step(trig_state *st, double step) {
+    for (int64_t v = 0; v < st->n_vec; v++) {
+        vd s, c;
+        v_sincos(v_mul(v_set1(step), v_load(st->w + v * VW)), &s, &c);
+        v_store(st->ss + v * VW, s);
+        v_store(st->cs + v * VW, c);
+    }
+}
+
+/* Frequencies i0.. of one row whose vector reaches past n_cos: element by element. */
+INLINE void emit_tail(void *row, const posenc_layout *lay, int64_t n_sin, int64_t i0, vd s, vd c,
+                      int interleaved, int f32) {
+    double sv[VW], cv[VW];
+    v_store(sv, s);
+    v_store(cv, c);
+    for (int64_t lane = 0; lane < VW && i0 + lane < n_sin; lane++) {
+        int64_t i = i0 + lane;
+        put_elem(row, interleaved ? 2 * i : lay->sin_base + i, sv[lane], f32);
+        if (i < lay->n_cos)
+            put_elem(row, interleaved ? 2 * i + 1 : lay->cos_base + i, cv[lane], f32);
+    }
+}
+
+/* ROW_ARGS: where and how a row is written; constant per call, so the compiler stamps one
+ * loop per combination and inner loops carry no branches on them. */
+#define ROW_ARGS const posenc_layout *lay, int64_t n_sin, int interleaved, int f32, int stream
+
+INLINE void emit(void *row, int64_t i0, vd s, vd c, ROW_ARGS) {
+    int direct = stream == STREAM_DIRECT;
+    if (i0 + VW > lay->n_cos) {
+        emit_tail(row, lay, n_sin, i0, s, c, interleaved, f32);
+    } else if (interleaved) {
+        store_pair_elems((char *)row + (size_t)(2 * i0) * elem_size(f32), s, c, f32, direct);
+    } else {
+        store_elems((char *)row + (size_t)(lay->sin_base + i0) * elem_size(f32), s, f32, direct);
+        store_elems((char *)row + (size_t)(lay->cos_base + i0) * elem_size(f32), c, f32, direct);
+    }
+}
+
+/* Row = amp * sincos(p * w), exact (the anchor, and every row of arbitrary positions). */
+INLINE void anchor_row(trig_state *st, double p, void *row, ROW_ARGS) {
+    vd pv = v_set1(p);
+    for (int64_t v = 0; v < st->n_vec; v++) {
+        vd s, c, amp = v_load(st->amp + v * VW);
+        v_sincos(v_mul(pv, v_load(st->w + v * VW)), &s, &c);
+        s = v_mul(s, amp);
+        c = v_mul(c, amp);
+        v_store(st->s + v * VW, s);
+        v_store(st->c + v * VW, c);
+        emit(row, v * VW, s, c, lay, n_sin, interleaved, f32, stream);
+    }
+}
+
+/* The next `count` rows (1 or 2), each the previous one rotated by step*w (angle addition).
+ * Two rows per pass halve the state traffic through L1, which bounds this loop. */
+INLINE void rotate_rows(trig_state *st, void *row, size_t row_bytes, int count, ROW_ARGS) {
+    for (int64_t v = 0; v < st->n_vec; v++) {
+        vd s = v_load(st->s + v * VW), c = v_load(st->c + v * VW);
+        vd cs = v_load(st->cs + v * VW), ss = v_load(st->ss + v * VW);
+        for (int k = 0; k < count; k++) {
+            vd s_next = v_fmadd(s, cs, v_mul(c, ss));
+            c = v_fnmadd(s, ss, v_mul(c, cs));
+            s = s_next;
+            emit((char *)row + k * row_bytes, v * VW, s, c, lay, n_sin, interleaved, f32, stream);
+        }
+        v_store(st->s + v * VW, s);
+        v_store(st->c + v * VW, c);
+    }
+}
+
+/* The tile's layout: the destination's, packed ([sin | cos] for blocks). */
+static posenc_layout compact_layout(const posenc_layout *lay, int64_t n_sin) {
+    posenc_layout t = {n_sin + lay->n_cos, 0, lay->interleaved ? 1 : n_sin, lay->n_cos, lay->interleaved, 0};
+    return t;
+}
+
+/* Stream tile rows out to rows row0.. of `out`: every sin part, then every cos part, so even
+ * a layout with far-apart blocks (RoPE's [2, n, n_freq] pair) is written in long runs. */
+static void flush_tile(const trig_state *st, int64_t count, char *out, int64_t row0, const posenc_layout *lay,
+                       int64_t n_sin, size_t es) {
+    size_t out_row = (size_t)lay->row_stride * es, tile_row = (size_t)(n_sin + lay->n_cos) * es;
+    char *dst = out + (size_t)row0 * out_row;
+    if (lay->interleaved) {
+        for (int64_t r = 0; r < count; r++)
+            v_stream_copy(dst + (size_t)r * out_row, st->tile + (size_t)r * tile_row, tile_row);
+        return;
+    }
+    for (int64_t r = 0; r < count; r++)
+        v_stream_copy(dst + (size_t)r * out_row + (size_t)lay->sin_base * es, st->tile + (size_t)r * tile_row,
+                      (size_t)n_sin * es);
+    for (int64_t r = 0; r < count; r++)
+        v_stream_copy(dst + (size_t)r * out_row + (size_t)lay->cos_base * es,
+                      st->tile + (size_t)r * tile_row + (size_t)n_sin * es, (size_t)lay->n_cos * es);
+}
+
+INLINE void sincos_loop(trig_state *st, const double *positions, int64_t n_rows, void *out, ROW_ARGS) {
+    double step = (n_rows > 1 && positions[1] != positions[0]) ? positions[1] - positions[0] : 1.0;
+    int tiled = stream == STREAM_TILE;
+    size_t es = elem_size(f32);
+    posenc_layout tile_lay = compact_layout(lay, n_sin);
+    const posenc_layout *row_lay = tiled ? &tile_lay : lay;
+    size_t row_bytes = (size_t)row_lay->row_stride * es;
+    trig_state_set_step(st, step);
+    int64_t since_anchor = POSENC_ANCHOR_EVERY;
+    double prev = 0.0;
+    for (int64_t r0 = 0; r0 < n_rows;) { /* one pass, or one per tile */
+        int64_t end = tiled && n_rows - r0 > st->tile_rows ? r0 + st->tile_rows : n_rows;
+        char *base = tiled ? st->tile : (char *)out + (size_t)r0 * row_bytes;
+        for (int64_t r = r0; r < end;) {
+            double p = positions[r];
+            char *row = base + (size_t)(r - r0) * row_bytes;
+            if (since_anchor >= POSENC_ANCHOR_EVERY || p - prev != step) {
+                anchor_row(st, p, row, row_lay, n_sin, interleaved, f32, stream);
+                since_anchor = 1;
+                r += 1;
+            } else if (r + 1 < end && since_anchor + 1 < POSENC_ANCHOR_EVERY && positions[r + 1] - p == step) {
+                rotate_rows(st, row, row_bytes, 2, row_lay, n_sin, interleaved, f32, stream);
+                since_anchor += 2;
+                r += 2;
+            } else {
+                rotate_rows(st, row, row_bytes, 1, row_lay, n_sin, interleaved, f32, stream);
+                since_anchor += 1;
+                r += 1;
+            }
+            prev = positions[r - 1];
+        }
+        if (tiled)
+            flush_tile(st, end - r0, (char *)out, r0, lay, n_sin, es);
+        r0 = end;
+    }
+}
+
+/* Direct streaming for rows written front to back; the tile when sin and cos blocks lie
+ * outside one row (see STREAM_TILE). */
+static int sincos_stream_mode(const void *out, int64_t n_rows, int64_t n_sin, const posenc_layout *lay, int64_t es) {
+    int64_t runs[] = {lay->row_stride * es, lay->sin_base * es, lay->cos_base * es, n_sin * es, lay->n_cos * es};
+    size_t total = (size_t)(n_rows * (n_sin + lay->n_cos) * es);
+    if (!can_stream(out, total, runs, lay->interleaved ? 1 : 5))
+        return STREAM_OFF;
+    int in_row = lay->interleaved || (lay->sin_base + n_sin <= lay->row_stride && lay->cos_base + lay->n_cos <= lay->row_stride);
+    return in_row ? STREAM_DIRECT : STREAM_TILE;
+}
+
+static int sincos_rows(const double *positions, int64_t n_rows, const double *freqs, const double *amp,
+                       int64_t n_sin, const posenc_layout *lay, void *out, int dtype) {
+    if (n_rows < 0 || n_sin < 0 || !lay || lay->n_cos < 0 || lay->n_cos > n_sin || !valid_dtype(dtype))
+        return POSENC_EINVAL;
+    if (n_rows == 0 || n_sin == 0)
+        return POSENC_OK;
+    int f32 = dtype == POSENC_F32;
+    int64_t es = (int64_t)elem_size(f32);
+    int stream = sincos_stream_mode(out, n_rows, n_sin, lay, es);
+    trig_state st;
+    int rc = trig_state_init(&st, freqs, amp, n_sin, stream == STREAM_TILE ? (size_t)((n_sin + lay->n_cos) * es) : 0);
+    if (rc != POSENC_OK)
+        return rc;
+    /* one stamped loop per (layout, dtype, stream mode); the tile only for blocks */
+#define SINCOS_LOOP(il, f, mode) sincos_loop(&st, positions, n_rows, out, lay, n_sin, il, f, mode)
+#define SINCOS_DTYPE(il, mode) (f32 ? SINCOS_LOOP(il, 1, mode) : SINCOS_LOOP(il, 0, mode))
+    if (lay->interleaved)
+        stream == STREAM_OFF ? SINCOS_DTYPE(1, STREAM_OFF) : SINCOS_DTYPE(1, STREAM_DIRECT);
+    else if (stream == STREAM_OFF)
+        SINCOS_DTYPE(0, STREAM_OFF);
+    else
+        stream == STREAM_DIRECT ? SINCOS_DTYPE(0, STREAM_DIRECT) : SINCOS_DTYPE(0, STREAM_TILE);
+#undef SINCOS_DTYPE
+#undef SINCOS_LOOP
+    if (stream != STREAM_OFF)
+        v_stream_fence();
+    free(st.block);
+    return POSENC_OK;
+}
+
+/* ---- RoPE rotation ------------------------------------------------------------------------ */
+
+/* (a, b) -> (a cos - b sin, b cos + a sin) */
+INLINE void rotate_pair(vd a, vd b, vd c, vd s, vd *ra, vd *rb) {
+    *ra = v_fnmadd(b, s, v_mul(a, c));
+    *rb = v_fmadd(a, s, v_mul(b, c));
+}
+
+INLINE void rope_row(const void *x, void *out, const double *cos, const double *sin, int64_t n_freq,
+                     int64_t head_dim, int interleaved, int f32) {
+    size_t es = elem_size(f32);
+    int64_t i = 0;
+    for (; i + VW <= n_freq; i += VW) {
+        vd a, b, ra, rb, c = v_load(cos + i), s = v_load(sin + i);
+        if (interleaved) {
+            load_pair_elems((const char *)x + (size_t)(2 * i) * es, &a, &b, f32);
+            rotate_pair(a, b, c, s, &ra, &rb);
+            store_pair_elems((char *)out + (size_t)(2 * i) * es, ra, rb, f32, 0);
+        } else {
+            a = load_elems((const char *)x + (size_t)i * es, f32);
+            b = load_elems((const char *)x + (size_t)(i + n_freq) * es, f32);
+            rotate_pair(a, b, c, s, &ra, &rb);
+            store_elems((char *)out + (size_t)i * es, ra, f32, 0);
+            store_elems((char *)out + (size_t)(i + n_freq) * es, rb, f32, 0);
+        }
+    }
+    for (; i < n_freq; i++) { /* fewer than VW pairs left */
+        double xa, xb;
+        if (f32) {
+            const float *xf = (const float *)x;
+            xa = interleaved ? xf[2 * i] : xf[i];
+            xb = interleaved ? xf[2 * i + 1] : xf[i + n_freq];
+        } else {
+            const double *xd = (const double *)x;
+            xa = interleaved ? xd[2 * i] : xd[i];
+            xb = interleaved ? xd[2 * i + 1] : xd[i + n_freq];
+        }
+        double ra = xa * cos[i] - xb * sin[i], rb = xb * cos[i] + xa * sin[i];
+        put_elem(out, interleaved ? 2 * i : i, ra, f32);
+        put_elem(out, interleaved ? 2 * i + 1 : i + n_freq, rb, f32);
+    }
+    if (out != x && head_dim > 2 * n_freq)
+        memcpy((char *)out + (size_t)(2 * n_freq) * es, (const char *)x + (size_t)(2 * n_freq) * es,
+               (size_t)(head_dim - 2 * n_freq) * es);
+}
+
+INLINE void rope_loop(const void *x, void *out, int64_t batch, int64_t batch_stride, int64_t n_rows,
+                      int64_t head_dim, const double *cos, const double *sin, int64_t n_freq, int interleaved,
+                      int f32) {
+    size_t es = elem_size(f32);
+    for (int64_t r = 0; r < n_rows; r++) /* rows outer: one cos/sin row serves every batch entry */
+        for (int64_t b = 0; b < batch; b++) {
+            size_t offset = (size_t)(b * batch_stride + r * head_dim) * es;
+            rope_row((const char *)x + offset, (char *)out + offset, cos + r * n_freq, sin + r * n_freq, n_freq,
+                     head_dim, interleaved, f32);
+        }
+}
+
+static int rope_rotate(const void *x, void *out, int64_t batch, int64_t batch_stride, int64_t n_rows,
+                       int64_t head_dim, const double *cos, const double *sin, int64_t n_freq, int interleaved,
+                       int dtype) {
+    if (batch < 0 || n_rows < 0 || n_freq < 0 || 2 * n_freq > head_dim || !valid_dtype(dtype))
+        return POSENC_EINVAL;
+    int f32 = dtype == POSENC_F32;
+    if (interleaved) {
+        if (f32)
+            rope_loop(x, out, batch, batch_stride, n_rows, head_dim, cos, sin, n_freq, 1, 1);
+        else
+            rope_loop(x, out, batch, batch_stride, n_rows, head_dim, cos, sin, n_freq, 1, 0);
+    } else {
+        if (f32)
+            rope_loop(x, out, batch, batch_stride, n_rows, head_dim, cos, sin, n_freq, 0, 1);
+        else
+            rope_loop(x, out, batch, batch_stride, n_rows, head_dim, cos, sin, n_freq, 0, 0);
+    }
+    return POSENC_OK;
+}
+
+/* ---- ALiBi bias ---------------------------------------------------------------------------- */
+
+INLINE vd alibi_value(vd i, vd j, vd neg_m, int mode) {
+    if (mode == POSENC_ALIBI_CAUSAL)
+        return v_select_le(j, i, v_mul(neg_m, v_sub(i, j)), v_set1(-INFINITY));
+    if (mode == POSENC_ALIBI_SYMMETRIC)
+        return v_mul(neg_m, v_abs(v_sub(i, j)));
+    return v_mul(v_sub(v_set1(0.0), neg_m), j); /* bloom: m * j */
+}
+
+INLINE void alibi_loop(const double *slopes, int64_t n_heads, const double *q_pos, int64_t q_len,
+                       const double *k_pos, int64_t k_len, void *out, int64_t head_stride, int mode, int f32,
+                       int stream) {
+    size_t es = elem_size(f32);
+    for (int64_t h = 0; h < n_heads; h++) {
+        vd neg_m = v_set1(-slopes[h]);
+        for (int64_t a = 0; a < q_len; a++) {
+            vd i = v_set1(q_pos[a]);
+            char *row = (char *)out + (size_t)(h * head_stride + a * k_len) * es;
+            int64_t b = 0;
+            for (; b + VW <= k_len; b += VW)
+                store_elems(row + (size_t)b * es, alibi_value(i, v_load(k_pos + b), neg_m, mode), f32, stream);
+            if (b < k_len)
+                store_partial(row + (size_t)b * es, alibi_value(i, load_partial(k_pos + b, k_len - b), neg_m, mode),
+                              k_len - b, f32);
+        }
+    }
+}
+
+static int alibi_bias(const double *slopes, int64_t n_heads, const double *q_pos, int64_t q_len,
+                      const double *k_pos, int64_t k_len, int mode, void *out, int64_t head_stride, int dtype) {
+    if (n_heads < 0 || q_len < 0 || k_len < 0 || !valid_dtype(dtype))
+        return POSENC_EINVAL;
+    if (mode != POSENC_ALIBI_CAUSAL && mode != POSENC_ALIBI_SYMMETRIC && mode != POSENC_ALIBI_BLOOM)
+        return POSENC_EINVAL;
+    int f32 = dtype == POSENC_F32;
+    int64_t es = (int64_t)elem_size(f32);
+    int64_t runs[] = {k_len * es, head_stride * es};
+    int stream = can_stream(out, (size_t)(n_heads * q_len * k_len * es), runs, 2); /* rows front to back: direct */
+    /* one stamped loop per (mode, dtype, streaming) */
+#define ALIBI_LOOP(m, f, st_) alibi_loop(slopes, n_heads, q_pos, q_len, k_pos, k_len, out, head_stride, m, f, st_)
+#define ALIBI_MODES(f, st_)                                                                                  \
+    (mode == POSENC_ALIBI_CAUSAL      ? ALIBI_LOOP(POSENC_ALIBI_CAUSAL, f, st_)                              \
+     : mode == POSENC_ALIBI_SYMMETRIC ? ALIBI_LOOP(POSENC_ALIBI_SYMMETRIC, f, st_)                           \
+                                      : ALIBI_LOOP(POSENC_ALIBI_BLOOM, f, st_))
+    if (stream) {
+        f32 ? ALIBI_MODES(1, 1) : ALIBI_MODES(0, 1);
+        v_stream_fence();
+    } else {
+        f32 ? ALIBI_MODES(1, 0) : ALIBI_MODES(0, 0);
+    }
+#undef ALIBI_MODES
+#undef ALIBI_LOOP
+    return POSENC_OK;
+}
+
+/* ---- row gather ------------------------------------------------------------------------------ */
+
+INLINE void copy_row(char *dst, const char *src, int64_t nbytes) {
+    int64_t k = 0;
+    for (; k + (int64_t)sizeof(vd) <= nbytes; k += (int64_t)sizeof(vd))
+        v_store((double *)(dst + k), v_load((const double *)(src + k)));
+    memcpy(dst + k, src + k, (size_t)(nbytes - k));
+}
+
+/* rows ahead to prefetch: random rows miss cache, so overlap their loads */
+#define GATHER_PREFETCH 8
+
+static int gather_rows(const void *table, int64_t n_table_rows, int64_t row_bytes, const int64_t *rows, int64_t n,
+                       void *out, int64_t *bad_k) {
+    if (n_table_rows < 0 || row_bytes < 0 || n < 0)
+        return POSENC_EINVAL;
+    for (int64_t k = 0; k < n; k++)
+        if (rows[k] < 0 || rows[k] >= n_table_rows) {
+            if (bad_k)
+                *bad_k = k;
+            return POSENC_ERANGE;
+        }
+    const char *src = (const char *)table;
+    char *dst = (char *)out;
+    for (int64_t k = 0; k < n; k++) {
+        if (k + GATHER_PREFETCH < n)
+            __builtin_prefetch(src + (size_t)(rows[k + GATHER_PREFETCH] * row_bytes));
+        copy_row(dst + (size_t)(k * row_bytes), src + (size_t)(rows[k] * row_bytes), row_bytes);
+    }
+    return POSENC_OK;
+}
+
+#ifndef POSENC_KERNELS_VISIBILITY
+#define POSENC_KERNELS_VISIBILITY "hidden"
+#endif
+
+__attribute__((visibility(POSENC_KERNELS_VISIBILITY))) const posenc_kernels POSENC_KERNELS = {
+    POSENC_KERNELS_NAME, sincos_rows, rope_rotate, alibi_bias, gather_rows,
+};

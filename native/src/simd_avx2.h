@@ -1,0 +1,86 @@
+/* The AVX2+FMA layer: four doubles per vector. Included only under target("avx2,fma"). */
+#ifndef POSENC_SIMD_AVX2_H
+#define POSENC_SIMD_AVX2_H
+
+#include <immintrin.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VW 4
+typedef __m256d vd;
+typedef __m256i vi;
+
+static inline vd v_set1(double x) { return _mm256_set1_pd(x); }
+static inline vd v_load(const double *p) { return _mm256_loadu_pd(p); }
+static inline void v_store(double *p, vd x) { _mm256_storeu_pd(p, x); }
+static inline vd v_add(vd a, vd b) { return _mm256_add_pd(a, b); }
+static inline vd v_sub(vd a, vd b) { return _mm256_sub_pd(a, b); }
+static inline vd v_mul(vd a, vd b) { return _mm256_mul_pd(a, b); }
+static inline vd v_fmadd(vd a, vd b, vd c) { return _mm256_fmadd_pd(a, b, c); }
+static inline vd v_fnmadd(vd a, vd b, vd c) { return _mm256_fnmadd_pd(a, b, c); }
+static inline vd v_abs(vd a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
+static inline int v_all_le(vd a, vd b) { return _mm256_movemask_pd(_mm256_cmp_pd(a, b, _CMP_LE_OQ)) == 0xF; }
+static inline vd v_select_le(vd a, vd b, vd x, vd y) { return _mm256_blendv_pd(y, x, _mm256_cmp_pd(a, b, _CMP_LE_OQ)); }
+
+static inline vi v_bits(vd a) { return _mm256_castpd_si256(a); }
+static inline vi vi_set1(int64_t x) { return _mm256_set1_epi64x(x); }
+static inline vi vi_add(vi a, vi b) { return _mm256_add_epi64(a, b); }
+static inline vi vi_and(vi a, vi b) { return _mm256_and_si256(a, b); }
+#define vi_shl(a, n) _mm256_slli_epi64((a), (n))
+static inline vd v_xor_bits(vd a, vi bits) { return _mm256_castsi256_pd(_mm256_xor_si256(_mm256_castpd_si256(a), bits)); }
+static inline vd v_select_sign(vi m, vd if_set, vd if_clear) { return _mm256_blendv_pd(if_clear, if_set, _mm256_castsi256_pd(m)); }
+
+static inline vd v_load_f32(const float *p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
+static inline void v_store_f32(float *p, vd x) { _mm_storeu_ps(p, _mm256_cvtpd_ps(x)); }
+
+static inline void v_load_pair(const double *p, vd *a, vd *b) {
+    vd lo = _mm256_loadu_pd(p), hi = _mm256_loadu_pd(p + 4);           /* a0 b0 a1 b1 | a2 b2 a3 b3 */
+    vd t0 = _mm256_permute2f128_pd(lo, hi, 0x20), t1 = _mm256_permute2f128_pd(lo, hi, 0x31);
+    *a = _mm256_unpacklo_pd(t0, t1);
+    *b = _mm256_unpackhi_pd(t0, t1);
+}
+static inline void v_store_pair(double *p, vd a, vd b) {
+    vd lo = _mm256_unpacklo_pd(a, b), hi = _mm256_unpackhi_pd(a, b);  /* a0 b0 a2 b2 | a1 b1 a3 b3 */
+    _mm256_storeu_pd(p, _mm256_permute2f128_pd(lo, hi, 0x20));
+    _mm256_storeu_pd(p + 4, _mm256_permute2f128_pd(lo, hi, 0x31));
+}
+static inline void v_load_pair_f32(const float *p, vd *a, vd *b) {
+    __m256 v = _mm256_loadu_ps(p);
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    *a = _mm256_cvtps_pd(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
+    *b = _mm256_cvtps_pd(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+static inline void v_store_pair_f32(float *p, vd a, vd b) {
+    __m128 fa = _mm256_cvtpd_ps(a), fb = _mm256_cvtpd_ps(b);
+    _mm256_storeu_ps(p, _mm256_set_m128(_mm_unpackhi_ps(fa, fb), _mm_unpacklo_ps(fa, fb)));
+}
+
+/* Non-temporal (streaming) stores for outputs far bigger than the caches: no read-for-
+ * ownership, so a byte written costs one memory transfer instead of two. All in 16-byte
+ * pieces: destinations need only 16-byte alignment (what malloc and numpy give; the kernels
+ * check). v_stream_copy: nbytes a multiple of 16. */
+#define V_STREAM 1
+static inline void v_stream_f32(float *p, vd x) { _mm_stream_ps(p, _mm256_cvtpd_ps(x)); }
+static inline void v_stream(double *p, vd x) {
+    _mm_stream_pd(p, _mm256_castpd256_pd128(x));
+    _mm_stream_pd(p + 2, _mm256_extractf128_pd(x, 1));
+}
+static inline void v_stream_pair_f32(float *p, vd a, vd b) {
+    __m128 fa = _mm256_cvtpd_ps(a), fb = _mm256_cvtpd_ps(b);
+    _mm_stream_ps(p, _mm_unpacklo_ps(fa, fb));
+    _mm_stream_ps(p + 4, _mm_unpackhi_ps(fa, fb));
+}
+static inline void v_stream_pair(double *p, vd a, vd b) {
+    vd lo = _mm256_unpacklo_pd(a, b), hi = _mm256_unpackhi_pd(a, b); /* a0 b0 a2 b2 | a1 b1 a3 b3 */
+    _mm_stream_pd(p, _mm256_castpd256_pd128(lo));
+    _mm_stream_pd(p + 2, _mm256_castpd256_pd128(hi));
+    _mm_stream_pd(p + 4, _mm256_extractf128_pd(lo, 1));
+    _mm_stream_pd(p + 6, _mm256_extractf128_pd(hi, 1));
+}
+static inline void v_stream_copy(void *dst, const void *src, size_t nbytes) {
+    for (size_t k = 0; k < nbytes; k += 16)
+        _mm_stream_ps((float *)((char *)dst + k), _mm_loadu_ps((const float *)((const char *)src + k)));
+}
+static inline void v_stream_fence(void) { _mm_sfence(); }
+
+#endif

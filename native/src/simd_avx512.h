@@ -1,0 +1,112 @@
+/* The AVX-512F layer: eight doubles per vector. Included only under target("avx512f,...").
+ *
+ * Written once against the intrinsic names through X(): the native build uses the real
+ * intrinsics; the test build (POSENC_SIMDE) uses SIMDe's portable implementations of the
+ * same intrinsics, so this exact code runs in the test suite on CPUs without AVX-512. */
+#ifndef POSENC_SIMD_AVX512_H
+#define POSENC_SIMD_AVX512_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef POSENC_SIMDE
+#include <simde/x86/avx512.h>
+#include "simde_compat.h"
+#define X(name) simde##name
+#define XT(type) simde##type
+#define X_CMP_LE_OQ SIMDE_CMP_LE_OQ
+#else
+#include <immintrin.h>
+#define X(name) name
+#define XT(type) type
+#define X_CMP_LE_OQ _CMP_LE_OQ
+#endif
+
+#define VW 8
+typedef XT(__m512d) vd;
+typedef XT(__m512i) vi;
+
+static inline vd v_set1(double x) { return X(_mm512_set1_pd)(x); }
+static inline vd v_load(const double *p) { return X(_mm512_loadu_pd)(p); }
+static inline void v_store(double *p, vd x) { X(_mm512_storeu_pd)(p, x); }
+static inline vd v_add(vd a, vd b) { return X(_mm512_add_pd)(a, b); }
+static inline vd v_sub(vd a, vd b) { return X(_mm512_sub_pd)(a, b); }
+static inline vd v_mul(vd a, vd b) { return X(_mm512_mul_pd)(a, b); }
+static inline vd v_fmadd(vd a, vd b, vd c) { return X(_mm512_fmadd_pd)(a, b, c); }
+static inline vd v_fnmadd(vd a, vd b, vd c) { return X(_mm512_fnmadd_pd)(a, b, c); }
+static inline vd v_abs(vd a) { return X(_mm512_abs_pd)(a); }
+static inline int v_all_le(vd a, vd b) { return X(_mm512_cmp_pd_mask)(a, b, X_CMP_LE_OQ) == 0xFF; }
+static inline vd v_select_le(vd a, vd b, vd x, vd y) {
+    return X(_mm512_mask_blend_pd)(X(_mm512_cmp_pd_mask)(a, b, X_CMP_LE_OQ), y, x);
+}
+
+static inline vi v_bits(vd a) { return X(_mm512_castpd_si512)(a); }
+static inline vi vi_set1(int64_t x) { return X(_mm512_set1_epi64)(x); }
+static inline vi vi_add(vi a, vi b) { return X(_mm512_add_epi64)(a, b); }
+static inline vi vi_and(vi a, vi b) { return X(_mm512_and_si512)(a, b); }
+#define vi_shl(a, n) X(_mm512_slli_epi64)((a), (n))
+static inline vd v_xor_bits(vd a, vi bits) {
+    return X(_mm512_castsi512_pd)(X(_mm512_xor_si512)(X(_mm512_castpd_si512)(a), bits));
+}
+static inline vd v_select_sign(vi m, vd if_set, vd if_clear) {
+    return X(_mm512_mask_blend_pd)(X(_mm512_test_epi64_mask)(m, vi_set1(INT64_MIN)), if_clear, if_set);
+}
+
+static inline vd v_load_f32(const float *p) { return X(_mm512_cvtps_pd)(X(_mm256_loadu_ps)(p)); }
+static inline void v_store_f32(float *p, vd x) { X(_mm256_storeu_ps)(p, X(_mm512_cvtpd_ps)(x)); }
+
+static inline void v_load_pair(const double *p, vd *a, vd *b) {
+    vd lo = X(_mm512_loadu_pd)(p), hi = X(_mm512_loadu_pd)(p + 8);
+    *a = X(_mm512_permutex2var_pd)(lo, X(_mm512_set_epi64)(14, 12, 10, 8, 6, 4, 2, 0), hi);
+    *b = X(_mm512_permutex2var_pd)(lo, X(_mm512_set_epi64)(15, 13, 11, 9, 7, 5, 3, 1), hi);
+}
+/* index vectors interleaving two vectors' lanes: a0 b0 a1 b1 ... (low and high halves) */
+#define PAIR_LO X(_mm512_set_epi64)(11, 3, 10, 2, 9, 1, 8, 0)
+#define PAIR_HI X(_mm512_set_epi64)(15, 7, 14, 6, 13, 5, 12, 4)
+static inline void v_store_pair(double *p, vd a, vd b) {
+    X(_mm512_storeu_pd)(p, X(_mm512_permutex2var_pd)(a, PAIR_LO, b));
+    X(_mm512_storeu_pd)(p + 8, X(_mm512_permutex2var_pd)(a, PAIR_HI, b));
+}
+static inline void v_load_pair_f32(const float *p, vd *a, vd *b) {
+    /* a0 b0 a1 b1 ... -> [a0..a7 | b0..b7] */
+    XT(__m512) v = X(_mm512_permutexvar_ps)(
+        X(_mm512_set_epi32)(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0), X(_mm512_loadu_ps)(p));
+    vd halves = X(_mm512_castps_pd)(v);
+    *a = X(_mm512_cvtps_pd)(X(_mm256_castpd_ps)(X(_mm512_castpd512_pd256)(halves)));
+    *b = X(_mm512_cvtps_pd)(X(_mm256_castpd_ps)(X(_mm512_extractf64x4_pd)(halves, 1)));
+}
+/* float32 a0 b0 a1 b1 ... a7 b7 */
+static inline XT(__m512) interleave_f32(vd a, vd b) {
+    vd halves = X(_mm512_insertf64x4)(X(_mm512_castpd256_pd512)(X(_mm256_castps_pd)(X(_mm512_cvtpd_ps)(a))),
+                                      X(_mm256_castps_pd)(X(_mm512_cvtpd_ps)(b)), 1);
+    return X(_mm512_permutexvar_ps)(X(_mm512_set_epi32)(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0),
+                                    X(_mm512_castpd_ps)(halves));
+}
+static inline void v_store_pair_f32(float *p, vd a, vd b) { X(_mm512_storeu_ps)(p, interleave_f32(a, b)); }
+
+/* Non-temporal (streaming) stores, in 16-byte pieces (see simd_avx2.h). */
+#define V_STREAM 1
+static inline void stream_4x16(float *p, XT(__m512) v) {
+    X(_mm_stream_ps)(p, X(_mm512_extractf32x4_ps)(v, 0));
+    X(_mm_stream_ps)(p + 4, X(_mm512_extractf32x4_ps)(v, 1));
+    X(_mm_stream_ps)(p + 8, X(_mm512_extractf32x4_ps)(v, 2));
+    X(_mm_stream_ps)(p + 12, X(_mm512_extractf32x4_ps)(v, 3));
+}
+static inline void v_stream_f32(float *p, vd x) {
+    XT(__m256) f = X(_mm512_cvtpd_ps)(x);
+    X(_mm_stream_ps)(p, X(_mm256_castps256_ps128)(f));
+    X(_mm_stream_ps)(p + 4, X(_mm256_extractf128_ps)(f, 1));
+}
+static inline void v_stream(double *p, vd x) { stream_4x16((float *)p, X(_mm512_castpd_ps)(x)); }
+static inline void v_stream_pair_f32(float *p, vd a, vd b) { stream_4x16(p, interleave_f32(a, b)); }
+static inline void v_stream_pair(double *p, vd a, vd b) {
+    stream_4x16((float *)p, X(_mm512_castpd_ps)(X(_mm512_permutex2var_pd)(a, PAIR_LO, b)));
+    stream_4x16((float *)(p + 8), X(_mm512_castpd_ps)(X(_mm512_permutex2var_pd)(a, PAIR_HI, b)));
+}
+static inline void v_stream_copy(void *dst, const void *src, size_t nbytes) {
+    for (size_t k = 0; k < nbytes; k += 16)
+        X(_mm_stream_ps)((float *)((char *)dst + k), X(_mm_loadu_ps)((const float *)((const char *)src + k)));
+}
+static inline void v_stream_fence(void) { X(_mm_sfence)(); }
+
+#endif

@@ -1,0 +1,75 @@
+"""The one binding to the native SIMD core (libposenc, built from native/ by setup.py).
+
+At import the library is loaded and its dispatcher has already picked a path (scalar,
+avx2, avx512: the best this CPU runs, or the one POSENC_ISA names). `ACTIVE` is that
+path's kernels, or None when the library is unavailable (not built, POSENC_NATIVE=0,
+stale build): the package then runs on the numba kernels and `STATUS` says why.
+Forcing a path the CPU cannot run is an error, not a silent fallback: importing raises
+PosencError naming POSENC_ISA.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import PosencError
+from .library import ABI_VERSION, NativeKernels, kernels_from_pointer, open_library
+
+LIBRARY_PATH = Path(__file__).with_name("libposenc.so")
+ISAS = ("scalar", "avx2", "avx512")
+
+
+def load(path: Path):
+    """(library or None, status line): the path the dispatcher chose, or why there is none."""
+    if os.environ.get("POSENC_NATIVE", "1") == "0":
+        return None, "disabled by POSENC_NATIVE=0"
+    if not path.exists():
+        return None, f"not built ({path.name} missing: run `make install`)"
+    try:
+        lib = open_library(path)
+    except (OSError, AttributeError) as exc:
+        return None, f"failed to load {path.name}: {exc}"
+    if lib.posenc_abi_version() != ABI_VERSION:
+        return None, f"stale build (ABI {lib.posenc_abi_version()}, expected {ABI_VERSION}: run `make install`)"
+    if not lib.posenc_isa():
+        raise PosencError("POSENC_ISA", lib.posenc_dispatch_error().decode().removeprefix("POSENC_ISA="))
+    return lib, lib.posenc_isa().decode()
+
+
+#: The loaded ctypes library (None without one) and a line saying which path runs or why none.
+LIBRARY, STATUS = load(LIBRARY_PATH)
+#: The active path's kernels, or None (numba everywhere).
+ACTIVE: NativeKernels | None = kernels_from_pointer(LIBRARY.posenc_active_kernels(), LIBRARY) if LIBRARY else None
+
+
+def kernels_for(isa: str) -> NativeKernels | None:
+    """A specific path's kernels (tests, benchmarks), or None if unavailable on this CPU."""
+    if LIBRARY is None:
+        return None
+    return kernels_from_pointer(LIBRARY.posenc_kernels_for(isa.encode()), LIBRARY)
+
+
+def available_isas() -> list[str]:
+    return [isa for isa in ISAS if kernels_for(isa) is not None]
+
+
+def cpu_features() -> str:
+    """CPU features the dispatcher saw (from the library), or "" without it."""
+    return LIBRARY.posenc_cpu_features().decode() if LIBRARY else ""
+
+
+#: Jobs with fewer output elements run on numba: marshalling a ctypes call (pointers out of
+#: numpy arrays) costs ~5-10 us, more than the whole numba kernel for a few rows.
+MIN_NATIVE_ELEMENTS = 2048
+
+
+def pick(name: str, fallback, elements: int):
+    """The active native kernel `name` for a job of `elements` outputs, else `fallback`."""
+    if ACTIVE is None or elements < MIN_NATIVE_ELEMENTS:
+        return fallback
+    return getattr(ACTIVE, name)
+
+
+__all__ = ["ACTIVE", "ISAS", "LIBRARY", "LIBRARY_PATH", "MIN_NATIVE_ELEMENTS", "STATUS", "NativeKernels",
+           "available_isas", "cpu_features", "kernels_for", "load", "pick"]

@@ -1,0 +1,45 @@
+"""Build the native core (native/) into posenc/native/libposenc.so during `pip install`.
+
+Plain C11 with the compiler Python was configured with: no system packages and no Python
+API (the library has no Python in it; posenc.native loads it with ctypes and the C binary
+server links the same code). The build is optional: without a working compiler the package
+still installs and runs on its numba kernels (`posenc info` says so).
+"""
+
+import os
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+SOURCES = ["dispatch.c", "kernels_scalar.c", "kernels_avx2.c", "kernels_avx512.c"]
+
+
+class SharedLibrary(Extension):
+    """A plain shared library: named lib<name>.so, no PyInit_ symbol, no libpython."""
+
+
+class BuildExt(build_ext):
+    def get_ext_filename(self, fullname):
+        if isinstance(self.ext_map.get(fullname), SharedLibrary):
+            *package, name = fullname.split(".")
+            return os.path.join(*package, f"lib{name}.so")
+        return super().get_ext_filename(fullname)
+
+    def get_export_symbols(self, ext):
+        return ext.export_symbols if isinstance(ext, SharedLibrary) else super().get_export_symbols(ext)
+
+    def get_libraries(self, ext):
+        return ext.libraries if isinstance(ext, SharedLibrary) else super().get_libraries(ext)
+
+
+native_core = SharedLibrary(
+    "posenc.native.posenc",  # -> posenc/native/libposenc.so
+    sources=[f"native/src/{name}" for name in SOURCES],
+    include_dirs=["native/include", "native/src"],
+    libraries=["m"],
+    # FMA only where the kernels ask for it, so results do not depend on compiler whims
+    extra_compile_args=["-std=c11", "-O3", "-fvisibility=hidden", "-ffp-contract=off"],
+    optional=True,
+)
+
+setup(ext_modules=[native_core], cmdclass={"build_ext": BuildExt})
