@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .. import reference
+from .. import native, reference
 from ..api.rope import rope_cos_sin, rope_table
 from ..api.sinusoidal import sinusoidal_table
 from ..kernels import set_threads, threads
@@ -98,5 +98,8 @@ def _run(n: int, repeats: int) -> str:
     table = markdown_table(
         ["table", "implementation", "ms (median)", "GB/s", "vs textbook", "vs fill", "max abs error vs float64"],
         rows)
-    return (f"{table}\n\nOne core, float32 output, median of {repeats}. Machine: {machine_line()}.\n"
+    path = (f"native {native.ACTIVE.name} (numba below {native.MIN_NATIVE_ELEMENTS} elements per call)"
+            if native.ACTIVE else "numba")
+    return (f"{table}\n\nOne core, float32 output, median of {repeats}, posenc kernel path: {path}. "
+            f"Machine: {machine_line()}.\n"
             "A new array pays for fresh pages (the kernel zeroes them first): compare with the fresh-pages row.\n")
