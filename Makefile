@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.posenc-installed
 # Reinstall when packaging or native sources change (editable install: Python edits need nothing).
 INSTALL_INPUTS := pyproject.toml $(wildcard setup.py native/src/*.c native/src/*.h native/include/*.h)
 
-.PHONY: run test install bench clean loadtest bench-http
+.PHONY: run test install bench clean native-server bench-qps loadtest bench-http
 
 $(STAMP): $(INSTALL_INPUTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,7 +14,14 @@ $(STAMP): $(INSTALL_INPUTS)
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 
-install: $(STAMP)
+install: $(STAMP) native-server
+
+# The binary-protocol server and its load tools: native/build/posenc-server, posenc-load, posenc-jitter
+# (needs only a C compiler; sub-makes rebuild what changed).
+native-server:
+	$(MAKE) -C native/server
+	$(MAKE) -C loadtest/native
+
 
 run: install
 	$(BIN)/posenc serve
@@ -24,6 +31,10 @@ test: install
 
 bench: install
 	$(BIN)/posenc bench tables
+
+# Binary protocol vs redis on this machine, server and load generator pinned to different cores.
+bench-qps: install
+	$(BIN)/posenc bench qps
 
 # Locust SLO run: starts `posenc serve` (embedded config), 30 s of the realistic mix on 127.0.0.1;
 # fails on any failed request or P99 over the threshold (loadtest/slo.py --help for the knobs).
@@ -35,4 +46,4 @@ bench-http: install
 	$(BIN)/posenc bench http
 
 clean:
-	rm -rf $(VENV) build *.egg-info service/*.egg-info
+	rm -rf $(VENV) build *.egg-info service/*.egg-info native/build

@@ -85,3 +85,20 @@ def test_reopening_keeps_counts_and_a_new_layout_starts_clean(tmp_path):
     other = Metrics(tmp_path, ROUTES[:1])
     assert "posenc_http_request_duration_seconds_count" not in other.render()
     other.close()
+
+
+def test_binary_server_counters_are_exported():
+    """The native server's STATS become posenc_binary_* families; unreachable means up 0."""
+    from posenc.client import ServerProcess, fetch_stats, server_argv
+    from posenc.http.metrics import render_binary
+
+    assert _samples(render_binary(None)) == {("posenc_binary_up", ()): 0}
+    server = ServerProcess(server_argv(port=0))
+    try:
+        s = _samples(render_binary(fetch_stats(server.tcp_address)))
+    finally:
+        server.stop()
+    assert s[("posenc_binary_up", ())] == 1
+    assert s[("posenc_binary_requests_total", (("op", "stats"),))] == 1
+    assert s[("posenc_binary_connections_open", ())] == 1
+    assert s[("posenc_binary_errors_total", (("code", "bad_frame"),))] == 0

@@ -7,4 +7,5 @@ SUITES = {
     "shm": "shared-memory table lookups (numba, Table.lookup, C reader) vs memcpy of the same bytes",
     "http": "HTTP requests/s and P50/P99 (wrk) vs a bare ASGI app returning the same bytes",
     "native": "native SIMD core per ISA path vs numba, textbook numpy and memset (pre-faulted and fresh pages)",
+    "qps": "binary-protocol server requests/s and open-loop P99 vs redis (pinned cores)",
 }

@@ -224,3 +224,27 @@ def activate(metrics: Metrics | None) -> None:
 def count_rejection(reason: str) -> None:
     if _active is not None:
         _active.rejection(reason)
+
+
+def render_binary(stats: dict | None) -> str:
+    """The native binary server's STATS as Prometheus families (posenc_binary_up 0 when unreachable)."""
+    out = _Exposition()
+    out.family("posenc_binary_up", "gauge", "1 when the binary-protocol server answered STATS.")
+    out.sample("posenc_binary_up", 0 if stats is None else 1)
+    if stats is not None:
+        out.family("posenc_binary_requests_total", "counter", "Binary-protocol requests, by operation.")
+        for op, count in stats["requests"].items():
+            out.sample("posenc_binary_requests_total", count, op=op)
+        out.family("posenc_binary_errors_total", "counter", "Binary-protocol error frames, by code.")
+        for code, count in stats["errors"].items():
+            out.sample("posenc_binary_errors_total", count, code=code)
+        out.family("posenc_binary_connections_open", "gauge", "Open binary-protocol connections.")
+        out.sample("posenc_binary_connections_open", stats["connections"]["open"])
+        for key in ("accepted", "rejected", "idle_closed"):
+            name = f"posenc_binary_connections_{key}_total"
+            out.family(name, "counter", f"Binary-protocol connections {key.replace('_', ' ')}.")
+            out.sample(name, stats["connections"][key])
+        for key in ("positions", "bytes_in", "bytes_out"):
+            out.family(f"posenc_binary_{key}_total", "counter", f"Binary-protocol {key.replace('_', ' ')} served.")
+            out.sample(f"posenc_binary_{key}_total", stats[key])
+    return "\n".join(out.lines) + "\n"

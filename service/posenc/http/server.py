@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import uvicorn
 from uvicorn.config import LOGGING_CONFIG
 
+from ..client.process import service_argv
 from ..config import ServiceConfig
 from ..shm import TableStore
 from .app import STATE_ENV, serve_state
@@ -45,9 +46,10 @@ class Sidecar:
 
 
 def sidecars_for(config: ServiceConfig) -> list[Sidecar]:
-    """The processes `posenc serve` supervises besides uvicorn. The native binary-protocol server
-    (server.binary_port / binary_socket) belongs here once it exists; until then there are none."""
-    return []
+    """The processes `posenc serve` supervises besides uvicorn: the native binary-protocol
+    server when [server] binary_port or binary_socket is set (it serves the same shm tables)."""
+    argv = service_argv(config)
+    return [] if argv is None else [Sidecar("binary", tuple(argv))]
 
 
 class Sidecars:

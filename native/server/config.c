@@ -1,0 +1,185 @@
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "posenc_proto.h"
+#include "version.h"
+
+/* Flags that take an unsigned integer: where it goes and its bounds. */
+struct number_flag {
+    const char *name;
+    size_t offset; /* in struct server_config */
+    size_t size;   /* 4 or 8 bytes */
+    uint64_t lo, hi;
+};
+
+#define FIELD(f) offsetof(struct server_config, f), sizeof(((struct server_config *)0)->f)
+static const struct number_flag NUMBER_FLAGS[] = {
+    {"port", FIELD(port), 0, 65535},
+    {"threads", FIELD(threads), 0, 1024},
+    {"max-frame-bytes", FIELD(max_frame), POSENC_HEADER_SIZE, 1u << 30},
+    {"max-positions", FIELD(max_positions), 1, 1u << 27},
+    {"max-response-bytes", FIELD(max_response), 1, 1ull << 32},
+    {"max-connections", FIELD(max_connections), 1, 1u << 20},
+    {"idle-timeout-ms", FIELD(idle_timeout_ms), 1, 1u << 31},
+    {"drain-timeout-ms", FIELD(drain_timeout_ms), 0, 1u << 31},
+    {"max-dim", FIELD(max_dim), 1, 1u << 20},
+    {"busy-poll-us", FIELD(busy_poll_us), 0, 1000000},
+};
+#define N_NUMBER_FLAGS (sizeof NUMBER_FLAGS / sizeof NUMBER_FLAGS[0])
+
+/* getopt values: the number flags are OPT_NUMBER + their index. */
+enum { OPT_HOST = 256, OPT_NO_TCP, OPT_UNIX, OPT_SHM_DIR, OPT_MAX_ABS, OPT_HELP, OPT_VERSION, OPT_NUMBER = 512 };
+
+static const struct option TEXT_OPTIONS[] = {
+    {"host", required_argument, 0, OPT_HOST},
+    {"no-tcp", no_argument, 0, OPT_NO_TCP},
+    {"unix", required_argument, 0, OPT_UNIX},
+    {"shm-dir", required_argument, 0, OPT_SHM_DIR},
+    {"max-abs-position", required_argument, 0, OPT_MAX_ABS},
+    {"help", no_argument, 0, OPT_HELP},
+    {"version", no_argument, 0, OPT_VERSION},
+};
+#define N_TEXT_OPTIONS (sizeof TEXT_OPTIONS / sizeof TEXT_OPTIONS[0])
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: posenc-server [flags]\n"
+            "Serves the posenc binary protocol (docs/protocol.md) over TCP and/or a Unix socket.\n"
+            "  --host ADDR              TCP address (default 127.0.0.1)\n"
+            "  --port N                 TCP port (default %d; 0 = any free port)\n"
+            "  --no-tcp                 no TCP listener (needs --unix)\n"
+            "  --unix PATH              also listen on this Unix socket\n"
+            "  --threads N              event-loop threads (default: one per usable CPU)\n"
+            "  --shm-dir DIR            table store (default $POSENC_SHM_DIR or /dev/shm)\n"
+            "  --max-frame-bytes N      largest request frame (default 2097152)\n"
+            "  --max-positions N        positions per request (default 65536)\n"
+            "  --max-response-bytes N   row bytes per reply (default 67108864)\n"
+            "  --max-connections N      open connections (default 10000)\n"
+            "  --idle-timeout-ms N      close silent connections (default 300000)\n"
+            "  --drain-timeout-ms N     shutdown grace for in-flight replies (default 5000)\n"
+            "  --max-dim N              widest inline-spec row (default 65536)\n"
+            "  --max-abs-position X     |position| bound for inline specs (default 2147483648)\n"
+            "  --busy-poll-us N         after traffic, poll this long before sleeping (default 0):\n"
+            "                           lower latency on VMs where waking a sleeping CPU is slow,\n"
+            "                           at the price of a busy CPU\n"
+            "Prints one 'posenc-server ready ...' line on stdout once it accepts connections;\n"
+            "SIGTERM/SIGINT drain in-flight requests and exit.\n",
+            POSENC_DEFAULT_PORT);
+}
+
+static int cpus_available(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 1;
+    int n = CPU_COUNT(&set);
+    return n > 0 ? n : 1;
+}
+
+/* Parse and store a number flag; prints the error naming the flag. */
+static int set_number(struct server_config *cfg, const struct number_flag *flag, const char *text) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text || *end || text[0] == '-' || v < flag->lo || v > flag->hi) {
+        fprintf(stderr, "posenc-server: --%s: must be an integer in [%llu, %llu], got '%s'\n", flag->name,
+                (unsigned long long)flag->lo, (unsigned long long)flag->hi, text);
+        return -1;
+    }
+    char *field = (char *)cfg + flag->offset;
+    if (flag->size == sizeof(uint64_t)) {
+        uint64_t wide = v;
+        memcpy(field, &wide, sizeof wide);
+    } else {
+        uint32_t narrow = (uint32_t)v; /* int and uint32_t fields: the bounds keep it below 2^31 */
+        memcpy(field, &narrow, sizeof narrow);
+    }
+    return 0;
+}
+
+static int copy_text(const char *flag, const char *text, char *dst, size_t cap) {
+    if (strlen(text) == 0 || strlen(text) >= cap) {
+        fprintf(stderr, "posenc-server: --%s: must be 1..%zu characters\n", flag, cap - 1);
+        return -1;
+    }
+    strcpy(dst, text);
+    return 0;
+}
+
+static int set_max_abs(struct server_config *cfg, const char *text) {
+    char *end;
+    double x = strtod(text, &end);
+    if (end == text || *end || !isfinite(x) || x < 1 || x > 9007199254740992.0) {
+        fprintf(stderr, "posenc-server: --max-abs-position: must be a number in [1, 2^53], got '%s'\n", text);
+        return -1;
+    }
+    cfg->max_abs_position = x;
+    return 0;
+}
+
+static void defaults(struct server_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    strcpy(cfg->host, "127.0.0.1");
+    cfg->port = POSENC_DEFAULT_PORT;
+    cfg->tcp = 1;
+    const char *env = getenv("POSENC_SHM_DIR");
+    snprintf(cfg->shm_dir, sizeof cfg->shm_dir, "%s", env && *env ? env : "/dev/shm");
+    cfg->max_frame = 2u << 20;
+    cfg->max_positions = 65536;
+    cfg->max_response = 64u << 20;
+    cfg->max_connections = 10000;
+    cfg->idle_timeout_ms = 300000;
+    cfg->drain_timeout_ms = 5000;
+    cfg->max_dim = 65536;
+    cfg->max_abs_position = 2147483648.0;
+}
+
+int config_parse(struct server_config *cfg, int argc, char **argv) {
+    struct option options[N_TEXT_OPTIONS + N_NUMBER_FLAGS + 1];
+    memcpy(options, TEXT_OPTIONS, sizeof TEXT_OPTIONS);
+    for (size_t i = 0; i < N_NUMBER_FLAGS; i++)
+        options[N_TEXT_OPTIONS + i] = (struct option){NUMBER_FLAGS[i].name, required_argument, 0, OPT_NUMBER + (int)i};
+    options[N_TEXT_OPTIONS + N_NUMBER_FLAGS] = (struct option){0, 0, 0, 0};
+    defaults(cfg);
+    optind = 1;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        int rc = 0;
+        if (opt >= OPT_NUMBER && opt < OPT_NUMBER + (int)N_NUMBER_FLAGS) {
+            rc = set_number(cfg, &NUMBER_FLAGS[opt - OPT_NUMBER], optarg);
+        } else {
+            switch (opt) {
+            case OPT_HOST: rc = copy_text("host", optarg, cfg->host, sizeof cfg->host); break;
+            case OPT_NO_TCP: cfg->tcp = 0; break;
+            case OPT_UNIX: rc = copy_text("unix", optarg, cfg->unix_path, sizeof cfg->unix_path); break;
+            case OPT_SHM_DIR: rc = copy_text("shm-dir", optarg, cfg->shm_dir, sizeof cfg->shm_dir); break;
+            case OPT_MAX_ABS: rc = set_max_abs(cfg, optarg); break;
+            case OPT_HELP: usage(stdout); return 1;
+            case OPT_VERSION:
+                printf("posenc-server %s (protocol %d)\n", POSENC_SERVER_VERSION, POSENC_PROTO_VERSION);
+                return 1;
+            default: usage(stderr); return -1;
+            }
+        }
+        if (rc)
+            return -1;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "posenc-server: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    if (!cfg->tcp && !cfg->unix_path[0]) {
+        fprintf(stderr, "posenc-server: --no-tcp: needs --unix PATH, or there is nothing to listen on\n");
+        return -1;
+    }
+    if (cfg->threads == 0)
+        cfg->threads = cpus_available();
+    return 0;
+}

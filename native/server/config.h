@@ -1,0 +1,31 @@
+/* Server settings: where to listen, and the limits every request and connection is held to.
+ * All come from command-line flags and all are reported by STATS. */
+#ifndef POSENC_SERVER_CONFIG_H
+#define POSENC_SERVER_CONFIG_H
+
+#include <limits.h>
+#include <stdint.h>
+
+struct server_config {
+    char host[64];               /* --host; TCP is off with --no-tcp */
+    int port;                    /* --port (0 = any free port, printed when ready) */
+    int tcp;
+    char unix_path[108];         /* --unix PATH ("" = no Unix socket) */
+    int threads;                 /* --threads (0 = one per CPU this process may run on) */
+    char shm_dir[PATH_MAX];      /* --shm-dir, else $POSENC_SHM_DIR, else /dev/shm */
+    uint32_t max_frame;          /* --max-frame-bytes: largest request frame */
+    uint32_t max_positions;      /* --max-positions: per request */
+    uint64_t max_response;       /* --max-response-bytes: rows*width*itemsize of one reply */
+    uint32_t max_connections;    /* --max-connections: open at once, all threads together */
+    uint32_t idle_timeout_ms;    /* --idle-timeout-ms: a silent connection is closed after this */
+    uint32_t drain_timeout_ms;   /* --drain-timeout-ms: shutdown waits this long for replies to go out */
+    uint32_t max_dim;            /* --max-dim: widest inline-spec row */
+    double max_abs_position;     /* --max-abs-position: |p| bound for inline specs */
+    uint32_t busy_poll_us;       /* --busy-poll-us: keep polling this long after an event before sleeping */
+};
+
+/* Fill `cfg` from argv. Returns 0 to run, 1 when --help/--version printed, -1 on a bad flag
+ * (the message names it and is already printed to stderr). */
+int config_parse(struct server_config *cfg, int argc, char **argv);
+
+#endif

@@ -1,0 +1,40 @@
+#include "conn.h"
+
+#include "frame.h"
+#include "handlers.h"
+#include "reply.h"
+
+size_t conn_in_limit(const struct server_config *cfg) { return (size_t)cfg->max_frame + 4 * READ_CHUNK; }
+
+size_t conn_out_limit(const struct server_config *cfg) {
+    return OUT_HIGH_WATERMARK + (size_t)cfg->max_response + POSENC_HEADER_SIZE + (4u << 20);
+}
+
+enum process_result conn_process(struct worker *w, struct conn *c) {
+    const uint32_t max_frame = w->srv->cfg.max_frame;
+    while (c->state == CONN_OPEN) {
+        if (buf_pending(&c->out) >= OUT_HIGH_WATERMARK)
+            return PROCESS_PAUSED;
+        if (buf_pending(&c->in) == 0) {
+            c->need = POSENC_HEADER_SIZE;
+            return PROCESS_IDLE;
+        }
+        const uint8_t *p = c->in.data + c->in.pos;
+        struct posenc_request_header h;
+        struct frame_error err;
+        switch (frame_parse(p, buf_pending(&c->in), max_frame, &h, &c->need, &err)) {
+        case FRAME_NEED_MORE:
+            return PROCESS_IDLE;
+        case FRAME_FATAL:
+            reply_error(w, c, err.opcode, err.request_id, err.status, "%s", err.message);
+            c->in.pos = c->in.len; /* nothing after a bad frame can be trusted */
+            return PROCESS_CLOSED;
+        case FRAME_READY:
+            handle_request(w, c, &h, p + POSENC_HEADER_SIZE, p + POSENC_HEADER_SIZE + h.aux_len);
+            c->in.pos += h.length;
+            c->need = POSENC_HEADER_SIZE;
+            break;
+        }
+    }
+    return PROCESS_CLOSED;
+}

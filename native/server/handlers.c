@@ -1,0 +1,224 @@
+#include "handlers.h"
+
+#include <string.h>
+
+#include "convert.h"
+#include "inline_spec.h"
+#include "json.h"
+#include "positions.h"
+#include "reply.h"
+#include "stats.h"
+
+static const char *const OPCODE_NAMES[POSENC_OP_MAX + 1] = {
+    [POSENC_OP_PING] = "PING", [POSENC_OP_STATS] = "STATS", [POSENC_OP_LIST_TABLES] = "LIST_TABLES",
+    [POSENC_OP_RESOLVE] = "RESOLVE", [POSENC_OP_ENCODE_TABLE] = "ENCODE_TABLE",
+    [POSENC_OP_ENCODE_SPEC] = "ENCODE_SPEC",
+};
+
+/* Fields an operation does not use must be zero, so a client bug is not silently ignored. */
+static int unused_fields_zero(struct worker *w, struct conn *c, const struct posenc_request_header *h,
+                              int uses_aux, int uses_positions) {
+    if (!uses_positions && h->count) {
+        reply_fail(w, c, h, POSENC_STATUS_BAD_ARGUMENT, "count: must be 0 for %s, got %u", OPCODE_NAMES[h->opcode],
+                   h->count);
+        return 0;
+    }
+    if (!uses_aux && h->aux_len) {
+        reply_fail(w, c, h, POSENC_STATUS_BAD_ARGUMENT, "aux_len: must be 0 for %s, got %u",
+                   OPCODE_NAMES[h->opcode], h->aux_len);
+        return 0;
+    }
+    return 1;
+}
+
+/* dtype, position kind, count and output size of an encode request; 0 = rejected. */
+static int encode_args_ok(struct worker *w, struct conn *c, const struct posenc_request_header *h,
+                          uint64_t width) {
+    const struct server_config *cfg = &w->srv->cfg;
+    if (h->dtype > POSENC_DTYPE_MAX) {
+        reply_fail(w, c, h, POSENC_STATUS_BAD_ARGUMENT,
+                   "dtype: %u is not a dtype (0 float32, 1 float16, 2 bfloat16, 3 float64)", h->dtype);
+        return 0;
+    }
+    if (h->position_kind > POSENC_POSITIONS_MAX) {
+        reply_fail(w, c, h, POSENC_STATUS_BAD_ARGUMENT, "position_kind: %u is not 0 (int64) or 1 (float64)",
+                   h->position_kind);
+        return 0;
+    }
+    if (h->count > cfg->max_positions) {
+        reply_fail(w, c, h, POSENC_STATUS_TOO_MANY_POSITIONS, "count: %u positions, over the limit of %u "
+                   "(--max-positions)", h->count, cfg->max_positions);
+        return 0;
+    }
+    uint64_t bytes = (uint64_t)h->count * width * posenc_dtype_size(h->dtype);
+    if (bytes > cfg->max_response) {
+        reply_fail(w, c, h, POSENC_STATUS_OUTPUT_TOO_LARGE, "count: %u rows of width %llu would be %llu bytes, "
+                   "over the limit of %llu (--max-response-bytes)", h->count, (unsigned long long)width,
+                   (unsigned long long)bytes, (unsigned long long)cfg->max_response);
+        return 0;
+    }
+    return 1;
+}
+
+/* Scratch room for n 8-byte values (row indices or float64 positions). */
+static void *scratch_values(struct worker *w, uint32_t n) {
+    w->values.pos = w->values.len = 0;
+    return buf_reserve(&w->values, 8 * (size_t)n + 8, SIZE_MAX) == 0 ? w->values.data : NULL;
+}
+
+static void reply_json(struct worker *w, struct conn *c, const struct posenc_request_header *h, uint32_t table_id,
+                       uint32_t rows, uint32_t width, uint8_t dtype) {
+    reply_aux(w, c, h, w->json.data, w->json.len, table_id, rows, width, dtype);
+}
+
+static void handle_stats(struct worker *w, struct conn *c, const struct posenc_request_header *h) {
+    w->json.pos = w->json.len = 0;
+    if (stats_json(w->srv, &w->json) != 0) {
+        reply_fail(w, c, h, POSENC_STATUS_INTERNAL, "stats: out of memory");
+        return;
+    }
+    reply_json(w, c, h, 0, 0, 0, 0);
+}
+
+static void handle_list(struct worker *w, struct conn *c, const struct posenc_request_header *h) {
+    char err[256];
+    w->json.pos = w->json.len = 0;
+    int status = tables_list(&w->srv->names, &w->tables, w->srv->cfg.shm_dir, &w->json, err, sizeof err);
+    if (status) {
+        reply_fail(w, c, h, status, "%s", err);
+        return;
+    }
+    reply_json(w, c, h, 0, 0, 0, 0);
+}
+
+static uint8_t wire_dtype_of(const posenc_shm_table *t) {
+    return t->dtype == POSENC_SHM_FLOAT64 ? POSENC_DTYPE_FLOAT64 : POSENC_DTYPE_FLOAT32;
+}
+
+static void handle_resolve(struct worker *w, struct conn *c, const struct posenc_request_header *h,
+                           const uint8_t *aux) {
+    char name[POSENC_SHM_NAME_MAX + 1], err[256];
+    if (h->aux_len < 1 || h->aux_len > POSENC_SHM_NAME_MAX || memchr(aux, 0, h->aux_len)) {
+        reply_fail(w, c, h, POSENC_STATUS_BAD_ARGUMENT, "name: must be 1..%d characters (aux_len %u)",
+                   POSENC_SHM_NAME_MAX, h->aux_len);
+        return;
+    }
+    memcpy(name, aux, h->aux_len);
+    name[h->aux_len] = 0;
+    uint32_t id;
+    const posenc_shm_table *t;
+    int status = tables_resolve(&w->srv->names, &w->tables, w->srv->cfg.shm_dir, name, &id, &t, err, sizeof err);
+    if (status) {
+        reply_fail(w, c, h, status, "%s", err);
+        return;
+    }
+    w->json.pos = w->json.len = 0;
+    if (tables_describe(t, id, &w->json) != 0) {
+        reply_fail(w, c, h, POSENC_STATUS_INTERNAL, "name: out of memory");
+        return;
+    }
+    reply_json(w, c, h, id, 0, (uint32_t)t->width, wire_dtype_of(t)); /* rows: none follow */
+}
+
+static void handle_encode_table(struct worker *w, struct conn *c, const struct posenc_request_header *h,
+                                const uint8_t *positions) {
+    char err[256];
+    const posenc_shm_table *t;
+    int status = tables_get(&w->srv->names, &w->tables, w->srv->cfg.shm_dir, h->table_id, &t, err, sizeof err);
+    if (status) {
+        reply_fail(w, c, h, status, "%s", err);
+        return;
+    }
+    if (!encode_args_ok(w, c, h, t->width))
+        return;
+    int64_t *rows = scratch_values(w, h->count);
+    if (!rows) {
+        reply_fail(w, c, h, POSENC_STATUS_INTERNAL, "count: no memory for %u positions", h->count);
+        return;
+    }
+    status = positions_to_rows(positions, h->count, h->position_kind, t->start, (int64_t)t->rows, rows, err,
+                               sizeof err);
+    if (status) {
+        reply_fail(w, c, h, status, "%s", err);
+        return;
+    }
+    size_t out_row = t->width * posenc_dtype_size(h->dtype), body = h->count * out_row;
+    uint8_t *at = reply_reserve(w, c, body);
+    if (!at) {
+        reply_fail(w, c, h, POSENC_STATUS_INTERNAL, "count: no memory for a %zu-byte reply", body);
+        return;
+    }
+    uint8_t *dst = at + POSENC_HEADER_SIZE;
+    int same = h->dtype == wire_dtype_of(t);
+    for (uint32_t k = 0; k < h->count; k++) {
+        const uint8_t *row = t->data + (size_t)rows[k] * t->row_bytes;
+        if (same)
+            memcpy(dst + k * out_row, row, out_row);
+        else
+            convert_values(row, t->dtype == POSENC_SHM_FLOAT64, dst + k * out_row, h->dtype, t->width);
+    }
+    counter_add(&w->counters.positions, h->count);
+    reply_commit(w, c, at, h, h->dtype, h->count, (uint32_t)t->width, 0, h->table_id, body);
+}
+
+static void handle_encode_spec(struct worker *w, struct conn *c, const struct posenc_request_header *h,
+                               const uint8_t *aux, const uint8_t *positions) {
+    char err[256];
+    struct inline_spec spec;
+    int status = inline_spec_parse(aux, h->aux_len, w->srv->cfg.max_dim, &spec, err, sizeof err);
+    if (status) {
+        reply_fail(w, c, h, status, "%s", err);
+        return;
+    }
+    if (!encode_args_ok(w, c, h, spec.p.row_width))
+        return;
+    double *values = scratch_values(w, h->count);
+    if (!values) {
+        reply_fail(w, c, h, POSENC_STATUS_INTERNAL, "count: no memory for %u positions", h->count);
+        return;
+    }
+    status = positions_to_f64(positions, h->count, h->position_kind, w->srv->cfg.max_abs_position, values, err,
+                              sizeof err);
+    if (status) {
+        reply_fail(w, c, h, status, "%s", err);
+        return;
+    }
+    size_t body = (size_t)h->count * spec.p.row_width * posenc_dtype_size(h->dtype);
+    uint8_t *at = reply_reserve(w, c, body);
+    if (!at || inline_spec_rows(&spec, values, h->count, h->dtype, at + POSENC_HEADER_SIZE, &w->rows) != 0) {
+        reply_fail(w, c, h, POSENC_STATUS_INTERNAL, "count: no memory to compute %u rows", h->count);
+        return;
+    }
+    counter_add(&w->counters.positions, h->count);
+    reply_commit(w, c, at, h, h->dtype, h->count, spec.p.row_width, 0, 0, body);
+}
+
+void handle_request(struct worker *w, struct conn *c, const struct posenc_request_header *h, const uint8_t *aux,
+                    const uint8_t *positions) {
+    counter_add(&w->counters.requests[h->opcode], 1);
+    switch (h->opcode) {
+    case POSENC_OP_PING:
+        if (unused_fields_zero(w, c, h, 1, 0))
+            reply_aux(w, c, h, aux, h->aux_len, 0, 0, 0, 0);
+        break;
+    case POSENC_OP_STATS:
+        if (unused_fields_zero(w, c, h, 0, 0))
+            handle_stats(w, c, h);
+        break;
+    case POSENC_OP_LIST_TABLES:
+        if (unused_fields_zero(w, c, h, 0, 0))
+            handle_list(w, c, h);
+        break;
+    case POSENC_OP_RESOLVE:
+        if (unused_fields_zero(w, c, h, 1, 0))
+            handle_resolve(w, c, h, aux);
+        break;
+    case POSENC_OP_ENCODE_TABLE:
+        if (unused_fields_zero(w, c, h, 0, 1))
+            handle_encode_table(w, c, h, positions);
+        break;
+    case POSENC_OP_ENCODE_SPEC:
+        handle_encode_spec(w, c, h, aux, positions);
+        break;
+    }
+}

@@ -1,0 +1,146 @@
+#include "inline_spec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "convert.h"
+#include "posenc.h"
+
+/* Rows computed per kernel call: bounds scratch memory whatever the request size. */
+#define CHUNK_BYTES (256u << 10)
+
+static int bad(char *err, size_t errlen, const char *field, const char *what, uint64_t value) {
+    snprintf(err, errlen, "spec.%s: %s, got %llu", field, what, (unsigned long long)value);
+    return POSENC_STATUS_BAD_ARGUMENT;
+}
+
+static int check_finite(const uint8_t *raw, uint64_t n, const char *field, char *err, size_t errlen) {
+    for (uint64_t i = 0; i < n; i++) {
+        if (!isfinite(posenc_load_f64(raw + 8 * i))) {
+            snprintf(err, errlen, "spec.%s: element %llu is not finite", field, (unsigned long long)i);
+            return POSENC_STATUS_BAD_ARGUMENT;
+        }
+    }
+    return 0;
+}
+
+/* The columns [base, base + n) of a block lie inside [0, limit). */
+static int block_fits(uint64_t base, uint64_t n, uint64_t limit) { return base + n <= limit; }
+
+int inline_spec_parse(const uint8_t *aux, uint32_t aux_len, uint32_t max_dim, struct inline_spec *s, char *err,
+                      size_t errlen) {
+    if (aux_len < POSENC_SPEC_PREFIX_SIZE)
+        return bad(err, errlen, "aux_len", "must hold at least the 32-byte spec prefix", aux_len);
+    posenc_spec_prefix_decode(aux, &s->p);
+    const struct posenc_spec_prefix *p = &s->p;
+    if (p->flags & ~POSENC_SPEC_FLAGS_ALL)
+        return bad(err, errlen, "flags", "has unknown bits (known: 1 interleaved, 2 zero_last, 4 column_scale)",
+                   p->flags);
+    if (p->row_width < 1 || p->row_width > max_dim)
+        return bad(err, errlen, "row_width", "must be in [1, --max-dim]", p->row_width);
+    if (p->n_freq < 1)
+        return bad(err, errlen, "n_freq", "must be >= 1", p->n_freq);
+    if (p->n_cos > p->n_freq)
+        return bad(err, errlen, "n_cos", "must be <= n_freq", p->n_cos);
+    uint64_t zero_last = (p->flags & POSENC_SPEC_ZERO_LAST) ? 1 : 0;
+    uint64_t columns = (uint64_t)p->n_freq + p->n_cos + zero_last;
+    if (columns != p->row_width)
+        return bad(err, errlen, "row_width", "must equal n_freq + n_cos (+1 with zero_last)", p->row_width);
+    uint64_t filled = p->row_width - zero_last; /* columns the kernel writes: [0, filled) */
+    if (p->flags & POSENC_SPEC_INTERLEAVED) {
+        if (p->n_cos + 1 < p->n_freq) /* sin at 2i, cos at 2i+1: at most one lone trailing sin */
+            return bad(err, errlen, "n_cos", "must be n_freq or n_freq - 1 when interleaved", p->n_cos);
+        if (p->sin_base || p->cos_base)
+            return bad(err, errlen, p->sin_base ? "sin_base" : "cos_base", "must be 0 when interleaved",
+                       p->sin_base ? p->sin_base : p->cos_base);
+    } else {
+        if (!block_fits(p->sin_base, p->n_freq, filled))
+            return bad(err, errlen, "sin_base", "puts sin columns past the row (sin_base + n_freq > row_width)",
+                       p->sin_base);
+        if (!block_fits(p->cos_base, p->n_cos, filled))
+            return bad(err, errlen, "cos_base", "puts cos columns past the row (cos_base + n_cos > row_width)",
+                       p->cos_base);
+        int disjoint = p->n_cos == 0 || (uint64_t)p->sin_base + p->n_freq <= p->cos_base ||
+                       (uint64_t)p->cos_base + p->n_cos <= p->sin_base;
+        if (!disjoint)
+            return bad(err, errlen, "cos_base", "overlaps the sin columns", p->cos_base);
+    }
+    uint64_t scale_len = (p->flags & POSENC_SPEC_COLUMN_SCALE) ? p->row_width : 0;
+    uint64_t expected = POSENC_SPEC_PREFIX_SIZE + 8 * ((uint64_t)p->n_freq + scale_len);
+    if (expected != aux_len)
+        return bad(err, errlen, "aux_len", "must be 32 + 8*n_freq (+ 8*row_width with column_scale)",
+                   aux_len);
+    if (!isfinite(p->amplitude)) {
+        snprintf(err, errlen, "spec.amplitude: must be finite");
+        return POSENC_STATUS_BAD_ARGUMENT;
+    }
+    s->freqs = aux + POSENC_SPEC_PREFIX_SIZE;
+    s->scale = scale_len ? s->freqs + 8 * (size_t)p->n_freq : NULL;
+    int rc = check_finite(s->freqs, p->n_freq, "freqs", err, errlen);
+    return rc ? rc : check_finite(s->scale, scale_len, "scale", err, errlen);
+}
+
+/* Apply the per-column scale and the trailing zero column to `rows` computed rows. */
+static void finish_rows(const struct inline_spec *s, const double *scale, void *rows, int is_f64, size_t n) {
+    const size_t width = s->p.row_width;
+    const int zero_last = (s->p.flags & POSENC_SPEC_ZERO_LAST) != 0;
+    for (size_t r = 0; r < n; r++) {
+        if (is_f64) {
+            double *row = (double *)rows + r * width;
+            if (zero_last)
+                row[width - 1] = 0.0;
+            for (size_t j = 0; scale && j < width; j++)
+                row[j] *= scale[j];
+        } else {
+            float *row = (float *)rows + r * width;
+            if (zero_last)
+                row[width - 1] = 0.0f;
+            for (size_t j = 0; scale && j < width; j++)
+                row[j] *= (float)scale[j];
+        }
+    }
+}
+
+int inline_spec_rows(const struct inline_spec *s, const double *positions, uint32_t n, unsigned wire_dtype,
+                     uint8_t *dst, struct buf *scratch) {
+    const struct posenc_spec_prefix *p = &s->p;
+    const int is_f64 = wire_dtype != POSENC_DTYPE_FLOAT32;
+    const size_t item = is_f64 ? 8 : 4, width = p->row_width;
+    const size_t scale_len = s->scale ? width : 0;
+    size_t chunk = CHUNK_BYTES / (width * item);
+    if (chunk < 1)
+        chunk = 1;
+    if (chunk > n)
+        chunk = n;
+    /* scratch: freqs, amplitudes, scale (float64 each), then one chunk of rows */
+    size_t params = 8 * (2 * (size_t)p->n_freq + scale_len);
+    scratch->pos = scratch->len = 0;
+    if (buf_reserve(scratch, params + chunk * width * item, SIZE_MAX) != 0)
+        return -1;
+    double *freqs = (double *)scratch->data, *amp = freqs + p->n_freq, *scale = amp + p->n_freq;
+    void *rows = scratch->data + params;
+    for (uint32_t i = 0; i < p->n_freq; i++) {
+        freqs[i] = posenc_load_f64(s->freqs + 8 * (size_t)i);
+        amp[i] = p->amplitude;
+    }
+    for (size_t j = 0; j < scale_len; j++)
+        scale[j] = posenc_load_f64(s->scale + 8 * j);
+    const posenc_layout layout = {
+        .row_stride = (int64_t)width,
+        .sin_base = p->sin_base,
+        .cos_base = p->cos_base,
+        .n_cos = p->n_cos,
+        .interleaved = (p->flags & POSENC_SPEC_INTERLEAVED) != 0,
+    };
+    const size_t out_row = width * posenc_dtype_size(wire_dtype);
+    for (size_t lo = 0; lo < n; lo += chunk) {
+        size_t rows_now = n - lo < chunk ? n - lo : chunk;
+        if (posenc_sincos_rows(positions + lo, (int64_t)rows_now, freqs, amp, p->n_freq, &layout, rows,
+                               is_f64 ? POSENC_F64 : POSENC_F32) != POSENC_OK)
+            return -1;
+        finish_rows(s, scale_len ? scale : NULL, rows, is_f64, rows_now);
+        convert_values(rows, is_f64, dst + lo * out_row, wire_dtype, rows_now * width);
+    }
+    return 0;
+}

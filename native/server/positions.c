@@ -1,0 +1,68 @@
+#include "positions.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "posenc_proto.h"
+
+static int out_of_range(char *err, size_t errlen, uint32_t k, const char *value, const char *range) {
+    snprintf(err, errlen, "positions: element %u is %s, outside %s", k, value, range);
+    return POSENC_STATUS_POSITION_OUT_OF_RANGE;
+}
+
+int positions_to_rows(const uint8_t *raw, uint32_t count, unsigned kind, int64_t start, int64_t n_rows,
+                      int64_t *rows, char *err, size_t errlen) {
+    char value[48], range[80];
+    for (uint32_t k = 0; k < count; k++) {
+        if (kind == POSENC_POSITIONS_INT64) {
+            int64_t p = (int64_t)posenc_load_u64(raw + 8 * (size_t)k);
+            if (p >= start && (uint64_t)p - (uint64_t)start < (uint64_t)n_rows) {
+                rows[k] = (int64_t)((uint64_t)p - (uint64_t)start);
+                continue;
+            }
+            snprintf(value, sizeof value, "%" PRId64, p);
+        } else {
+            double p = posenc_load_f64(raw + 8 * (size_t)k);
+            if (p != floor(p)) { /* NaN or a fraction */
+                snprintf(err, errlen, "positions: element %u is %.17g; table rows need integer positions", k, p);
+                return POSENC_STATUS_POSITION_OUT_OF_RANGE;
+            }
+            if (p >= (double)start && p < (double)start + (double)n_rows) {
+                rows[k] = (int64_t)p - start;
+                continue;
+            }
+            snprintf(value, sizeof value, "%.17g", p);
+        }
+        snprintf(range, sizeof range, "the table's positions [%" PRId64 ", %" PRId64 ")", start, start + n_rows);
+        return out_of_range(err, errlen, k, value, range);
+    }
+    return 0;
+}
+
+int positions_to_f64(const uint8_t *raw, uint32_t count, unsigned kind, double max_abs, double *out, char *err,
+                     size_t errlen) {
+    char value[48], range[64];
+    for (uint32_t k = 0; k < count; k++) {
+        double p;
+        if (kind == POSENC_POSITIONS_INT64) {
+            int64_t i = (int64_t)posenc_load_u64(raw + 8 * (size_t)k);
+            p = (double)i;
+            if (fabs(p) <= max_abs) {
+                out[k] = p;
+                continue;
+            }
+            snprintf(value, sizeof value, "%" PRId64, i);
+        } else {
+            p = posenc_load_f64(raw + 8 * (size_t)k);
+            if (fabs(p) <= max_abs) { /* false for NaN */
+                out[k] = p;
+                continue;
+            }
+            snprintf(value, sizeof value, "%.17g", p);
+        }
+        snprintf(range, sizeof range, "|p| <= %.17g (--max-abs-position)", max_abs);
+        return out_of_range(err, errlen, k, value, range);
+    }
+    return 0;
+}

@@ -1,0 +1,66 @@
+/* Registered tables, served from the shared-memory store through posenc_shm.h.
+ *
+ * Table ids are the server's: a name gets the next id the first time any connection
+ * resolves it, and keeps it for the life of the process (the id still answers after the
+ * table is replaced by a new generation). Each event-loop thread maps the segments it uses
+ * itself, so no mapping is ever shared between threads and a thread can drop a replaced
+ * generation without coordinating with the others. */
+#ifndef POSENC_SERVER_TABLES_H
+#define POSENC_SERVER_TABLES_H
+
+#include "posenc_shm.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+/* Distinct table names one server process can give ids to. */
+#define TABLE_IDS_MAX 4096
+/* How often a thread checks that the generations it maps are still the current ones. */
+#define TABLE_CHECK_MS 100
+
+struct table_name {
+    char name[POSENC_SHM_NAME_MAX + 1];
+    _Atomic uint64_t verified_generation; /* data CRC checked by one thread already */
+};
+
+struct table_names { /* shared by all threads; append-only */
+    pthread_mutex_t lock;
+    _Atomic uint32_t count;
+    struct table_name entries[TABLE_IDS_MAX];
+};
+
+struct table_cache { /* one per thread */
+    posenc_shm_table *by_id[TABLE_IDS_MAX + 1];
+    uint64_t next_check_ms;
+};
+
+void table_names_init(struct table_names *names);
+
+/* The id of a valid, currently published table name (assigning one on first use) and its
+ * mapping in this thread. Returns 0 or a POSENC_STATUS_* with `err` naming the field. */
+int tables_resolve(struct table_names *names, struct table_cache *cache, const char *dir, const char *name,
+                   uint32_t *id, const posenc_shm_table **table, char *err, size_t errlen);
+
+/* The mapping of table `id` in this thread, attaching (or re-attaching a replaced
+ * generation) when needed. Same return convention. */
+int tables_get(struct table_names *names, struct table_cache *cache, const char *dir, uint32_t id,
+               const posenc_shm_table **table, char *err, size_t errlen);
+
+/* Drop mappings whose segment file is gone (the table was replaced or removed); they are
+ * attached again on next use. Cheap when not due (every TABLE_CHECK_MS). */
+void tables_check(struct table_cache *cache, const char *dir, uint64_t now_ms);
+
+/* JSON object describing one attached table. */
+int tables_describe(const posenc_shm_table *table, uint32_t id, struct buf *json);
+
+/* JSON array with every published table `dir` holds (resolving each). */
+int tables_list(struct table_names *names, struct table_cache *cache, const char *dir, struct buf *json,
+                char *err, size_t errlen);
+
+void tables_release(struct table_cache *cache);
+
+#endif

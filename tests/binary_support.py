@@ -1,0 +1,133 @@
+"""Helpers for the binary-protocol tests (tests/test_binary_*.py): building the native binaries,
+a table store with a few published tables, a running server, and a raw-socket connection for
+frames the client library would never send.
+
+PYTEST_DONT_REWRITE"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Self
+
+import numpy as np
+import posenc
+from conftest import hf_config
+from posenc.client import start_server
+from posenc.client.protocol import HEADER_SIZE, ServerError, parse_header, reply_from, request_frame
+from posenc.shm import TableStore
+from posenc.tables import TableSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "native" / "build"
+
+#: The tables every server fixture serves: float32 and float64, a negative start, an odd t2t width.
+TABLES = {
+    "sin128": TableSpec(posenc.SinusoidalSpec(128), 0, 4096),
+    "llama3.1": TableSpec(posenc.RopeSpec.from_hf_config(hf_config("llama-3.1-8b")), 0, 2048, dtype="float64"),
+    "t2t-33": TableSpec(posenc.SinusoidalSpec(33, layout="t2t"), -100, 100),
+}
+
+
+@functools.cache
+def build() -> Path:
+    """Build (or bring up to date) posenc-server and posenc-load; the directory holding them."""
+    for directory in ("native/server", "loadtest/native"):
+        subprocess.run(["make", "-s", "-C", str(ROOT / directory)], check=True)
+    return BUILD
+
+
+@contextlib.contextmanager
+def table_store(tables=TABLES):
+    """A private shm directory (on /dev/shm when present) with `tables` published."""
+    root = Path(tempfile.mkdtemp(prefix="posenc-binary-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
+    store = TableStore(root)
+    try:
+        for name, table in tables.items():
+            store.publish(name, table)
+        yield store, root
+    finally:
+        store.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running_server(shm_dir, **kwargs):
+    """A server on a free TCP port and a Unix socket, stopped (drained) afterwards."""
+    build()
+    sock_dir = Path(tempfile.mkdtemp(prefix="posenc-sock-"))
+    kwargs.setdefault("threads", 2)
+    server = start_server(port=0, unix_path=str(sock_dir / "binary.sock"), shm_dir=str(shm_dir), **kwargs)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def frame(opcode, request_id=1, **fields) -> bytes:
+    return request_frame(opcode, request_id, **fields)
+
+
+def positions_bytes(values, dtype="<i8") -> bytes:
+    return np.asarray(values, dtype=dtype).tobytes()
+
+
+class Raw:
+    """A bare socket speaking frames: send anything, read replies one at a time."""
+
+    def __init__(self, address: str, timeout: float = 10.0):
+        host, _, port = address.rpartition(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _read(self, n: int) -> bytes | None:
+        chunks, got = [], 0
+        while got < n:
+            chunk = self.sock.recv(n - got)
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def reply(self):
+        """(request_id, Reply or ServerError), or None at EOF."""
+        header = self._read(HEADER_SIZE)
+        if header is None:
+            return None
+        fields = parse_header(header)
+        payload = self._read(fields[0] - HEADER_SIZE)
+        assert payload is not None, "the server closed the connection inside a reply"
+        try:
+            return fields[4], reply_from(fields, payload)
+        except ServerError as exc:
+            return fields[4], exc
+
+    def error(self, status) -> ServerError:
+        """The next reply, which must be an error with this status."""
+        got = self.reply()
+        assert got is not None, f"expected a {status!r} error frame, got EOF"
+        assert isinstance(got[1], ServerError), f"expected a {status!r} error, got {got[1]}"
+        assert got[1].status == status, (got[1].status, str(got[1]))
+        return got[1]
+
+    def closed(self) -> bool:
+        """True once the server has closed its side (EOF), after any pending replies."""
+        return self._read(1) is None
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
