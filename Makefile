@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.posenc-installed
 # Reinstall when packaging or native sources change (editable install: Python edits need nothing).
 INSTALL_INPUTS := pyproject.toml $(wildcard setup.py native/src/*.c native/src/*.h native/include/*.h)
 
-.PHONY: run test install bench clean native-server bench-qps loadtest bench-http
+.PHONY: run test install bench clean wheel native-server bench-qps loadtest bench-http
 
 $(STAMP): $(INSTALL_INPUTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ native-server:
 	$(MAKE) -C native/server
 	$(MAKE) -C loadtest/native
 
+# The wheel (with the native library) that the Docker image installs: the Dockerfile's builder stage
+# runs `make wheel`, and tests/test_deploy.py runs it on the same build context, so CI exercises it.
+WHEEL_DIR ?= dist
+wheel:
+	$(PYTHON) -m pip wheel --quiet --no-deps --wheel-dir $(WHEEL_DIR) .
 
 run: install
 	$(BIN)/posenc serve

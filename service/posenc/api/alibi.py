@@ -10,7 +10,6 @@ import numpy as np
 from .. import native
 from ..args import as_choice, as_float, as_int, as_vector
 from ..dtypes import cast_output, kernel_dtype, output_dtype
-from ..errors import PosencError
 from ..kernels import alibi_bias_rows, run_rows
 from ..kernels.alibi import MODES
 from ..limits import LIMITS
