@@ -9,6 +9,7 @@ import struct
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import posenc
 import pytest
 from posenc.errors import PosencError
 from posenc.shm import ShmError, TableStore, attach, list_tables
@@ -284,3 +285,23 @@ def test_header_is_exactly_the_documented_layout(shm_store, shm_root):
     assert offset % 64 == 0 and offset >= HEADER_SIZE + spec_len and len(raw) == offset + nbytes
     np.testing.assert_array_equal(np.frombuffer(raw, np.float64, offset=offset).reshape(10, 64),
                                   attach("t", root=shm_root).array)
+
+
+def test_alibi_tables_publish_and_read_back(tmp_path):
+    """An ALiBi table row p is slopes * p (BLOOM's form); causal biases are row differences."""
+    from posenc.shm import TableStore, attach
+    from posenc.spec import AlibiSpec
+    from posenc.tables import TableSpec
+
+    store = TableStore(tmp_path)
+    try:
+        store.publish("alibi12", TableSpec(AlibiSpec(12, variant="bloom"), 0, 4096, dtype="float64"))
+        table = attach("alibi12", root=tmp_path)
+        slopes = posenc.alibi_slopes(12, variant="bloom")
+        np.testing.assert_array_equal(table.lookup([0, 7, 4095]), np.array([0, 7, 4095])[:, None] * slopes)
+        i, j = 300, 120
+        causal = posenc.alibi_bias(12, 1, 1, q_offset=i, k_offset=j, variant="bloom", dtype="float64")[:, 0, 0]
+        np.testing.assert_allclose(table.lookup([j])[0] - table.lookup([i])[0], causal, rtol=1e-12)
+        table.close()
+    finally:
+        store.close()

@@ -74,6 +74,17 @@ factor = 8.0
 low_freq_factor = 1.0
 high_freq_factor = 4.0
 original_max_position_embeddings = 8192
+
+[[tables]]
+name = "alibi-32h"     # ALiBi slopes for 32 heads (MPT-7B, BLOOM-7B1): row p = slopes * p, 32 wide
+start = 0
+stop = 131072
+dtype = "float32"
+
+[tables.encoding]
+kind = "alibi"
+n_heads = 32
+variant = "paper"
 """
 
 

@@ -5,6 +5,7 @@ the binary server looks rows up in. Rows are `positions start..stop-1`:
   * sinusoidal: the encoding row, width = dim
   * rope:       [cos(p w_0..w_{n-1}) | sin(p w_0..w_{n-1})], width = 2*n_freq,
                 attention factor applied, frequencies at `seq_len` (None = init values)
+  * alibi:      slopes * p (BLOOM's m_h * key position), width = n_heads
 """
 
 from __future__ import annotations
@@ -17,15 +18,15 @@ from .args import as_int
 from .dtypes import OUTPUT_DTYPES, kernel_dtype, output_dtype
 from .errors import PosencError
 from .limits import LIMITS
-from .spec import RopeSpec, SinusoidalSpec
+from .spec import AlibiSpec, RopeSpec, SinusoidalSpec
 from .spec.canonical import Canonical
 
-ENCODINGS = {"sinusoidal": SinusoidalSpec, "rope": RopeSpec}
+ENCODINGS = {spec.KIND: spec for spec in (SinusoidalSpec, RopeSpec, AlibiSpec)}
 
 
 @dataclass(frozen=True)
 class TableSpec(Canonical):
-    encoding: SinusoidalSpec | RopeSpec
+    encoding: SinusoidalSpec | RopeSpec | AlibiSpec
     start: int
     stop: int
     dtype: str = "float32"
@@ -48,7 +49,7 @@ class TableSpec(Canonical):
 
     @property
     def kind(self) -> str:
-        return "rope" if isinstance(self.encoding, RopeSpec) else "sinusoidal"
+        return self.encoding.KIND
 
     @property
     def rows(self) -> int:
@@ -56,6 +57,8 @@ class TableSpec(Canonical):
 
     @property
     def width(self) -> int:
+        if self.kind == "alibi":
+            return self.encoding.n_heads
         return self.encoding.dim if self.kind == "sinusoidal" else 2 * self.encoding.n_freq
 
     @property
@@ -80,6 +83,8 @@ class TableSpec(Canonical):
         block = out[lo:hi]
         if self.kind == "sinusoidal":
             sinusoidal_table(positions, self.encoding, self.np_dtype, out=block)
+        elif self.kind == "alibi":
+            np.multiply(positions[:, None], self.encoding.slopes[None, :], out=block, casting="same_kind")
         else:
             rope_table(positions, self.encoding, seq_len=self.seq_len, dtype=self.dtype, out=block)
 

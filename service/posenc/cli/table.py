@@ -153,6 +153,8 @@ def spec_summary(spec: dict) -> str:
         params = f"head_dim={enc['head_dim']} base={enc['base']:g} {enc['scaling']['rope_type']}"
     elif enc.get("kind") == "sinusoidal":
         params = f"dim={enc['dim']} base={enc['base']:g} {enc['layout']}"
+    elif enc.get("kind") == "alibi":
+        params = f"n_heads={enc['n_heads']} {enc['variant']}"
     else:
         return "?"
     return f"{enc['kind']} {params} [{spec['start']}:{spec['stop']})"

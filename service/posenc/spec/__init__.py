@@ -1,8 +1,9 @@
 """Validated, canonical, hashable specs: the single place parameters are checked."""
 
 from .alibi import VARIANTS as ALIBI_VARIANTS
+from .alibi import AlibiSpec
 from .canonical import canonical_json, spec_hash
 from .rope import RopeSpec
 from .sinusoidal import SinusoidalSpec
 
-__all__ = ["ALIBI_VARIANTS", "RopeSpec", "SinusoidalSpec", "canonical_json", "spec_hash"]
+__all__ = ["ALIBI_VARIANTS", "AlibiSpec", "RopeSpec", "SinusoidalSpec", "canonical_json", "spec_hash"]

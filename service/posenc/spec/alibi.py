@@ -10,12 +10,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
 
 from ..args import as_choice, as_float, as_int
 from ..errors import PosencError
+from .canonical import Canonical
 from ..limits import LIMITS
 
 VARIANTS = ("paper", "bloom", "mpt", "falcon")
@@ -61,3 +63,41 @@ def slopes(n_heads, variant="paper", alibi_bias_max=8) -> np.ndarray:
     if variant == "falcon":
         return _bloom(n).astype(ml_dtypes.bfloat16).astype(np.float64)
     return _mpt(n, bias_max)
+
+
+@dataclass(frozen=True, init=False)
+class AlibiSpec(Canonical):
+    """ALiBi heads as a position-indexed table: row p = slopes * p (BLOOM's form, m_h * key
+    position). Per query row it differs from the causal bias -m(i-j) by the constant m*i, so
+    the softmax is the same; the causal bias of (i, j) is row(j) - row(i)."""
+
+    KIND = "alibi"  # the "kind" of to_dict(), a table's encoding
+
+    n_heads: int
+    variant: str = "paper"
+    alibi_bias_max: float = 8.0
+
+    def __init__(self, n_heads, *, variant="paper", alibi_bias_max=8):
+        slopes(n_heads, variant, alibi_bias_max)  # validates all three
+        object.__setattr__(self, "n_heads", int(n_heads))
+        object.__setattr__(self, "variant", variant)
+        object.__setattr__(self, "alibi_bias_max", float(alibi_bias_max))
+
+    @property
+    def slopes(self) -> np.ndarray:
+        return slopes(self.n_heads, self.variant, self.alibi_bias_max)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.KIND, "n_heads": self.n_heads, "variant": self.variant,
+                "alibi_bias_max": self.alibi_bias_max}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "AlibiSpec":
+        d = {k: v for k, v in d.items() if k != "kind"}
+        if "n_heads" not in d:
+            raise PosencError("n_heads", "is required")
+        known = {"n_heads", "variant", "alibi_bias_max"}
+        for key in d:
+            if key not in known:
+                raise PosencError(key, f"is not an ALiBi spec field; known: {sorted(known)}")
+        return cls(d.pop("n_heads"), **d)

@@ -28,6 +28,8 @@ class RopeSpec(Canonical):
     enables xPos decay in `rope_apply` (None = off).
     """
 
+    KIND = "rope"  # the "kind" of to_dict(), a table's encoding
+
     head_dim: int
     base: float
     partial_rotary_factor: float
@@ -127,7 +129,7 @@ class RopeSpec(Canonical):
     # --- identity ----------------------------------------------------------------------
     def to_dict(self) -> dict:
         return {
-            "kind": "rope",
+            "kind": self.KIND,
             "head_dim": self.head_dim,
             "base": self.base,
             "partial_rotary_factor": self.partial_rotary_factor,

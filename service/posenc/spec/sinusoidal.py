@@ -33,6 +33,8 @@ class SinusoidalSpec(Canonical):
     different calls agree.
     """
 
+    KIND = "sinusoidal"  # the "kind" of to_dict(), a table's encoding
+
     dim: int
     base: float = 10000.0
     layout: str = "interleaved"
@@ -99,7 +101,7 @@ class SinusoidalSpec(Canonical):
 
     # --- identity --------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {"kind": "sinusoidal", "dim": self.dim, "base": self.base, "layout": self.layout,
+        return {"kind": self.KIND, "dim": self.dim, "base": self.base, "layout": self.layout,
                 "min_timescale": self.min_timescale, "max_timescale": self.max_timescale,
                 "scale": None if self.scale is None else list(self.scale), "target_std": self.target_std}
 
