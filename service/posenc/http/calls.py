@@ -136,6 +136,3 @@ def fields_under(prefix: str):
     except PosencError as exc:
         raise PosencError(f"{prefix}.{exc.field}", exc.message) from None
 
-
-def cast(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    return arr if arr.dtype == dtype else arr.astype(dtype)

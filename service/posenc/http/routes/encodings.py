@@ -17,11 +17,11 @@ from ... import api
 from ...api.rope import as_rope_spec, rope_table
 from ...api.sinusoidal import sinusoidal_table
 from ...args import as_positions
-from ...dtypes import output_dtype
+from ...dtypes import cast_output, output_dtype
 from ...errors import PosencError
 from ...limits import LIMITS
 from ...spec import RopeSpec, SinusoidalSpec
-from ..calls import Call, as_array, cast, fields_under, read_call, respond, service_of
+from ..calls import Call, as_array, fields_under, read_call, respond, service_of
 from ..openapi import array_responses, request_body
 from ..schemas import (
     AlibiBiasRequest,
@@ -65,8 +65,8 @@ async def _from_spec_or_table(request: Request, call: Call, key, positions, dtyp
     table = None if key is None else service.tables.covering(key, exact, dtype)
     service.metrics.table(hit=table is not None)
     if table is not None:
-        return await respond(request, call.media, lambda: cast(table.lookup(exact), dtype), exact.size * width,
-                             gathered=True)
+        return await respond(request, call.media, lambda: cast_output(table.lookup(exact), dtype),
+                             exact.size * width, gathered=True)
     return await respond(request, call.media, lambda: compute(exact), exact.size * width)
 
 
@@ -165,7 +165,7 @@ async def alibi_slopes(request: Request) -> Response:
     params = call.params
     dtype = output_dtype(params.dtype)
     options = params.model_dump(exclude_none=True, exclude={"n_heads", "dtype"})
-    return await respond(request, call.media, lambda: cast(api.alibi_slopes(params.n_heads, **options), dtype),
+    return await respond(request, call.media, lambda: cast_output(api.alibi_slopes(params.n_heads, **options), dtype),
                          1)
 
 
