@@ -17,8 +17,8 @@ import numpy as np
 
 from ..args import as_choice, as_float, as_int
 from ..errors import PosencError
-from .canonical import Canonical
 from ..limits import LIMITS
+from .canonical import Canonical
 
 VARIANTS = ("paper", "bloom", "mpt", "falcon")
 
@@ -72,6 +72,8 @@ class AlibiSpec(Canonical):
     the softmax is the same; the causal bias of (i, j) is row(j) - row(i)."""
 
     KIND = "alibi"  # the "kind" of to_dict(), a table's encoding
+    POSITIONAL = "n_heads"
+    KEYWORDS = ("variant", "alibi_bias_max")
 
     n_heads: int
     variant: str = "paper"
@@ -90,14 +92,3 @@ class AlibiSpec(Canonical):
     def to_dict(self) -> dict:
         return {"kind": self.KIND, "n_heads": self.n_heads, "variant": self.variant,
                 "alibi_bias_max": self.alibi_bias_max}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "AlibiSpec":
-        d = {k: v for k, v in d.items() if k != "kind"}
-        if "n_heads" not in d:
-            raise PosencError("n_heads", "is required")
-        known = {"n_heads", "variant", "alibi_bias_max"}
-        for key in d:
-            if key not in known:
-                raise PosencError(key, f"is not an ALiBi spec field; known: {sorted(known)}")
-        return cls(d.pop("n_heads"), **d)

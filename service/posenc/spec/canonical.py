@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ..errors import PosencError
+
 
 def canonical_json(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -21,10 +23,27 @@ def spec_hash(obj) -> str:
 
 
 class Canonical:
-    """Mixin for specs: identity (canonical JSON, hash) derived from `to_dict()`, computed once."""
+    """Mixin for specs: identity (canonical JSON, hash) derived from `to_dict()`, computed once,
+    and `from_dict` for specs built as cls(POSITIONAL, **KEYWORDS)."""
+
+    KIND: str  # the "kind" of to_dict()
+    POSITIONAL: str  # the one positional argument of __init__
+    KEYWORDS: tuple[str, ...]  # its keyword arguments
 
     def to_dict(self) -> dict:
         raise NotImplementedError
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        """The spec a dict describes (to_dict() output, or a user's JSON); missing or unknown keys name themselves."""
+        d = {k: v for k, v in d.items() if k != "kind"}
+        if cls.POSITIONAL not in d:
+            raise PosencError(cls.POSITIONAL, "is required")
+        known = {cls.POSITIONAL, *cls.KEYWORDS}
+        for key in d:
+            if key not in known:
+                raise PosencError(key, f"is not a {cls.KIND} spec field; known: {sorted(known)}")
+        return cls(d.pop(cls.POSITIONAL), **d)
 
     @property
     def canonical_json(self) -> str:

@@ -29,6 +29,9 @@ class RopeSpec(Canonical):
     """
 
     KIND = "rope"  # the "kind" of to_dict(), a table's encoding
+    POSITIONAL = "head_dim"
+    KEYWORDS = ("base", "partial_rotary_factor", "scaling", "max_position_embeddings",
+                "original_max_position_embeddings", "layout", "xpos_scale_base")
 
     head_dim: int
     base: float
@@ -139,20 +142,6 @@ class RopeSpec(Canonical):
             "layout": self.layout,
             "xpos_scale_base": self.xpos_scale_base,
         }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "RopeSpec":
-        d = {k: v for k, v in d.items() if k != "kind"}
-        if "head_dim" not in d:
-            raise PosencError("head_dim", "is required")
-        head_dim = d.pop("head_dim")
-        known = {"base", "partial_rotary_factor", "scaling", "max_position_embeddings",
-                 "original_max_position_embeddings", "layout", "xpos_scale_base"}
-        for key in d:
-            if key not in known:
-                raise PosencError(key, f"is not a RoPE spec field; known: {sorted(known | {'head_dim'})}")
-        return cls(head_dim, **d)
-
 
     def __eq__(self, other):
         return isinstance(other, RopeSpec) and self.canonical_json == other.canonical_json

@@ -34,6 +34,8 @@ class SinusoidalSpec(Canonical):
     """
 
     KIND = "sinusoidal"  # the "kind" of to_dict(), a table's encoding
+    POSITIONAL = "dim"
+    KEYWORDS = ("base", "layout", "min_timescale", "max_timescale", "scale", "target_std")
 
     dim: int
     base: float = 10000.0
@@ -104,15 +106,3 @@ class SinusoidalSpec(Canonical):
         return {"kind": self.KIND, "dim": self.dim, "base": self.base, "layout": self.layout,
                 "min_timescale": self.min_timescale, "max_timescale": self.max_timescale,
                 "scale": None if self.scale is None else list(self.scale), "target_std": self.target_std}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "SinusoidalSpec":
-        d = {k: v for k, v in d.items() if k != "kind"}
-        if "dim" not in d:
-            raise PosencError("dim", "is required")
-        known = {"dim", "base", "layout", "min_timescale", "max_timescale", "scale", "target_std"}
-        for key in d:
-            if key not in known:
-                raise PosencError(key, f"is not a sinusoidal spec field; known: {sorted(known)}")
-        return cls(d.pop("dim"), **d)
-
