@@ -259,7 +259,7 @@ def test_example_app_runs_beside_the_sidecar(tmp_path):
 
 def test_example_app_reads_the_tables_the_service_publishes(tmp_path):
     from posenc.shm import TableStore
-    from posenc.spec import SinusoidalSpec
+    from posenc.encodings import SinusoidalSpec
     from posenc.tables import TableSpec
 
     with TableStore(tmp_path) as store:

@@ -22,7 +22,7 @@ from posenc import reference
 from posenc.config import ServiceConfig
 from posenc.http import create_app
 from posenc.shm import TableStore
-from posenc.spec import RopeSpec
+from posenc.encodings import RopeSpec
 from prometheus_client.parser import text_string_to_metric_families
 
 JSON, NPY, RAW = "application/json", "application/x-npy", "application/octet-stream"

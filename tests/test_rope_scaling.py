@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc.spec.rope_scaling import llama3, yarn
+from posenc.encodings.rope_scaling import llama3, yarn
 from conftest import hf_config
 
 CONFIGS = ["llama-3.1-8b", "qwen2-7b-yarn", "mistral-7b", "phi-3-mini-128k", "deepseek-v3", "gpt-neox-20b",

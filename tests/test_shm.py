@@ -290,7 +290,7 @@ def test_header_is_exactly_the_documented_layout(shm_store, shm_root):
 def test_alibi_tables_publish_and_read_back(tmp_path):
     """An ALiBi table row p is slopes * p (BLOOM's form); causal biases are row differences."""
     from posenc.shm import TableStore, attach
-    from posenc.spec import AlibiSpec
+    from posenc.encodings import AlibiSpec
     from posenc.tables import TableSpec
 
     store = TableStore(tmp_path)

@@ -7,7 +7,7 @@ import pytest
 from conftest import hf_config
 from posenc.cli import main
 from posenc.shm import attach
-from posenc.spec import RopeSpec
+from posenc.encodings import RopeSpec
 from shm_support import assert_table_rows, poke, table_from
 
 pytest_plugins = ["shm_support"]

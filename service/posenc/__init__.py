@@ -12,10 +12,11 @@ from .api import (QuantizedSlopes, RopeAlibi, RopeAlibiSpec, alibi_bias, alibi_s
                   xpos_scale)
 from .errors import OutputTooLarge, PosencError
 from .limits import LIMITS
-from .spec import RopeSpec, SinusoidalSpec
+from .models import LayerPositions, ModelPositions, from_hf_config
+from .encodings import RopeSpec, SinusoidalSpec
 
 __version__ = "0.1.0"
 
-__all__ = ["LIMITS", "OutputTooLarge", "PosencError", "QuantizedSlopes", "RopeAlibi", "RopeAlibiSpec", "RopeSpec",
-           "SinusoidalSpec", "alibi_bias", "alibi_slopes", "alibi_slopes_uint8", "rope_alibi", "rope_apply",
+__all__ = ["LIMITS", "LayerPositions", "ModelPositions", "OutputTooLarge", "PosencError", "QuantizedSlopes", "RopeAlibi", "RopeAlibiSpec", "RopeSpec",
+           "SinusoidalSpec", "alibi_bias", "alibi_slopes", "alibi_slopes_uint8", "from_hf_config", "rope_alibi", "rope_apply",
            "rope_cos_sin", "rope_inv_freq", "sinusoidal", "t5_relative_position_bucket", "xpos_scale"]

@@ -18,8 +18,8 @@ from .args import as_int
 from .dtypes import OUTPUT_DTYPES, kernel_dtype, output_dtype
 from .errors import PosencError
 from .limits import LIMITS
-from .spec import AlibiSpec, RopeSpec, SinusoidalSpec
-from .spec.canonical import Canonical
+from .encodings import AlibiSpec, RopeSpec, SinusoidalSpec
+from .encodings.canonical import Canonical
 
 ENCODINGS = {spec.KIND: spec for spec in (SinusoidalSpec, RopeSpec, AlibiSpec)}
 

@@ -12,7 +12,7 @@ import pytest
 
 from posenc import native
 from posenc.native.library import EINVAL, ENOISA, Layout
-from posenc.spec import SinusoidalSpec
+from posenc.encodings import SinusoidalSpec
 
 needs_native = pytest.mark.skipif(native.ACTIVE is None, reason=f"native library unavailable: {native.STATUS}")
 

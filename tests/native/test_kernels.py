@@ -9,8 +9,8 @@ import pytest
 
 from posenc import reference
 from posenc.errors import PosencError
-from posenc.spec import RopeSpec, SinusoidalSpec
-from posenc.spec.columns import ColumnPlan
+from posenc.encodings import RopeSpec, SinusoidalSpec
+from posenc.encodings.columns import ColumnPlan
 from conftest import assert_matches_oracle
 
 pytest_plugins = ["native_support"]

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import native
 from ..kernels import run_rows, sincos_rows
-from ..spec.columns import ColumnPlan
+from ..encodings.columns import ColumnPlan
 
 
 def position_step(positions: np.ndarray) -> float:

@@ -13,7 +13,7 @@ from ..dtypes import cast_output, kernel_dtype, output_dtype
 from ..kernels import alibi_bias_rows, run_rows
 from ..kernels.alibi import MODES
 from ..limits import LIMITS
-from ..spec.alibi import slopes as _slopes
+from ..encodings.alibi import slopes as _slopes
 
 
 def alibi_slopes(n_heads, *, variant="paper", alibi_bias_max=8) -> np.ndarray:

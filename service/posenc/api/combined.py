@@ -9,7 +9,7 @@ import numpy as np
 from ..args import as_choice, as_positions
 from ..dtypes import output_dtype
 from ..kernels.alibi import MODES
-from ..spec import RopeSpec
+from ..encodings import RopeSpec
 from .alibi import alibi_slopes, alibi_bias_positions
 from .rope import as_rope_spec, rope_cos_sin
 

@@ -12,9 +12,9 @@ from ..dtypes import OUTPUT_DTYPES, cast_output, kernel_dtype, output_dtype
 from ..errors import PosencError
 from ..kernels import rope_rotate_rows, run_rows
 from ..limits import LIMITS
-from ..spec import RopeSpec
-from ..spec.rope import LAYOUTS, seq_len_for
-from ..spec.columns import ColumnPlan
+from ..encodings import RopeSpec
+from ..encodings.rope import LAYOUTS, seq_len_for
+from ..encodings.columns import ColumnPlan
 from ._tables import fill_cos_sin_pair, fill_sincos
 
 

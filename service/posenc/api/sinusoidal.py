@@ -7,7 +7,7 @@ import numpy as np
 from ..args import as_positions
 from ..dtypes import cast_output, kernel_dtype, output_dtype
 from ..limits import LIMITS
-from ..spec import SinusoidalSpec
+from ..encodings import SinusoidalSpec
 from ._tables import fill_sincos
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..http.codecs import JSON, RAW, encode
 from ..http.launch import ServerProcess, free_port
-from ..spec import SinusoidalSpec
+from ..encodings import SinusoidalSpec
 from ..tables import TableSpec
 from .timing import machine_line, markdown_table
 

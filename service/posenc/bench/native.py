@@ -20,8 +20,8 @@ import numpy as np
 
 from .. import native, reference
 from ..kernels import sincos_rows
-from ..spec import RopeSpec, SinusoidalSpec
-from ..spec.columns import ColumnPlan
+from ..encodings import RopeSpec, SinusoidalSpec
+from ..encodings.columns import ColumnPlan
 from .tables import textbook_rope, textbook_sinusoidal
 from .timing import machine_line, markdown_table
 

@@ -33,7 +33,7 @@ from ..client.process import REPO_BINARY, pinned, start_server
 from ..errors import PosencError
 from ..http.launch import free_port
 from ..shm import TableStore
-from ..spec import SinusoidalSpec
+from ..encodings import SinusoidalSpec
 from ..tables import TableSpec
 from .timing import machine_line, markdown_table
 

@@ -29,7 +29,7 @@ from ..args import as_int
 from ..kernels import set_threads, threads
 from ..shm import TableStore, attach
 from ..shm.paths import resolve_root
-from ..spec import SinusoidalSpec
+from ..encodings import SinusoidalSpec
 from ..tables import TableSpec
 from .timing import machine_line, markdown_table
 

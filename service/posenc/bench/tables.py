@@ -14,7 +14,7 @@ from .. import native, reference
 from ..api.rope import rope_cos_sin, rope_table
 from ..api.sinusoidal import sinusoidal_table
 from ..kernels import set_threads, threads
-from ..spec import RopeSpec, SinusoidalSpec
+from ..encodings import RopeSpec, SinusoidalSpec
 from .timing import machine_line, markdown_table, measure
 
 N_ROWS = 131072

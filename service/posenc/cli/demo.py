@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import alibi_slopes, rope_cos_sin, sinusoidal, t5_relative_position_bucket
-from ..spec import RopeSpec
+from ..encodings import RopeSpec
 
 LLAMA_31_8B = {
     "model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,

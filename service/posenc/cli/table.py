@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import PosencError
 from ..shm import ShmError, TableStore, attach, list_tables
-from ..spec import RopeSpec
+from ..encodings import RopeSpec
 from ..tables import TableSpec
 
 

@@ -12,9 +12,9 @@ import numpy as np
 
 from ..api.rope import as_rope_spec, rope_inv_freq
 from ..errors import PosencError
-from ..spec import RopeSpec, SinusoidalSpec
-from ..spec.columns import ColumnPlan
-from ..spec.rope import seq_len_for
+from ..encodings import RopeSpec, SinusoidalSpec
+from ..encodings.columns import ColumnPlan
+from ..encodings.rope import seq_len_for
 from .protocol import SPEC_PREFIX, SpecFlag
 
 

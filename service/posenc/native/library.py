@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PosencError
-from ..spec.columns import ColumnPlan
+from ..encodings.columns import ColumnPlan
 
 ABI_VERSION = 1  # POSENC_ABI_VERSION in posenc.h
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..spec.canonical import spec_hash
+from ..encodings.canonical import spec_hash
 from ..tables import TableSpec
 from .errors import ShmError
 

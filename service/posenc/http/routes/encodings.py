@@ -20,7 +20,7 @@ from ...args import as_positions
 from ...dtypes import cast_output, output_dtype
 from ...errors import PosencError
 from ...limits import LIMITS
-from ...spec import RopeSpec, SinusoidalSpec
+from ...encodings import RopeSpec, SinusoidalSpec
 from ..calls import Call, as_array, fields_under, read_call, respond, service_of
 from ..openapi import array_responses, request_body
 from ..schemas import (

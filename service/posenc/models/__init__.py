@@ -1,0 +1,44 @@
+"""Model-family readers: a model's `config.json` -> `ModelPositions`, one reader per family.
+
+Like transformers' one-modeling-file-per-model: each reader reads its family's own keys with
+the defaults of that family's modeling code. `READERS` maps `model_type` to a reader; model
+types without one go through the generic reader, which accepts only the standard keys.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..errors import PosencError
+from .positions import LayerPositions, ModelPositions
+
+#: model_type -> reader(config: dict, strict: bool) -> ModelPositions
+READERS: dict[str, Callable[[dict, bool], ModelPositions]] = {}
+
+
+def reader(*model_types: str):
+    """Register a family reader for these `model_type`s."""
+    def register(fn):
+        for name in model_types:
+            READERS[name] = fn
+        return fn
+    return register
+
+
+def from_hf_config(config: dict, *, strict: bool = True) -> ModelPositions:
+    """Every position encoding the model of this `config.json` (a dict) uses.
+
+    A position-looking key its reader does not understand raises `PosencError` naming it
+    (`strict=False` downgrades that to a warning): never a silent default.
+    """
+    if not isinstance(config, dict):
+        raise PosencError("config", f"must be a JSON object, got {type(config).__name__}")
+    model_type = config.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise PosencError("config.model_type", f"must be a string, got {type(model_type).__name__}")
+    from . import families  # noqa: F401  (registers every reader)
+
+    return READERS.get(model_type, READERS["__generic__"])(config, strict)
+
+
+__all__ = ["READERS", "LayerPositions", "ModelPositions", "from_hf_config", "reader"]

@@ -1,0 +1,76 @@
+"""`ModelPositions`: every position encoding one model uses, keyed by the layer type that uses it.
+
+A model is one or more *layer types* (Gemma-3: `sliding_attention` and `full_attention`;
+ModernBERT: `local` and `global`; most models: one, `default`). Each layer type has one
+validated encoding spec (RoPE, ALiBi, T5 buckets, sinusoidal, or a learned table that lives
+in the checkpoint), the indices of the layers that use it, and how attention applies it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from ..errors import PosencError
+
+
+@dataclass(frozen=True)
+class LayerPositions:
+    """The encoding one layer type uses.
+
+    `spec` is a RopeSpec, AlibiSpec, SinusoidalSpec, T5BucketSpec or LearnedSpec.
+    `layers` are the decoder/encoder layer indices that use it (empty = not per layer, e.g. an
+    embedding added once at the input). `apply` says how attention uses it: for RoPE the
+    rotation layout ("half" pairs x_i with x_{i+d/2}, "interleaved" pairs x_2i with x_2i+1);
+    "bias" (ALiBi, T5), "add" (sinusoidal or learned rows added to the embeddings).
+    """
+
+    layer_type: str
+    spec: object
+    layers: tuple[int, ...] = ()
+    apply: str = "half"
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"layer_type": self.layer_type, "kind": self.spec.KIND, "spec": self.spec.to_dict(),
+                "layers": list(self.layers), "apply": self.apply, "notes": list(self.notes)}
+
+
+@dataclass(frozen=True)
+class ModelPositions:
+    """What `posenc.from_hf_config` returns: the model's encodings by layer type."""
+
+    model_type: str
+    reader: str  # the family reader that produced it (its registry key)
+    encodings: MappingProxyType = field(repr=False)  # {layer_type: LayerPositions}
+
+    def __post_init__(self):
+        if not self.encodings:
+            raise PosencError("config", f"model type {self.model_type!r} uses no position encoding posenc knows")
+        object.__setattr__(self, "encodings", MappingProxyType(dict(self.encodings)))
+
+    @property
+    def layer_types(self) -> tuple[str, ...]:
+        return tuple(self.encodings)
+
+    def __getitem__(self, layer_type: str) -> LayerPositions:
+        return self.get(layer_type)
+
+    def get(self, layer_type: str | None = None, *, field_name: str = "layer_type") -> LayerPositions:
+        """The entry for `layer_type`; with None, the only one (a PosencError naming the choices if several)."""
+        if layer_type is None:
+            if len(self.encodings) == 1:
+                return next(iter(self.encodings.values()))
+            raise PosencError(field_name, f"this {self.model_type} model has several layer types; "
+                              f"choose one of {list(self.encodings)}")
+        if not isinstance(layer_type, str) or layer_type not in self.encodings:
+            raise PosencError(field_name, f"unknown layer type {layer_type!r} for this {self.model_type} "
+                              f"model; choose one of {list(self.encodings)}")
+        return self.encodings[layer_type]
+
+    def of_kind(self, kind: str) -> dict[str, LayerPositions]:
+        return {name: entry for name, entry in self.encodings.items() if entry.spec.KIND == kind}
+
+    def to_dict(self) -> dict:
+        return {"model_type": self.model_type, "reader": self.reader,
+                "layer_types": {name: entry.to_dict() for name, entry in self.encodings.items()}}
