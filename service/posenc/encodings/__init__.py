@@ -3,7 +3,8 @@
 from .alibi import VARIANTS as ALIBI_VARIANTS
 from .alibi import AlibiSpec
 from .canonical import canonical_json, spec_hash
+from .learned import LearnedSpec
 from .rope import RopeSpec
 from .sinusoidal import SinusoidalSpec
 
-__all__ = ["ALIBI_VARIANTS", "AlibiSpec", "RopeSpec", "SinusoidalSpec", "canonical_json", "spec_hash"]
+__all__ = ["ALIBI_VARIANTS", "AlibiSpec", "LearnedSpec", "RopeSpec", "SinusoidalSpec", "canonical_json", "spec_hash"]
