@@ -75,12 +75,16 @@ class TableSpec(Canonical):
 
     def fill(self, out: np.ndarray, lo: int = 0, hi: int | None = None) -> None:
         """Compute rows lo..hi (relative to start) into out[lo:hi] (C-contiguous, self.dtype)."""
+        hi = self.rows if hi is None else hi
+        self.fill_block(out[lo:hi], lo, hi)
+
+    def fill_block(self, block: np.ndarray, lo: int, hi: int) -> None:
+        """Compute rows lo..hi (relative to start) into `block`, shape [hi - lo, width]: a
+        buffer that holds one block only (the shm writer reuses one cache-sized buffer)."""
         from .api.rope import rope_table
         from .api.sinusoidal import sinusoidal_table
 
-        hi = self.rows if hi is None else hi
         positions = np.arange(self.start + lo, self.start + hi, dtype=np.float64)
-        block = out[lo:hi]
         if self.kind == "sinusoidal":
             sinusoidal_table(positions, self.encoding, self.np_dtype, out=block)
         elif self.kind == "alibi":
