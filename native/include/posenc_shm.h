@@ -406,9 +406,12 @@ static inline int posenc_shm__check_segment(posenc_shm_table *t, const uint8_t *
     else if (!posenc_shm__zero(b + POSENC_SHM_RESERVED_AT, POSENC_SHM_HEADER_SIZE - POSENC_SHM_RESERVED_AT))
         bad = "reserved bytes are not zero";
     if (bad) return posenc_shm__fail(t, POSENC_SHM_EHEADER, "%s: inconsistent header: %s", path, bad);
-    if (state != POSENC_SHM_READY)
+    if (state == POSENC_SHM_EMPTY || state == POSENC_SHM_BUILDING)
         return posenc_shm__fail(t, POSENC_SHM_ESTATE, "%s: not READY (state %s): being written, or its writer died",
-                                path, state == POSENC_SHM_BUILDING ? "BUILDING" : state == 0 ? "EMPTY" : "unknown");
+                                path, state == POSENC_SHM_BUILDING ? "BUILDING" : "EMPTY");
+    if (state != POSENC_SHM_READY)
+        return posenc_shm__fail(t, POSENC_SHM_ESTATE, "%s: not READY (state %u): being written, or its writer died",
+                                path, state);
     if (data_nbytes > size || data_offset > size - data_nbytes)
         return posenc_shm__fail(t, POSENC_SHM_ETRUNCATED, "%s: truncated: %zu bytes, the header says %llu", path, size,
                                 (unsigned long long)(data_offset + data_nbytes));

@@ -26,6 +26,7 @@ from .atomics import fence_acquire, fence_release, load_acquire, store_release
 from .errors import ShmError
 from .locks import describe_holders
 from .paths import MAX_GENERATION, NAME_MAX, REGISTRY_FILE, segment_file, segment_files
+from .segment import close_mapping
 
 MAGIC = b"POSENCRG"
 VERSION = 1
@@ -203,7 +204,7 @@ class RegistryView(_Registry):
 
     def close(self) -> None:
         self._words = None
-        self._mapping.close()
+        close_mapping(self._mapping)
 
 
 class RegistryWriter(_Registry):

@@ -181,7 +181,7 @@ def open_ready(path: Path, *, verify: bool) -> Mapped:
         header = unpack_header(mapping, where)
         if state != READY:
             raise ShmError("segment", f"{where}: not READY (state {STATE_NAMES.get(state, state)}): "
-                           "its writer has not finished, or died building it")
+                           "being written, or its writer died")
         check_complete(mapping, header, where)
         spec = spec_of(mapping, header, where)
         data = np.frombuffer(mapping, spec.np_dtype, header.rows * header.width, header.data_offset)
