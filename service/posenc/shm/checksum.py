@@ -30,7 +30,6 @@ CODES = {name: code for code, name in NAMES.items()}
 DEFAULT = "crc32c"
 
 _CASTAGNOLI = 0x82F63B78  # reflected polynomial 0x1EDC6F41
-_IEEE = 0xEDB88320  # zlib's CRC-32, reflected 0x04C11DB7
 
 
 def _slice_by_8_tables(poly: int) -> np.ndarray:
@@ -65,40 +64,6 @@ def _crc32c_numba(data, crc, t):
         r = t[0, (r ^ data[i]) & 0xFF] ^ (r >> 8)
         i += 1
     return r ^ np.uint32(0xFFFFFFFF)
-
-
-@nb.njit(nogil=True, cache=True)
-def _mulmod(a, b, poly):
-    """a * b modulo a reflected CRC polynomial (x^0 is bit 31), as zlib's multmodp."""
-    m, p = np.uint32(1 << 31), np.uint32(0)
-    while True:
-        if a & m:
-            p ^= b
-            if (a & (m - np.uint32(1))) == 0:
-                break
-        m >>= np.uint32(1)
-        b = (b >> np.uint32(1)) ^ poly if b & np.uint32(1) else b >> np.uint32(1)
-    return p
-
-
-@nb.njit(nogil=True, cache=True)
-def _combine(crc1, crc2, len2, poly):
-    """The CRC of A+B from crc(A), crc(B) and len(B): crc(A) times x^(8 len2), plus crc(B)."""
-    power, square = np.uint32(1 << 31), np.uint32(1 << 30)  # x^0, x^1
-    e = np.uint64(len2) * np.uint64(8)
-    while e:
-        if e & np.uint64(1):
-            power = _mulmod(square, power, poly)
-        square = _mulmod(square, square, poly)
-        e >>= np.uint64(1)
-    return _mulmod(power, np.uint32(crc1), poly) ^ np.uint32(crc2)
-
-
-def combine(crc1: int, crc2: int, len2: int, algorithm: int = CRC32C) -> int:
-    """The checksum of two buffers end to end from each one's checksum (zlib's crc32_combine):
-    blocks checksummed on different threads are joined in order."""
-    poly = _CASTAGNOLI if algorithm == CRC32C else _IEEE
-    return int(_combine(np.uint32(crc1), np.uint32(crc2), np.uint64(len2), np.uint32(poly)))
 
 
 def _native_crc32c():
