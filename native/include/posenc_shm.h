@@ -12,7 +12,10 @@
  *     posenc_shm_detach(&t);
  *
  * A reader never writes, locks or unlinks anything; the mapping stays valid after the
- * service replaces or removes the table. Needs POSIX mmap, GCC/Clang __atomic builtins and
+ * service replaces or removes the table. Attaching makes every check of the doc's
+ * "Validating a segment" list except the spec-JSON step (posenc_shm__check_segment), with
+ * the same words as the Python reader; the data checksum is CRC-32 or CRC-32C as the
+ * header's `checksum` field says (CRC-32C with the SSE4.2 instruction where available). Needs POSIX mmap, GCC/Clang __atomic builtins and
  * a little-endian host. All functions are static inline: include it in as many files as you like.
  */
 #ifndef POSENC_SHM_H
@@ -71,7 +74,7 @@ enum {
     POSENC_SHM_EVERSION = -6,   /* a format version this reader does not know */
     POSENC_SHM_ESTATE = -7,     /* not READY (BUILDING: being written, or its writer died) */
     POSENC_SHM_EHEADER = -8,    /* inconsistent header, trailing bytes, padding or header CRC mismatch */
-    POSENC_SHM_ECHECKSUM = -9,  /* data CRC mismatch */
+    POSENC_SHM_ECHECKSUM = -9,  /* data checksum mismatch */
     POSENC_SHM_EREGISTRY = -10, /* registry file unreadable or of an unknown layout */
     POSENC_SHM_EBUSY = -11      /* registry slot stayed mid-update, or the table kept being replaced */
 };
@@ -432,8 +435,8 @@ static inline int posenc_shm__check_segment(posenc_shm_table *t, const uint8_t *
     return POSENC_SHM_OK;
 }
 
-/* Map `path` read-only and validate it (magic, version, state READY, sizes, header CRC;
- * the data CRC too with POSENC_SHM_VERIFY). On success fills *t; on failure *t holds only
+/* Map `path` read-only and validate it (posenc_shm__check_segment; the data checksum too
+ * with POSENC_SHM_VERIFY). On success fills *t; on failure *t holds only
  * the error. */
 static inline int posenc_shm_attach_path(posenc_shm_table *t, const char *path, int flags)
 {
