@@ -94,9 +94,10 @@ def poke(path: Path, offset: int, data: bytes) -> None:
         os.close(fd)
 
 
-def python_worker(call: str, **popen) -> subprocess.Popen:
-    """Start `python -c "import shm_support; shm_support.<call>"` in a fresh interpreter."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+def python_worker(call: str, env: dict | None = None, **popen) -> subprocess.Popen:
+    """Start `python -c "import shm_support; shm_support.<call>"` in a fresh interpreter, with
+    `env` added to the environment."""
+    env = dict(os.environ, **(env or {}), PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     return subprocess.Popen([sys.executable, "-c", f"import shm_support; shm_support.{call}"], env=env,
                             stdout=subprocess.PIPE, text=True, **popen)
 
@@ -284,3 +285,15 @@ def attach_as_nobody(root: str, name: str) -> None:
     except Exception as exc:  # the test asserts which kind
         print(json.dumps({"error": type(exc).__name__, "field": getattr(exc, "field", None),
                           "message": str(exc)}), flush=True)
+
+
+def verify_without_native(root: str, name: str) -> None:
+    """Attach with verification in a process where libposenc is disabled (POSENC_NATIVE=0)."""
+    from posenc.shm import checksum
+
+    try:
+        with attach(name, root=root) as tbl:
+            outcome = {"attached": tbl.generation}
+    except Exception as exc:  # the test asserts which
+        outcome = {"error": str(exc)}
+    print(json.dumps({**outcome, "crc32c": checksum.implementation()}), flush=True)

@@ -3,6 +3,7 @@ reader (`posenc.shm.attach`) and the C reader (`posenc_shm.h`): every header che
 doc's order, refuses with the same words; the checksum field selects CRC-32 or CRC-32C;
 both readers pick the same registry slot and treat the registry magic the same way."""
 
+import json
 import os
 import struct
 import zlib
@@ -12,7 +13,8 @@ import pytest
 from posenc.errors import PosencError
 from posenc.shm import ShmError, TableStore, attach, checksum, list_tables
 from posenc.shm.registry import HEADER_BYTES, SLOT_BYTES
-from shm_support import CORRUPTIONS, assert_table_rows, header_of, poke, rewrite_header, run_c_reader, table_from
+from shm_support import (CORRUPTIONS, assert_table_rows, header_of, poke, python_worker, rewrite_header, run_c_reader,
+                         table_from)
 
 pytest_plugins = ["shm_support"]
 
@@ -156,3 +158,23 @@ def test_a_registry_without_magic_is_none_yet_and_a_wrong_magic_is_corrupt(shm_s
         attach("t", root=copy)
     status, lines = run_c_reader(shm_c_reader, "name", copy, "t", 0)
     assert status == 3 and lines[0].startswith("error -10 ") and "truncated registry" in lines[0]
+
+
+def test_python_verifies_crc32c_without_the_native_library(shm_store, shm_root):
+    _, path, _ = _published(shm_store, shm_root)
+
+    def verify():
+        worker = python_worker(f"verify_without_native({str(shm_root)!r}, 't')", env={"POSENC_NATIVE": "0"})
+        out, _ = worker.communicate(timeout=120)
+        return json.loads(out)
+
+    assert verify() == {"attached": 1, "crc32c": "numba"}
+    poke(path, os.path.getsize(path) - 1, b"\x5a")
+    assert "data checksum mismatch" in verify()["error"]
+
+
+@pytest.mark.parametrize("bad", [-1, "10", True, float("nan"), 1e9])
+def test_the_lock_timeout_is_checked(shm_root, bad):
+    with pytest.raises(PosencError) as err:
+        TableStore(shm_root, lock_timeout_s=bad)
+    assert err.value.field == "lock_timeout_s"

@@ -33,6 +33,9 @@ class TableStore:
                  lock_timeout_s: float = LOCK_TIMEOUT_S):
         if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
             raise PosencError("mode", f"must be permission bits 0..0o777, got {mode!r}")
+        if isinstance(lock_timeout_s, bool) or not isinstance(lock_timeout_s, (int, float)) \
+                or not 0 <= lock_timeout_s <= 86400:
+            raise PosencError("lock_timeout_s", f"must be seconds in 0..86400, got {lock_timeout_s!r}")
         self.root = resolve_root(root)
         self.mode = mode
         self.checksum = checksum
