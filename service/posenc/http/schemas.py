@@ -30,6 +30,8 @@ _ROPE_SPEC = Field(None, description="RoPE spec: head_dim (required), base, part
                    "layout, xpos_scale_base.",
                    examples=[{"head_dim": 128, "base": 500000.0}])
 _HF_CONFIG = Field(None, description="Instead of spec: a model's config.json, from which the RoPE spec is read.")
+_LAYER_TYPE = Field(None, description="With hf_config: the layer type whose RoPE to use, when the model has "
+                    "several (e.g. Gemma-3 sliding_attention / full_attention; see POST /v1/models/positions).")
 
 
 class _Strict(BaseModel):
@@ -51,6 +53,7 @@ class RopeCosSinRequest(_Strict):
     table: str | None = _TABLE
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
+    layer_type: str | None = _LAYER_TYPE
     seq_len: float | None = _SEQ_LEN
     dtype: Dtype = "float32"
     positions_dtype: PositionsDtype = _POSITIONS_DTYPE
@@ -64,6 +67,7 @@ class RopeApplyRequest(_Strict):
     table: str | None = Field(None, description="Use this RoPE table's spec (and seq_len).")
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
+    layer_type: str | None = _LAYER_TYPE
     layout: Literal["half", "interleaved"] | None = Field(None, description="Default: the spec's layout.")
     seq_len: float | None = _SEQ_LEN
     xpos_role: Literal["q", "k"] = "q"
@@ -75,6 +79,7 @@ class RopeInvFreqRequest(_Strict):
     table: str | None = Field(None, description="Use this RoPE table's spec (and seq_len).")
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
+    layer_type: str | None = _LAYER_TYPE
     seq_len: float | None = Field(None, description="For dynamic/longrope; default: the value at init.")
 
 

@@ -33,6 +33,7 @@ from ..schemas import (
     SinusoidalRequest,
     T5BucketsRequest,
 )
+from .models import layer_spec
 from .rows import named_table, rows_response
 
 router = APIRouter(prefix="/v1", tags=["encodings"])
@@ -76,9 +77,12 @@ async def _rope_spec(request: Request, params) -> tuple[RopeSpec, float | None]:
     if source == "table":
         table = await named_table(request, params.table, "rope")
         return table.spec.encoding, table.spec.seq_len
+    if params.layer_type is not None and source != "hf_config":
+        raise PosencError("layer_type", "applies to hf_config only")
+    if source == "hf_config":
+        return layer_spec(params.hf_config, params.layer_type, "rope"), None
     with fields_under(source):
-        spec = RopeSpec.from_hf_config(params.hf_config) if source == "hf_config" else as_rope_spec(params.spec)
-    return spec, None
+        return as_rope_spec(params.spec), None
 
 
 @_route("/sinusoidal", SinusoidalRequest, "Sinusoidal encodings for positions", binary=True)
