@@ -27,6 +27,10 @@ CASES = [
     (lambda: posenc.RopeSpec(10, partial_rotary_factor=0.5, scaling={"rope_type": "yarn", "factor": 2},
                              original_max_position_embeddings=100), "head_dim"),  # odd rotary dim 5
     (lambda: posenc.RopeSpec(64, scaling={"rope_type": "linear", "factor": 2, "fcator": 3}), "scaling.fcator"),
+    (lambda: posenc.RopeSpec(64, scaling={"rope_type": ["linear"]}), "scaling.rope_type"),  # was a TypeError
+    (lambda: posenc.RopeSpec(64, scaling={"type": {}}), "scaling.rope_type"),
+    (lambda: posenc.sinusoidal([1], True), "dim"),  # JSON true is not the integer 1
+    (lambda: posenc.alibi_slopes(True), "n_heads"),
     (lambda: posenc.RopeSpec(0), "head_dim"),
     (lambda: posenc.RopeSpec(7), "head_dim"),  # odd full rotary
     (lambda: posenc.RopeSpec(64, base=1.0), "base"),
