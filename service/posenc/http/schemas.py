@@ -18,7 +18,8 @@ Dtype = Literal["float32", "float64", "float16", "bfloat16"]
 PositionsDtype = Literal["int64", "float64"]
 
 _POSITIONS = Field(None, description="Positions (integers, or floats for fractional positions). With a binary "
-                   "body (.npy, or raw little-endian `positions_dtype` values) the body is the positions.",
+                   "body (.npy, or raw little-endian `positions_dtype` values) the body is the positions. RoPE "
+                   "with an M-RoPE spec (mrope_section) also takes [3, n] (temporal, height, width; JSON or .npy).",
                    examples=[[0, 1, 2, 4095]])
 _POSITIONS_DTYPE = Field("int64", description="Element type of a raw application/octet-stream body.")
 _TABLE = Field(None, description="Name of a shared-memory table to read the rows from (GET /v1/tables).",
@@ -49,7 +50,7 @@ class SinusoidalRequest(_Strict):
 
 
 class RopeCosSinRequest(_Strict):
-    positions: list[float] | float | None = _POSITIONS
+    positions: list[float] | list[list[float]] | float | None = _POSITIONS
     table: str | None = _TABLE
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
@@ -62,7 +63,9 @@ class RopeCosSinRequest(_Strict):
 class RopeApplyRequest(_Strict):
     x: list[Any] | None = Field(None, description="q or k, shape [..., n, head_dim]. With an application/x-npy "
                                 "body the body is x (float16/32/64); the result has x's dtype.")
-    positions: list[float] | None = Field(None, description="n positions; default offset..offset+n-1.")
+    positions: list[float] | list[list[float]] | None = Field(
+        None, description="n positions, or [3, n] (temporal, height, width) for an M-RoPE spec (mrope_section); "
+        "default offset..offset+n-1. With a binary x body: in the query, as JSON.")
     offset: int = Field(0, description="First position when `positions` is not given.")
     table: str | None = Field(None, description="Use this RoPE table's spec (and seq_len).")
     spec: dict[str, Any] | None = _ROPE_SPEC
