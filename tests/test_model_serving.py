@@ -4,6 +4,8 @@ protocol (one ENCODE_SPEC per frequency chunk), against the float64 oracle."""
 
 import asyncio
 import io
+import json
+import re
 import shutil
 import tempfile
 
@@ -15,9 +17,11 @@ from fastapi.testclient import TestClient
 
 import posenc
 from posenc import reference
+from posenc.cli import main
 from posenc.client import AsyncClient, Client
 from posenc.config import ServiceConfig
 from posenc.http import create_app
+from posenc.shm import attach
 
 NPY = "application/x-npy"
 QWEN2_VL = {"head_dim": 128, "base": 1e6, "mrope_section": [16, 24, 24]}
@@ -82,6 +86,45 @@ def test_hf_config_routes_take_a_layer_type(client, route, extra):
     alone = client.post(route, json={**spec, "layer_type": layer_type, **extra}).json()
     assert alone["error"] == {"code": "invalid_parameter", "field": "layer_type",
                               "message": "layer_type: applies to hf_config only"}
+
+
+#: Gemma-3 (text): sliding layers RoPE base 1e4, every 6th layer global with base 1e6 and linear x8.
+GEMMA3 = {"model_type": "gemma3_text", "hidden_size": 640, "num_attention_heads": 4, "head_dim": 256,
+          "num_hidden_layers": 6, "max_position_embeddings": 64, "rope_theta": 1e6, "rope_local_base_freq": 1e4,
+          "sliding_window_pattern": 6, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+
+
+def test_a_model_with_several_layer_types_needs_a_layer_type(client):
+    r = client.post("/v1/rope/cos_sin", json={"hf_config": GEMMA3, "positions": [0, 7]})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "layer_type"
+    assert "['full_attention', 'sliding_attention']" in r.json()["error"]["message"]
+    model = posenc.from_hf_config(GEMMA3)
+    for layer_type in model.layer_types:
+        spec = model[layer_type].spec
+        r = client.post("/v1/rope/cos_sin", json={"hf_config": GEMMA3, "layer_type": layer_type,
+                                                   "positions": [0, 7, 63], "dtype": "float64"})
+        assert r.status_code == 200, r.text
+        inv, attention = posenc.rope_inv_freq(spec)
+        cos, sin = reference.rope_cos_sin(np.array([0, 7, 63]), inv, attention)
+        assert_matches_oracle(np.array(r.json()["data"]), np.concatenate([cos, sin], 1), "float64", angle_max=63.0)
+    summary = client.post("/v1/models/positions", json={"hf_config": GEMMA3}).json()["layer_types"]
+    assert summary["full_attention"]["layers"] == [5] and summary["sliding_attention"]["spec"]["base"] == 1e4
+
+
+def test_cli_config_build_publishes_one_table_per_layer_type(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GEMMA3))
+    assert main(["table", "build", str(path), "--name", "gemma3", "--root", str(tmp_path / "shm")]) == 0
+    out = capsys.readouterr().out
+    assert "published gemma3.full_attention generation" in out and "published gemma3.sliding_attention" in out
+    model = posenc.from_hf_config(GEMMA3)
+    for layer_type in model.layer_types:
+        with attach(f"gemma3.{layer_type}", root=tmp_path / "shm") as tbl:
+            assert tbl.spec.encoding == model[layer_type].spec and tbl.array.shape == (64, 256)
+    assert main(["table", "build", str(path), "--layer-type", "sliding_attention", "--positions", "0:8",
+                 "--root", str(tmp_path / "shm")]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert re.match(r"published rope-[0-9a-f]{8}\.sliding_attention generation \d+: 8x256 ", line)
 
 
 # --- M-RoPE over HTTP ----------------------------------------------------------------------------
