@@ -2,3 +2,4 @@
 
 from . import (cohere, deepseek, falcon, gemma, generic, glm, llama, modernbert, neox, olmo,  # noqa: F401
                phi, qwen)
+from . import bloom, learned, mpt, qwen_vl, seq2seq, t5  # noqa: F401  (non-RoPE families, M-RoPE)
