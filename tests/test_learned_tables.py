@@ -20,7 +20,7 @@ from posenc.config import ServiceConfig
 from posenc.encodings import AlibiSpec, LearnedSpec, RopeSpec
 from posenc.errors import PosencError
 from posenc.http import create_app
-from posenc.models import LayerPositions, ModelPositions
+from posenc.models import LayerPositions, ModelPositions, from_hf_config
 from posenc.models.tables import context_length, layer_tables
 from posenc.shm import TableStore, attach
 from posenc.tables import TableSpec
@@ -205,6 +205,51 @@ def test_cli_config_build_with_a_layer_type_and_checkpoint_options_are_checked(t
     assert "layer-type: unknown layer type 'nope'" in capsys.readouterr().err
     assert main(["table", "build", str(config), "--name", "tiny", "--root", str(tmp_path)]) == 0
     assert capsys.readouterr().out.startswith("published tiny generation 1: 16x32 float32")
+
+
+GPT2 = {"model_type": "gpt2", "n_embd": 8, "n_head": 2, "n_layer": 2, "n_positions": 32}
+OPT = {"model_type": "opt", "hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 2,
+       "max_position_embeddings": 30}
+
+
+@pytest.mark.parametrize("config, offset", [(GPT2, 0), (OPT, 2)])
+def test_cli_takes_tensor_name_offset_and_shape_from_the_config(checkpoint_file, tmp_path, capsys, config, offset):
+    """GPT-2's reader names transformer.wpe.weight, OPT's model.decoder.embed_positions.weight with offset 2."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    ckpt = tmp_path / "ckpt.safetensors"
+    tensor = posenc_learned_spec(config).tensor
+    save_file({tensor.removeprefix("transformer."): OPT_WPE, "lm_head.weight": OPT_WPE}, str(ckpt))
+    assert main(["table", "build", str(ckpt), "--config", str(path), "--name", "wpe",
+                 "--root", str(tmp_path / "shm")]) == 0, capsys.readouterr().err
+    with attach("wpe", root=tmp_path / "shm") as tbl:
+        assert (tbl.spec.encoding.offset, tbl.spec.encoding.num_positions) == (offset, 32 - offset)
+        np.testing.assert_array_equal(tbl.array, OPT_WPE[offset:])
+    small = dict(config, **{"n_positions" if "n_positions" in config else "max_position_embeddings": 20})
+    path.write_text(json.dumps(small))
+    assert main(["table", "build", str(ckpt), "--config", str(path), "--root", str(tmp_path / "shm")]) == 2
+    assert "tensor: has shape (32, 8); the model's spec expects" in capsys.readouterr().err
+
+
+def posenc_learned_spec(config) -> LearnedSpec:
+    (entry,) = from_hf_config(config).of_kind("learned").values()
+    return entry.spec
+
+
+def test_cli_config_without_a_computable_encoding_says_why(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GPT2))
+    assert main(["table", "build", str(path), "--root", str(tmp_path / "shm")]) == 2
+    err = capsys.readouterr().err
+    assert "spec: this gpt2 model has no encoding posenc can tabulate (default: a learned table's values" in err
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 2}))
+    assert main(["table", "build", str(ckpt_npy(tmp_path)), "--config", str(path), "--root", str(tmp_path)]) == 2
+    assert "config: this llama model has no learned position table" in capsys.readouterr().err
+
+
+def ckpt_npy(tmp_path):
+    np.save(tmp_path / "wpe.npy", OPT_WPE)
+    return tmp_path / "wpe.npy"
 
 
 # --- HTTP ----------------------------------------------------------------------------------------

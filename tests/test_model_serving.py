@@ -127,6 +127,46 @@ def test_cli_config_build_publishes_one_table_per_layer_type(tmp_path, capsys):
     assert re.match(r"published rope-[0-9a-f]{8}\.sliding_attention generation \d+: 8x256 ", line)
 
 
+WHISPER = {"model_type": "whisper", "d_model": 64, "encoder_attention_heads": 4, "max_source_positions": 30,
+           "max_target_positions": 20, "encoder_layers": 2, "decoder_layers": 2}
+BLOOM = {"model_type": "bloom", "hidden_size": 64, "n_head": 4, "n_layer": 2}
+T5 = {"model_type": "t5", "d_model": 64, "num_heads": 4, "num_layers": 2}
+
+
+def test_cli_config_build_tabulates_sinusoidal_and_alibi_and_explains_the_rest(tmp_path, capsys):
+    """Whisper: the encoder's sinusoids become a table, the decoder's learned table is skipped with
+    the command that builds it; BLOOM's ALiBi needs positions (its config has no context length)."""
+    path, root = tmp_path / "config.json", str(tmp_path / "shm")
+    path.write_text(json.dumps(WHISPER))
+    assert main(["table", "build", str(path), "--name", "whisper", "--root", root]) == 0
+    out = capsys.readouterr().out
+    assert "published whisper.encoder generation" in out and ": 30x64 float32" in out
+    assert "skipped layer type decoder: a learned table's values are in the checkpoint" in out
+    with attach("whisper.encoder", root=root) as tbl:
+        assert_matches_oracle(tbl.array, reference.sinusoidal(np.arange(30), 64, layout="t2t"), "float32",
+                              angle_max=30.0)
+    path.write_text(json.dumps(BLOOM))
+    assert main(["table", "build", str(path), "--root", root]) == 2
+    assert "default: the config has no context length: give the positions" in capsys.readouterr().err
+    assert main(["table", "build", str(path), "--name", "bloom", "--positions", "0:16", "--root", root]) == 0
+    with attach("bloom", root=root) as tbl:
+        slopes = posenc.from_hf_config(BLOOM)["default"].spec.slopes
+        np.testing.assert_array_equal(tbl.array, (np.arange(16)[:, None] * slopes).astype(np.float32))
+    path.write_text(json.dumps(T5))
+    assert main(["table", "build", str(path), "--root", root]) == 2
+    assert "encoder: T5 relative-position buckets depend on key - query" in capsys.readouterr().err
+
+
+def test_models_positions_covers_every_kind(client):
+    for config in (WHISPER, BLOOM, T5, GEMMA3):
+        r = client.post("/v1/models/positions", json={"hf_config": config})
+        assert r.status_code == 200 and r.json() == posenc.from_hf_config(config).to_dict(), r.text
+    r = client.post("/v1/rope/cos_sin", json={"hf_config": T5, "positions": [0]})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "hf_config" and "uses no rope" in r.text
+    r = client.post("/v1/rope/cos_sin", json={"hf_config": WHISPER, "layer_type": "encoder", "positions": [0]})
+    assert r.json()["error"]["field"] == "layer_type" and "uses sinusoidal, not rope" in r.text
+
+
 # --- M-RoPE over HTTP ----------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_mrope_cos_sin_over_http_matches_the_oracle(client, dtype):

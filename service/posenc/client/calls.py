@@ -85,8 +85,14 @@ def encode_spec(spec, positions, dtype="float32", seq_len=None) -> Call:
         positions = shifted(as_positions(positions), spec.offset)
     kind, raw, count = wire_positions(positions)
     values = np.frombuffer(raw, dtype="<i8" if kind == 0 else "<f8")
-    return Call(Opcode.ENCODE_SPEC, Reply.array, aux=spec_aux(spec, values, seq_len), positions=raw, count=count,
-                dtype=wire_dtype(dtype), position_kind=kind)
+    return _spec_call(spec_aux(spec, values, seq_len), (kind, raw, count), dtype)
+
+
+def _spec_call(aux: bytes, wire: tuple, dtype) -> Call:
+    """ENCODE_SPEC of an inline-spec block for positions already in wire form (kind, bytes, count)."""
+    kind, raw, count = wire
+    return Call(Opcode.ENCODE_SPEC, Reply.array, aux=aux, positions=raw, count=count, dtype=wire_dtype(dtype),
+                position_kind=kind)
 
 
 def is_mrope(spec, positions) -> bool:
@@ -103,11 +109,7 @@ def encode_mrope(spec, positions, dtype="float32", seq_len=None) -> tuple[list[C
         raise PosencError("positions", "2-D positions are M-RoPE [3, n] (temporal, height, width), which needs "
                           f"a spec with mrope_section; got shape {list(arr.shape)}")
     chunks = mrope_auxes(spec, arr, seq_len)
-    batch = []
-    for _, _, axis, aux in chunks:
-        kind, raw, count = wire_positions(arr[axis])
-        batch.append(Call(Opcode.ENCODE_SPEC, Reply.array, aux=aux, positions=raw, count=count,
-                          dtype=wire_dtype(dtype), position_kind=kind))
+    batch = [_spec_call(aux, wire_positions(arr[axis]), dtype) for _, _, axis, aux in chunks]
 
     def assemble(replies: list) -> np.ndarray:
         for reply in replies:

@@ -17,7 +17,8 @@ WHY_NOT = {
                "--config config.json",
 }
 #: Where configs keep the context length, in the order transformers' families use them.
-CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx")
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx",
+                "max_source_positions")
 
 
 def context_length(config: dict) -> int | None:

@@ -121,7 +121,7 @@ async def rope_cos_sin(request: Request) -> Response:
             raise PosencError("seq_len", f"table {params.table!r} was built for seq_len {table.spec.seq_len}")
         return await rows_response(request, call.media, table, positions, dtype)
     spec, table_seq_len = await _rope_spec(request, params)
-    if mrope:  # [3, n] (temporal, height, width): angles per axis, which no table row holds (a table lends its spec)
+    if mrope:  # [3, n] (temporal, height, width): angles per axis, in no table row (a table lends its spec)
         seq_len = table_seq_len if params.seq_len is None else params.seq_len
         return await respond(request, call.media, lambda: mrope_rows(positions, spec, seq_len, dtype),
                              positions.size // 3 * 2 * spec.n_freq)
