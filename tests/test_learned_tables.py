@@ -333,6 +333,8 @@ def test_uploads_need_the_api_key_and_a_json_learned_spec_has_no_values(client):
     r = client.put("/v1/tables/up", json=spec, headers=KEY)
     assert (r.status_code, r.json()["error"]["field"]) == (422, "source")
     assert client.get("/v1/tables/up").status_code == 404
+    r = client.put("/v1/tables/up", content=GOOD, headers={**KEY, "content-type": "application/octet-stream"})
+    assert r.status_code == 415 and "application/x-safetensors" in r.json()["error"]["message"]
 
 
 # --- binary protocol -----------------------------------------------------------------------------

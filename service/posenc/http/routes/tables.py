@@ -14,7 +14,7 @@ from ...shm import list_tables
 from ...shm.paths import check_name
 from ...tables import TableSpec
 from ..calls import read_call, service_of
-from ..codecs import media_type
+from ..codecs import JSON, media_type
 from ..errors import HttpError
 from ..openapi import error_responses
 from ..uploads import UPLOAD_TYPES, table_request_body, uploaded_table
@@ -66,6 +66,9 @@ async def create_table(request: Request, name: Annotated[str, _NAME]) -> dict:
     media = media_type(request.headers.get("content-type"))
     if media in UPLOAD_TYPES:
         spec = await uploaded_table(request, media)
+    elif media != JSON:
+        raise HttpError("unsupported_media_type", f"Content-Type {media!r}: send a JSON table spec, or a learned "
+                        f"table as one of {list(UPLOAD_TYPES)}", "content-type")
     else:
         call = await read_call(request, TableCreateRequest, None)
         spec = TableSpec.from_dict(call.params.model_dump())
