@@ -91,9 +91,11 @@ def test_bfloat16_and_float64_checkpoints_are_stored_exactly(tmp_path):
     table.fill(rows)
     assert table.dtype == "float32" and np.array_equal(rows, narrow.astype(np.float32))
     assert table.encoding.sha256 == hashlib.sha256(narrow.tobytes()).hexdigest()
-    np.save(tmp_path / "f64.npy", wide)
+    np.save(tmp_path / "f64.npy", wide.astype(">f8"))  # big-endian: read as its values, hashed little-endian
     table = checkpoint.learned_table(checkpoint.read_file(tmp_path / "f64.npy")[1])
     assert table.dtype == "float64" and table.encoding.tensor is None
+    assert table.encoding.sha256 == hashlib.sha256(wide.astype("<f8").tobytes()).hexdigest()
+    np.testing.assert_array_equal(table.source, wide)
 
 
 def _bf16_safetensors(name, arr) -> bytes:

@@ -125,6 +125,11 @@ def test_cli_config_build_publishes_one_table_per_layer_type(tmp_path, capsys):
                  "--root", str(tmp_path / "shm")]) == 0
     (line,) = capsys.readouterr().out.splitlines()
     assert re.match(r"published rope-[0-9a-f]{8}\.sliding_attention generation \d+: 8x256 ", line)
+    before = sorted(p.name for p in (tmp_path / "shm").iterdir())
+    assert main(["table", "build", str(path), "--name", "g" * 50, "--root", str(tmp_path / "shm")]) == 2
+    assert "name: 'gggggggggggggggggggggggggggggggggggggggggggggggggg.full_attention' must be 1..64" in \
+        capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "shm").iterdir()) == before  # names checked before any publish
 
 
 WHISPER = {"model_type": "whisper", "d_model": 64, "encoder_attention_heads": 4, "max_source_positions": 30,

@@ -101,7 +101,7 @@ def _likely(names: list[str]) -> list[str]:
 
 def check_values(values, field: str) -> np.ndarray:
     """A finite 2-D float array [rows, dim] within the limits, little-endian native, C order."""
-    if not isinstance(values, np.ndarray) or values.dtype not in _FLOATS:
+    if not isinstance(values, np.ndarray) or values.dtype.newbyteorder("=") not in _FLOATS:
         dtype = getattr(values, "dtype", type(values).__name__)
         raise PosencError(field, f"must be a float array (float16, bfloat16, float32, float64), got {dtype}")
     if values.ndim != 2 or 0 in values.shape:
