@@ -9,6 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from ..api.sinusoidal import shifted
+from ..args import as_positions
+from ..encodings import SinusoidalSpec
 from ..errors import PosencError
 from .inline import spec_aux
 from .protocol import Opcode, Reply, request_frame, wire_dtype, wire_positions
@@ -76,6 +79,8 @@ def encode_table(table_id: int, positions, dtype="float32") -> Call:
 
 
 def encode_spec(spec, positions, dtype="float32", seq_len=None) -> Call:
+    if isinstance(spec, SinusoidalSpec) and spec.offset:  # the server evaluates rows at the shifted positions
+        positions = shifted(as_positions(positions), spec.offset)
     kind, raw, count = wire_positions(positions)
     values = np.frombuffer(raw, dtype="<i8" if kind == 0 else "<f8")
     return Call(Opcode.ENCODE_SPEC, Reply.array, aux=spec_aux(spec, values, seq_len), positions=raw, count=count,

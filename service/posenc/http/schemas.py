@@ -41,7 +41,7 @@ class SinusoidalRequest(_Strict):
     table: str | None = _TABLE
     spec: dict[str, Any] | None = Field(
         None, description="Sinusoidal spec: dim (required), base, layout (interleaved|halves|t2t), "
-        "min_timescale, max_timescale, scale, target_std.", examples=[{"dim": 128}])
+        "min_timescale, max_timescale, scale, target_std, offset.", examples=[{"dim": 128}])
     dtype: Dtype = "float32"
     positions_dtype: PositionsDtype = _POSITIONS_DTYPE
 
