@@ -39,6 +39,13 @@ class HttpError(PosencError):
         self.status, self.code = status, code
 
 
+def _headers(api_key: str | None) -> dict[str, str]:
+    headers = {"accept": RAW}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    return headers
+
+
 def _spec_dict(spec) -> dict | None:
     if spec is None or isinstance(spec, dict):
         return spec
@@ -161,10 +168,7 @@ class HttpClient:
 
     def __init__(self, base_url: str = "http://127.0.0.1:8000", *, api_key: str | None = None,
                  timeout: float = 30.0, transport: httpx.BaseTransport | None = None):
-        headers = {"accept": RAW}
-        if api_key:
-            headers["authorization"] = f"Bearer {api_key}"
-        self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
+        self._http = httpx.Client(base_url=base_url, headers=_headers(api_key), timeout=timeout, transport=transport)
 
     def _send(self, method, path, query, body, headers):
         return _decode(self._http.request(method, path, params=_query(query), content=body, headers=headers))
@@ -224,10 +228,8 @@ class AsyncHttpClient:
 
     def __init__(self, base_url: str = "http://127.0.0.1:8000", *, api_key: str | None = None,
                  timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None):
-        headers = {"accept": RAW}
-        if api_key:
-            headers["authorization"] = f"Bearer {api_key}"
-        self._http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
+        self._http = httpx.AsyncClient(base_url=base_url, headers=_headers(api_key), timeout=timeout,
+                                       transport=transport)
 
     async def _send(self, method, path, query, body, headers):
         return _decode(await self._http.request(method, path, params=_query(query), content=body, headers=headers))
