@@ -299,3 +299,18 @@ def verify_without_native(root: str, name: str) -> None:
     except Exception as exc:  # the test asserts which
         outcome = {"error": str(exc)}
     print(json.dumps({**outcome, "crc32c": checksum.implementation()}), flush=True)
+
+
+def publish_as_nobody(root: str, name: str, mode: int) -> None:
+    """Publish `name` with `mode` as uid/gid 65534 (after a warm-up publish as root in a
+    private directory, so numba has compiled everything): prints the outcome as JSON."""
+    warm = tempfile.mkdtemp(dir=root)
+    TableStore(warm).publish("warm", table_from({"kind": "sinusoidal", "dim": 8}, 0, 4))
+    os.setgid(65534)
+    os.setuid(65534)
+    try:
+        info = TableStore(root, mode=mode).publish(name, table_from({"kind": "sinusoidal", "dim": 8}, 0, 4))
+        print(json.dumps({"published": info.generation}), flush=True)
+    except Exception as exc:  # the test asserts which kind
+        print(json.dumps({"error": type(exc).__name__, "field": getattr(exc, "field", None),
+                          "message": str(exc)}), flush=True)

@@ -174,3 +174,19 @@ def test_the_registry_becomes_readable_by_whoever_may_read_a_table(shm_root):
     assert os.stat(shm_root / "posenc-registry").st_mode & 0o777 == 0o644  # never narrowed again
     private.close()
     public.close()
+
+
+@needs_root
+def test_a_writer_that_cannot_widen_the_registry_mode_refuses_before_building(shm_root):
+    with TableStore(shm_root, mode=0o606) as owner:  # root's registry: others may write it, not chmod it
+        owner.publish("t", table_from(SIN, 0, 4))
+        os.chmod(shm_root, 0o777)
+        worker = python_worker(f"publish_as_nobody({str(shm_root)!r}, 'wide', 0o644)")
+        out, _ = worker.communicate(timeout=120)
+        outcome = json.loads(out)
+        assert outcome["error"] == "ShmError" and outcome["field"] == "mode", outcome
+        assert "mode 0644 lets others read the table but not find it" in outcome["message"]
+        worker = python_worker(f"publish_as_nobody({str(shm_root)!r}, 'narrow', 0o604)")  # adds no read bits
+        out, _ = worker.communicate(timeout=120)
+        assert json.loads(out) == {"published": 2}
+        assert not any(p.name.startswith("posenc.wide.") for p in shm_root.iterdir())
