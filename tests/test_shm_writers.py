@@ -190,3 +190,17 @@ def test_a_writer_that_cannot_widen_the_registry_mode_refuses_before_building(sh
         out, _ = worker.communicate(timeout=120)
         assert json.loads(out) == {"published": 2}
         assert not any(p.name.startswith("posenc.wide.") for p in shm_root.iterdir())
+
+
+def test_a_slot_left_odd_is_cleared_by_the_next_writer_and_its_table_reclaimed(shm_root):
+    """docs/shm-format.md, "A slot left odd": the table it held is unpublished and its file deleted."""
+    worker = python_worker(f"publish_same_name({str(shm_root)!r}, 't', 1, 8)")  # publishes and exits, as the CLI
+    generation = json.loads(worker.communicate(timeout=120)[0])["generations"][0]
+    fd = os.open(shm_root / "posenc-registry", os.O_RDWR)
+    os.pwrite(fd, struct.pack("<Q", 7), 128)  # slot 0's seq odd: a writer died mid-update
+    os.close(fd)
+    with TableStore(shm_root) as store:  # takes the lock: clears the slot, then reclaims
+        with pytest.raises(ShmError, match="no table named 't'"):
+            attach("t", root=shm_root)
+        assert not (shm_root / f"posenc.t.{generation}").exists()
+        assert store.publish("t", table_from(SIN, 0, 4)).generation == generation + 1  # republished
