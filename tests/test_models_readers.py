@@ -12,7 +12,10 @@ import pytest
 import posenc
 from posenc import PosencError
 from posenc.encodings import AlibiSpec
-from conftest import hf_config
+from posenc.encodings.rope_scaling import yarn
+from conftest import HERE, hf_config
+
+GOLDEN = HERE / "golden" / "model_rope.npz"
 
 
 def error_field(config, **kwargs) -> str:
@@ -57,8 +60,6 @@ def test_cohere2_only_sliding_layers_rotate():
     entry = model["sliding_attention"]
     assert entry.apply == "interleaved" and 3 not in entry.layers and len(entry.layers) == 24
     assert "NoPE" in entry.notes[0] and "[3, 7," in entry.notes[0]
-    # Cohere2's config overwrites head_dim with hidden // heads
-    assert posenc.RopeSpec.from_hf_config({**hf_config("command-r7b"), "head_dim": 64}).head_dim == 128
 
 
 @pytest.mark.parametrize("name,layout", [("command-r", "interleaved"), ("glm-4-9b-chat-hf", "interleaved"),
@@ -176,6 +177,23 @@ def test_generic_reader_nested_v5_and_text_config():
     assert model["full_attention"].layers == (1,) and model["sliding_attention"].spec.base == 1e4
     wrapped = posenc.from_hf_config({"model_type": "some_vlm", "text_config": hf_config("llama-3.1-8b")})
     assert wrapped.reader == "llama" and wrapped.get().spec == posenc.RopeSpec.from_hf_config(hf_config("llama-3.1-8b"))
+
+
+GOLDEN_FACTS = {key.split("|", 1)[1]: value for key, value in np.load(GOLDEN).items() if key.startswith("facts|")}
+
+
+def test_reference_facts_the_readers_follow():
+    """Behaviours recorded from transformers itself (model_reference.reference_facts)."""
+    stablelm = posenc.RopeSpec.from_hf_config({"model_type": "stablelm", "rope_pct": 0.5})
+    assert GOLDEN_FACTS["stablelm_rope_pct_0.5|partial_rotary_factor"] == 0.25  # HF ignores rope_pct
+    assert stablelm.partial_rotary_factor == 0.5  # posenc reads it (the README says so)
+    cohere2 = posenc.RopeSpec.from_hf_config({"model_type": "cohere2", "hidden_size": 4096,
+                                              "num_attention_heads": 32, "head_dim": 64})
+    assert cohere2.head_dim == GOLDEN_FACTS["cohere2_head_dim_64|head_dim"] == 64
+    assert GOLDEN_FACTS["gpt-j-6b|table_rows"] == hf_config("gpt-j-6b")["n_positions"]
+    spec = posenc.RopeSpec.from_hf_config(hf_config("deepseek-v3"))
+    mscale = yarn.get_mscale(spec.scaling["factor"], spec.scaling["mscale_all_dim"])
+    assert GOLDEN_FACTS["deepseek-v3|softmax_scale_over_plain"] == pytest.approx(mscale**2, rel=1e-12)
 
 
 def test_family_defaults_from_a_bare_config():

@@ -234,8 +234,26 @@ def model_goldens() -> dict[str, np.ndarray]:
     return out
 
 
+def reference_facts() -> dict[str, np.ndarray]:
+    """Behaviours of the reference the README's model table states, recorded from transformers itself."""
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_apply_mscale
+
+    stablelm = AutoConfig.for_model("stablelm", rope_pct=0.5)  # the legacy key is not read
+    cohere2 = AutoConfig.for_model("cohere2", hidden_size=4096, num_attention_heads=32, head_dim=64)
+    gptj_module, _ = _module("gptj", "")
+    gptj = gptj_module.GPTJRotaryEmbedding(AutoConfig.for_model(**json.loads((CONFIGS / "gpt-j-6b.json").read_text())))
+    deepseek = AutoConfig.for_model(**json.loads((CONFIGS / "deepseek-v3.json").read_text()))
+    return {
+        "facts|stablelm_rope_pct_0.5|partial_rotary_factor": np.array(stablelm.rope_parameters["partial_rotary_factor"]),
+        "facts|cohere2_head_dim_64|head_dim": np.array(cohere2.head_dim),
+        "facts|gpt-j-6b|table_rows": np.array(gptj.embed_positions.shape[0]),
+        "facts|deepseek-v3|softmax_scale_over_plain": np.array(
+            yarn_apply_mscale(deepseek.rope_parameters, 1.0)),
+    }
+
+
 def main():
-    goldens = model_goldens()
+    goldens = {**model_goldens(), **reference_facts()}
     np.savez_compressed(OUT, **goldens)
     print("wrote", OUT, len(goldens), "arrays")
 
