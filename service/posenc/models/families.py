@@ -1,4 +1,3 @@
 """Imports every family module so each registers its reader."""
 
-from . import (cohere, deepseek, falcon, gemma, generic, glm, llama, modernbert, neox, olmo,  # noqa: F401
-               phi, qwen)
+from . import cohere, deepseek, falcon, gemma, generic, glm, llama, modernbert, neox, olmo, phi, qwen  # noqa: F401
