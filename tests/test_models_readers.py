@@ -219,6 +219,13 @@ def test_errors_name_the_config_key():
     assert error_field({"model_type": "gemma3", "text_config": {"rope_theta": "x"}}) == "config.text_config.rope_theta"
 
 
+def test_null_head_dim_follows_the_config_class():
+    """transformers' Qwen3/Gemma/GLM-4 config classes default head_dim to a number and reject null;
+    Llama/Mistral/Mixtral read null as hidden // heads."""
+    assert error_field({**hf_config("qwen3-8b"), "head_dim": None}) == "config.head_dim"
+    assert posenc.RopeSpec.from_hf_config({**hf_config("mistral-7b"), "head_dim": None}).head_dim == 128
+
+
 def test_num_layers_is_bounded():
     assert error_field({**hf_config("llama-3.1-8b"), "num_hidden_layers": 10**9}) == "config.num_hidden_layers"
 

@@ -89,6 +89,8 @@ def read_dims(view: ConfigView, family: RopeFamily) -> Dims:
     if rule != SPLIT and view.has("head_dim"):
         return Dims(view.int("head_dim"), view.field("head_dim"), layers, max_len, view.field(max_key))
     if isinstance(rule, int):
+        if "head_dim" in view.raw:  # an explicit null: the config class (a strict dataclass) rejects it
+            raise PosencError(view.field("head_dim"), f"must be an integer (default {rule}), got null")
         return Dims(rule, view.field("head_dim"), layers, max_len, view.field(max_key))
     return Dims(head_dim_from(view, hidden, heads, heads_key), view.field(heads_key), layers, max_len,
                 view.field(max_key))
