@@ -177,6 +177,8 @@ def test_generic_reader_nested_v5_and_text_config():
     assert model["full_attention"].layers == (1,) and model["sliding_attention"].spec.base == 1e4
     wrapped = posenc.from_hf_config({"model_type": "some_vlm", "text_config": hf_config("llama-3.1-8b")})
     assert wrapped.reader == "llama" and wrapped.get().spec == posenc.RopeSpec.from_hf_config(hf_config("llama-3.1-8b"))
+    odd = {"model_type": "some_vlm", "vision_rotary_dim": 32, "text_config": hf_config("llama-3.1-8b")}
+    assert error_field(odd) == "config.vision_rotary_dim"  # the wrapper's own position keys are checked too
 
 
 GOLDEN_FACTS = {key.split("|", 1)[1]: value for key, value in np.load(GOLDEN).items() if key.startswith("facts|")}

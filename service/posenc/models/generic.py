@@ -71,10 +71,10 @@ def _nested_layer_types(view: ConfigView, params: ConfigView | None, layers: int
 @reader("__generic__")
 def read_generic(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
+    _check_keys(view, strict)
     text = view.obj("text_config")
     if text is not None:
         return _read_text_config(view, text, strict)
-    _check_keys(view, strict)
     if not any(view.has(k) for k in _ROPE_KEYS):
         raise PosencError("config.model_type", f"model type {config.get('model_type')!r} has no family reader "
                           f"and its config names no RoPE parameter ({', '.join(_ROPE_KEYS)}); posenc cannot "
