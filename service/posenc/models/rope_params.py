@@ -46,9 +46,9 @@ class Sizes:
 
 
 #: head_dim rules: an int is the config class's default for an absent `head_dim`; a (key, default)
-#: pair reads another key (DeepSeek's qk_rope_head_dim); HIDDEN_OVER_HEADS
-#: uses `head_dim` when given, else hidden // heads; SPLIT ignores any `head_dim` key (the attention
-#: always splits hidden_size, e.g. Cohere2 overwrites it, Falcon has a read-only property).
+#: pair reads another key (DeepSeek's qk_rope_head_dim); HIDDEN_OVER_HEADS uses `head_dim` when
+#: given, else hidden // heads; SPLIT ignores any `head_dim` key because the attention always
+#: splits hidden_size (Falcon's read-only property, GPT-NeoX, StableLM, ModernBERT).
 HIDDEN_OVER_HEADS = "hidden_over_heads"
 SPLIT = "split"
 
