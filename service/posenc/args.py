@@ -14,7 +14,7 @@ from .limits import LIMITS
 
 def as_int(value, field: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if isinstance(value, numbers.Real) and float(value).is_integer():
+        if not isinstance(value, bool) and isinstance(value, numbers.Real) and float(value).is_integer():
             value = int(value)
         else:
             raise PosencError(field, f"must be an integer, got {value!r}")

@@ -58,6 +58,14 @@ class ConfigView:
             raise PosencError(self.field(key), f"must be true or false, got {value!r}")
         return value
 
+    def str(self, key: str, default=None):
+        if not self.has(key):
+            return default
+        value = self.raw[key]
+        if not isinstance(value, str):
+            raise PosencError(self.field(key), f"must be a string, got {value!r}")
+        return value
+
     def obj(self, key: str) -> ConfigView | None:
         """A nested JSON object as a view (None when absent or null)."""
         if not self.has(key):
