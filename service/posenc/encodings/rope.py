@@ -16,8 +16,6 @@ LAYOUTS = ("half", "interleaved")
 #: Keys that may sit in a HF scaling dict but are not scaling parameters.
 _PASSTHROUGH_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "original_max_position_embeddings",
                      "mrope_section"}
-#: M-RoPE position axes, in the order of the rows of [3, n] positions.
-MROPE_AXES = ("temporal", "height", "width")
 
 
 @dataclass(frozen=True, eq=False, init=False)
@@ -229,4 +227,4 @@ def seq_len_for(positions: np.ndarray, seq_len) -> float | None:
     return float(positions.max()) + 1.0 if positions.size else None
 
 
-__all__ = ["RopeSpec", "LAYOUTS", "MROPE_AXES", "seq_len_for"]
+__all__ = ["RopeSpec", "LAYOUTS", "seq_len_for"]

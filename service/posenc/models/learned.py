@@ -59,8 +59,8 @@ def read_opt(config: dict, strict: bool) -> ModelPositions:
     spec = LearnedSpec(view.int("max_position_embeddings", 2048, maximum=LIMITS.max_abs_position),
                        dim=view.int("hidden_size", 768, maximum=LIMITS.max_dim),
                        tensor="model.decoder.embed_positions.weight", offset=2)
-    return _table("opt", "opt", spec, "position p reads row p + 2; p = cumsum(attention_mask) - 1, so left "
-                  "padding does not shift positions and padding tokens read row 1")
+    return _table("opt", "opt", spec, ("position p reads row p + 2; p = cumsum(attention_mask) - 1, so left "
+                                       "padding does not shift positions and padding tokens read row 1"))
 
 
 @reader("bert")
@@ -87,5 +87,5 @@ def read_roberta(config: dict, strict: bool) -> ModelPositions:
     spec = LearnedSpec(rows - offset, dim=view.int("hidden_size", 768, maximum=LIMITS.max_dim),
                        tensor="roberta.embeddings.position_embeddings.weight", offset=offset)
     return _table(config["model_type"], "roberta", spec,
-                  f"token i reads row i + pad_token_id + 1 = i + {offset}; padding tokens read row pad_token_id, and "
-                  "positions follow the non-padding tokens, so left padding shifts them")
+                  (f"token i reads row i + pad_token_id + 1 = i + {offset}; padding tokens read row pad_token_id, "
+                   "and positions count only the non-padding tokens, so left padding does not shift them"))

@@ -37,10 +37,10 @@ def read_mpt(config: dict, strict: bool) -> ModelPositions:
                           "(MosaicML's remote code), which transformers' MptModel cannot run (it always applies "
                           "ALiBi); posenc will not guess")
     bias_max = attn.float("alibi_bias_max", REFERENCE_BIAS_MAX, exclusive_minimum=0.0, maximum=1e6)
-    notes = ("bias = -slope * distance (build_mpt_alibi_tensor); posenc's rows are slope * key position, "
-             "the same per query row up to a constant",)
+    notes = (("bias = -slope * distance (build_mpt_alibi_tensor); posenc's rows are slope * key position, "
+              "the same per query row up to a constant"),)
     if bias_max != REFERENCE_BIAS_MAX:
-        notes += (f"alibi_bias_max {bias_max:g} from attn_config; transformers' MptModel would use 8 "
-                  "(it never passes the config's value)",)
+        notes += ((f"alibi_bias_max {bias_max:g} from attn_config; transformers' MptModel would use 8 "
+                   "(it never passes the config's value)"),)
     return ModelPositions.single("mpt", "mpt", AlibiSpec(heads, variant="mpt", alibi_bias_max=bias_max), layers,
                                  apply="bias", notes=notes)

@@ -11,6 +11,7 @@ newer ones (which then wins, as in Qwen2VLConfig); legacy `"type": "mrope"` mean
 Text-config defaults: hidden 8192, 64 heads, 80 layers, max positions 32768, rope_theta 1e6.
 """
 
+from ..errors import PosencError
 from . import reader
 from .fields import ConfigView
 from .positions import ModelPositions
@@ -40,6 +41,12 @@ def read_qwen_vl(config: dict, strict: bool) -> ModelPositions:
     top = ConfigView(config)
     view, defaulted = _with_section(top.obj("text_config") or top)
     dims = read_dims(view, QWEN2_VL_TEXT)
-    spec = read_rope(view, QWEN2_VL_TEXT, dims)
+    try:
+        spec = read_rope(view, QWEN2_VL_TEXT, dims)
+    except PosencError as exc:
+        if defaulted and exc.field.endswith(".mrope_section"):
+            raise PosencError(exc.field, f"is absent, and the rotary class's default {list(DEFAULT_SECTION)} does "
+                              f"not fit head_dim {dims.head_dim}: {exc.message}") from None
+        raise
     notes = NOTES + (("mrope_section absent: the rotary class's default [16, 24, 24]",) if defaulted else ())
     return ModelPositions.single(config["model_type"], "qwen2_vl", spec, dims.layers, notes=notes)

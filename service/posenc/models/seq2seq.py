@@ -8,7 +8,8 @@ once, at the input of each stack (layer types "encoder" and "decoder", apply "ad
   positions from 0. transformers forms the angles in float64 numpy and stores float32.
 * M2M100 / NLLB (`M2M100SinusoidalPositionalEmbedding`): tensor2tensor sinusoids (layout
   "t2t", zero column for an odd d_model), positions counted from padding_idx + 1, so token i
-  reads row i + pad_token_id + 1 (offset); padding tokens read the zero row padding_idx.
+  reads row i + pad_token_id + 1 (offset), i counting only non-padding tokens; padding tokens
+  read the zero row padding_idx.
   transformers forms the angles in float32.
 * Whisper: the encoder adds `sinusoids(max_source_positions, d_model)` (t2t, float32 angles;
   stored in the checkpoint too, frozen), the decoder a learned table of max_target_positions.
@@ -88,8 +89,8 @@ def read_m2m100(config: dict, strict: bool) -> ModelPositions:
     with renamed({"offset": view.field("pad_token_id")}):
         spec = SinusoidalSpec(dim, layout="t2t", offset=pad + 1)
     notes = (f"fixed t2t table (not in the checkpoint); token i reads row i + pad_token_id + 1 = i + {pad + 1}",
-             "padding tokens read an all-zero row (padding_idx); positions follow the non-padding tokens "
-             "(create_position_ids_from_input_ids), so left padding shifts them")
+             ("padding tokens read an all-zero row (padding_idx); positions count only the non-padding tokens "
+              "(create_position_ids_from_input_ids), so left padding does not shift them"))
     return _pair("m2m_100", "m2m_100", _sinusoidal("encoder", spec, notes), _sinusoidal("decoder", spec, notes))
 
 
@@ -100,8 +101,8 @@ def read_whisper(config: dict, strict: bool) -> ModelPositions:
     if dim % 2:
         raise PosencError(view.field("d_model"), f"must be even: Whisper's sinusoids() refuses odd channels, got {dim}")
     encoder = _sinusoidal("encoder", SinusoidalSpec(dim, layout="t2t"), (
-        "sinusoids(max_source_positions, d_model): fixed, also stored (frozen) in the checkpoint as "
-        "model.encoder.embed_positions.weight",
+        ("sinusoids(max_source_positions, d_model): fixed, also stored (frozen) in the checkpoint as "
+         "model.encoder.embed_positions.weight"),
         f"the encoder always adds all {view.int('max_source_positions', 1500)} rows (30 s of audio)"))
     decoder = _learned(view, "decoder", "max_target_positions", 448, dim, offset=0)
     return _pair("whisper", "whisper", encoder, decoder)

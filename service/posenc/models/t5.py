@@ -20,19 +20,26 @@ DEFAULT_LAYERS = {"t5": 6, "mt5": 8, "umt5": 8}
 TENSOR = "{stack}.block.{layer}.layer.0.SelfAttention.relative_attention_bias.weight"
 
 
+def bias_tensors(model_type: str, stack: str, layers: int) -> tuple[str, ...]:
+    """The checkpoint tensors holding a stack's bias tables: layer 0's (T5, mT5) or every layer's (UMT5)."""
+    holders = range(layers) if model_type == "umt5" else range(min(layers, 1))
+    return tuple(TENSOR.format(stack=stack, layer=i) for i in holders)
+
+
 def _stack(view: ConfigView, model_type: str, stack: str, layers: int) -> LayerPositions:
     with renamed({"num_buckets": view.field("relative_attention_num_buckets"),
                   "max_distance": view.field("relative_attention_max_distance")}):
         spec = T5BucketSpec(view.int("relative_attention_num_buckets", 32),
                             max_distance=view.int("relative_attention_max_distance", 128),
                             bidirectional=stack == "encoder")
+    tables = bias_tensors(model_type, stack, layers)
     if model_type == "umt5":
-        shared = f"every layer has its own bias table: {TENSOR.format(stack=stack, layer='{i}')}"
+        shared = f"every layer has its own bias table: {tables[0]} .. {tables[-1]}"
     else:
-        shared = f"one bias table, {TENSOR.format(stack=stack, layer=0)}, computed in layer 0 and reused by all"
+        shared = f"one bias table, {tables[0]}, computed in layer 0 and reused by every layer"
     direction = "bidirectional" if stack == "encoder" else "causal: keys after the query all read bucket 0"
-    notes = (f"self-attention bias = table[bucket(key - query)] ([num_buckets, n_heads], from the checkpoint); "
-             f"{direction}", shared)
+    notes = ((f"self-attention bias = table[bucket(key - query)] ([num_buckets, n_heads], from the checkpoint); "
+              f"{direction}"), shared)
     if stack == "decoder":
         notes += ("cross-attention has no position bias",)
     return LayerPositions(stack, spec, tuple(range(layers)), "bias", notes)
