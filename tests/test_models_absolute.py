@@ -100,7 +100,7 @@ def test_whisper_encoder_sinusoids():
 # --- learned tables -------------------------------------------------------------------------
 LEARNED = {  # fixture -> layer type holding the learned table
     "gpt2": "default", "opt-125m": "default", "bert-base-uncased": "default", "roberta-base": "default",
-    "xlm-roberta-base": "default", "bart-large": "encoder", "mbart-large-50": "encoder", "whisper-tiny": "decoder",
+    "xlm-roberta-base": "default", "camembert-base": "default", "bart-large": "encoder", "mbart-large-50": "encoder", "whisper-tiny": "decoder",
 }
 
 

@@ -60,6 +60,16 @@ def test_scores_after_rotation(name):
     assert (np.abs(wrong - theirs) > tolerance).any()
 
 
+def test_other_models_with_an_mrope_section_are_refused():
+    """Qwen3-VL interleaves its M-RoPE frequencies (apply_interleaved_mrope), even when its config
+    has no `mrope_interleaved` key: with no family reader it must not pass as Qwen2-VL's chunks."""
+    text = {"model_type": "qwen3_vl_text", "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128,
+            "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20]}}
+    with pytest.raises(posenc.PosencError) as info:
+        posenc.from_hf_config({"model_type": "qwen3_vl", "text_config": text})
+    assert info.value.field.endswith("mrope_section")
+
+
 def test_defaults_and_nesting():
     """No mrope_section: the rotary class's [16, 24, 24]; text_config wins over top-level keys."""
     top = posenc.from_hf_config({"model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28}).get()

@@ -28,7 +28,6 @@ from transformers import AutoConfig
 HERE = Path(__file__).parent
 CONFIGS = HERE.parent / "fixtures" / "hf_configs"
 OUT = HERE / "model_other.npz"
-torch.manual_seed(0)
 
 #: fixture -> the class whose checkpoint names posenc reports (the *ForConditionalGeneration / LM-head one).
 MODEL_CLASSES = {
@@ -47,6 +46,7 @@ MODEL_CLASSES = {
     "bert-base-uncased": "BertForMaskedLM",
     "roberta-base": "RobertaForMaskedLM",
     "xlm-roberta-base": "XLMRobertaForMaskedLM",
+    "camembert-base": "CamembertForMaskedLM",
     "qwen2-vl-7b-instruct": "Qwen2VLForConditionalGeneration",
     "qwen2.5-vl-3b-v5": "Qwen2_5_VLForConditionalGeneration",
 }
@@ -146,7 +146,7 @@ def t5(g: Goldens) -> None:
             config = AutoConfig.for_model(model_type, d_model=8, d_kv=4, num_heads=2, is_decoder=is_decoder,
                                           relative_attention_num_buckets=buckets,
                                           relative_attention_max_distance=distance)
-            attn = cls(config, has_relative_attention_bias=True)
+            attn = cls(config, has_relative_attention_bias=True, layer_idx=0)
             torch.nn.init.normal_(attn.relative_attention_bias.weight)
             key = f"{model_type}/{'decoder' if is_decoder else 'encoder'}"
             g.add(f"{key}/weight", np32(attn.relative_attention_bias.weight))
@@ -211,8 +211,8 @@ def learned(g: Goldens) -> None:
     from transformers.models.opt.modeling_opt import OPTLearnedPositionalEmbedding
     from transformers.models.roberta.modeling_roberta import RobertaEmbeddings
 
-    for name in ("gpt2", "opt-125m", "bert-base-uncased", "roberta-base", "xlm-roberta-base", "bart-large",
-                 "mbart-large-50"):
+    for name in ("gpt2", "opt-125m", "bert-base-uncased", "roberta-base", "xlm-roberta-base", "camembert-base",
+                 "bart-large", "mbart-large-50"):
         g.meta[name] = {"tensors": position_tensors(meta_model(name))}
 
     opt = OPTLearnedPositionalEmbedding(16, 4)
@@ -272,6 +272,7 @@ def mrope(g: Goldens) -> None:
 
 
 def main() -> None:
+    torch.manual_seed(0)  # the random weights and q, k: the same file on every run
     g = Goldens()
     for part in (alibi, t5, sinusoidal, learned, mrope):
         part(g)

@@ -14,8 +14,7 @@ from .rope_scaling import ALIASES, VARIANTS, RopeDims
 
 LAYOUTS = ("half", "interleaved")
 #: Keys that may sit in a HF scaling dict but are not scaling parameters.
-_PASSTHROUGH_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "original_max_position_embeddings",
-                     "mrope_section"}
+_PASSTHROUGH_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "original_max_position_embeddings"}
 
 
 @dataclass(frozen=True, eq=False, init=False)
@@ -28,10 +27,12 @@ class RopeSpec(Canonical):
     "interleaved") is what `rope_apply` uses when it is not told. `xpos_scale_base`
     enables xPos decay in `rope_apply` (None = off).
 
-    `mrope_section` (Qwen2-VL / Qwen2.5-VL M-RoPE, also read from the scaling dict as HF
-    keeps it) splits the n_freq frequencies into consecutive chunks; chunk k takes its angles
-    from position axis k % 3 (temporal, height, width), so such a spec accepts [3, n]
-    positions. The sizes must add up to n_freq.
+    `mrope_section` (Qwen2-VL / Qwen2.5-VL M-RoPE) splits the n_freq frequencies into
+    consecutive chunks; chunk k takes its angles from position axis k % 3 (temporal, height,
+    width), so such a spec accepts [3, n] positions. The sizes must add up to n_freq. It is
+    a keyword only: inside a HF scaling dict it is refused like any unknown key, because
+    other models (Qwen3-VL's interleaved M-RoPE) use the same key with another meaning; the
+    qwen2_vl reader moves it out.
     """
 
     KIND = "rope"  # the "kind" of to_dict(), a table's encoding
@@ -72,8 +73,6 @@ class RopeSpec(Canonical):
         if original is None:
             original = scaling.get("original_max_position_embeddings")
         original = None if original is None else as_int(original, "original_max_position_embeddings", minimum=1)
-        if mrope_section is None:
-            mrope_section = scaling.get("mrope_section")
         dims = RopeDims(head_dim, int(head_dim * prf), prf, base, max_len, original)
         if dims.rotary_dim < 1:
             raise PosencError("partial_rotary_factor", f"gives a rotary dim of 0 for head_dim {head_dim}")
