@@ -20,6 +20,7 @@ from ..encodings import LearnedSpec
 from ..errors import PosencError
 from ..limits import LIMITS
 from . import reader
+from .config_keys import aliased_int
 from .fields import ConfigView
 from .positions import ModelPositions
 
@@ -32,11 +33,6 @@ def _table(model_type: str, family: str, spec: LearnedSpec, *notes: str) -> Mode
     return ModelPositions.single(model_type, family, spec, 0, apply="add", notes=notes)
 
 
-def _int(view: ConfigView, keys: tuple[str, ...], default: int, *, maximum: int = LIMITS.max_abs_position) -> int:
-    """The first present of a key and its attribute_map aliases."""
-    return view.int(view.first_key(*keys) or keys[0], default, maximum=maximum)
-
-
 def _absolute_only(view: ConfigView) -> None:
     kind = view.str("position_embedding_type", "absolute")
     if kind != "absolute":
@@ -47,8 +43,8 @@ def _absolute_only(view: ConfigView) -> None:
 @reader("gpt2")
 def read_gpt2(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
-    spec = LearnedSpec(_int(view, ("n_positions", "max_position_embeddings"), 1024),
-                       dim=_int(view, ("n_embd", "hidden_size"), 768, maximum=LIMITS.max_dim),
+    spec = LearnedSpec(aliased_int(view, ("n_positions", "max_position_embeddings"), 1024),
+                       dim=aliased_int(view, ("n_embd", "hidden_size"), 768, maximum=LIMITS.max_dim),
                        tensor="transformer.wpe.weight")
     return _table("gpt2", "gpt2", spec, "GPT2Model checkpoints (openai-community/gpt2) name it wpe.weight")
 

@@ -17,7 +17,8 @@ from ..encodings import AlibiSpec
 from ..errors import PosencError
 from ..limits import LIMITS
 from . import reader
-from .fields import ConfigView
+from .config_keys import aliased_int
+from .fields import MAX_LAYERS, ConfigView
 from .positions import ModelPositions
 
 REFERENCE_BIAS_MAX = 8.0
@@ -27,8 +28,8 @@ REFERENCE_BIAS_MAX = 8.0
 def read_mpt(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     attn = view.obj("attn_config") or ConfigView({}, view.field("attn_config"))
-    heads = view.int(view.first_key("n_heads", "num_attention_heads") or "n_heads", 16, maximum=LIMITS.max_dim)
-    layers = view.layers(view.first_key("n_layers", "num_hidden_layers") or "n_layers", 24)
+    heads = aliased_int(view, ("n_heads", "num_attention_heads"), 16, maximum=LIMITS.max_dim)
+    layers = aliased_int(view, ("n_layers", "num_hidden_layers"), 24, maximum=MAX_LAYERS)
     if attn.has("rope") and attn.raw["rope"] is not False:
         raise PosencError(attn.field("rope"), "llm-foundry's rotary MPT is not supported: transformers' MptModel "
                           "has no RoPE (it always applies ALiBi)")

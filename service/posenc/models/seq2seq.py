@@ -22,7 +22,7 @@ from ..encodings import LearnedSpec, SinusoidalSpec
 from ..errors import PosencError
 from ..limits import LIMITS
 from . import reader
-from .config_errors import renamed
+from .config_keys import aliased_int, renamed
 from .fields import ConfigView
 from .positions import LayerPositions, ModelPositions
 
@@ -34,9 +34,8 @@ def _pair(model_type: str, family: str, encoder: LayerPositions, decoder: LayerP
     return ModelPositions(model_type, family, {"encoder": encoder, "decoder": decoder})
 
 
-def _d_model(view: ConfigView, default: int, *, minimum: int = 1) -> int:
-    return view.int(view.first_key("d_model", "hidden_size") or "d_model", default, minimum=minimum,
-                    maximum=LIMITS.max_dim)
+def _d_model(view: ConfigView, default: int) -> int:
+    return aliased_int(view, ("d_model", "hidden_size"), default, maximum=LIMITS.max_dim)
 
 
 def _learned(view: ConfigView, stack: str, rows_key: str, rows_default: int, dim: int, offset: int) -> LayerPositions:

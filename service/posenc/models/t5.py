@@ -12,8 +12,8 @@ classes): `relative_attention_num_buckets` (32), `relative_attention_max_distanc
 
 from ..encodings import T5BucketSpec
 from . import reader
-from .config_errors import renamed
-from .fields import ConfigView
+from .config_keys import aliased_int, renamed
+from .fields import MAX_LAYERS, ConfigView
 from .positions import LayerPositions, ModelPositions
 
 DEFAULT_LAYERS = {"t5": 6, "mt5": 8, "umt5": 8}
@@ -49,8 +49,8 @@ def _stack(view: ConfigView, model_type: str, stack: str, layers: int) -> LayerP
 def read_t5(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     model_type = config["model_type"]
-    encoder_layers = view.layers(view.first_key("num_layers", "num_hidden_layers") or "num_layers",
-                                 DEFAULT_LAYERS[model_type])
+    encoder_layers = aliased_int(view, ("num_layers", "num_hidden_layers"), DEFAULT_LAYERS[model_type],
+                                 maximum=MAX_LAYERS)
     decoder_layers = view.layers("num_decoder_layers", encoder_layers)
     return ModelPositions(model_type, "t5", {"encoder": _stack(view, model_type, "encoder", encoder_layers),
                                              "decoder": _stack(view, model_type, "decoder", decoder_layers)})
