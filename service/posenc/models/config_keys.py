@@ -15,6 +15,14 @@ def aliased_int(view: ConfigView, keys: tuple[str, ...], default: int, *, minimu
     return view.int(view.first_key(*keys) or keys[0], default, minimum=minimum, maximum=maximum)
 
 
+def padding_idx(view: ConfigView, family: str) -> int:
+    """`pad_token_id` (default 1) for models that count positions from padding_idx + 1 (an
+    explicit null would make the reference add 1 to None)."""
+    if "pad_token_id" in view.raw and view.raw["pad_token_id"] is None:
+        raise PosencError(view.field("pad_token_id"), f"is null: {family} counts positions from pad_token_id + 1")
+    return view.int("pad_token_id", 1, minimum=0, maximum=LIMITS.max_abs_position - 1)
+
+
 @contextmanager
 def renamed(fields: dict[str, str]):
     """Inside, a PosencError about spec field `dim` is re-raised as e.g. `config.d_model`."""

@@ -20,7 +20,7 @@ from ..encodings import LearnedSpec
 from ..errors import PosencError
 from ..limits import LIMITS
 from . import reader
-from .config_keys import aliased_int
+from .config_keys import aliased_int, padding_idx
 from .fields import ConfigView
 from .positions import ModelPositions
 
@@ -73,9 +73,7 @@ def read_bert(config: dict, strict: bool) -> ModelPositions:
 def read_roberta(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     _absolute_only(view)
-    if "pad_token_id" in config and config["pad_token_id"] is None:
-        raise PosencError(view.field("pad_token_id"), "is null: RoBERTa counts positions from pad_token_id + 1")
-    offset = view.int("pad_token_id", 1, minimum=0, maximum=LIMITS.max_abs_position - 1) + 1
+    offset = padding_idx(view, "RoBERTa") + 1
     rows = view.int("max_position_embeddings", 512, maximum=LIMITS.max_abs_position)
     if rows <= offset:
         raise PosencError(view.field("max_position_embeddings"), f"must exceed pad_token_id + 1 = {offset} "
