@@ -2,6 +2,7 @@
 either a ModelPositions or a PosencError naming a config field: never a TypeError, KeyError,
 ZeroDivisionError or a silent crash."""
 
+import json
 import math
 
 import pytest
@@ -67,6 +68,7 @@ def test_any_json_value_is_a_result_or_a_named_error(name):
         for value in VALUES:
             result = read(with_value(base, key, value))
             if isinstance(result, posenc.ModelPositions):
+                json.dumps(result.to_dict(), allow_nan=False)  # the summary POST /v1/models/positions returns
                 for entry in result.encodings.values():  # what was accepted is a valid, serialisable spec
                     assert type(entry.spec).from_dict(entry.spec.to_dict()) == entry.spec
 
