@@ -35,7 +35,7 @@ READ_KEYS = {
                          "text_config.rope_parameters.rope_theta", "text_config.rope_parameters.rope_type",
                          "text_config.num_hidden_layers"],
 }
-VALUES = [None, True, False, 0, -1, 1, 3, 2**63, 10**400, 0.5, -0.0, 1e308, math.inf, "", "x", "absolute", [],
+VALUES = [None, True, False, 0, -1, 1, 3, 2**63, 10**400, 0.5, -0.0, 1e308, math.inf, math.nan, "", "x", "absolute", [],
           [1, 2], [16, 24, 24], {}, {"a": 1}]
 
 
