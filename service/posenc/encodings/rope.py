@@ -13,6 +13,8 @@ from .canonical import Canonical
 from .rope_scaling import ALIASES, VARIANTS, RopeDims
 
 LAYOUTS = ("half", "interleaved")
+#: Context lengths beyond 2**53 are not exact in float64 (the scaling math divides them).
+MAX_LENGTH = 2**53
 #: Keys that may sit in a HF scaling dict but are not scaling parameters.
 _PASSTHROUGH_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "original_max_position_embeddings"}
 
@@ -58,7 +60,7 @@ class RopeSpec(Canonical):
         base = as_float(base, "base", exclusive_minimum=1.0)
         prf = as_float(partial_rotary_factor, "partial_rotary_factor", exclusive_minimum=0.0, maximum=1.0)
         max_len = None if max_position_embeddings is None else as_int(
-            max_position_embeddings, "max_position_embeddings", minimum=1)
+            max_position_embeddings, "max_position_embeddings", minimum=1, maximum=MAX_LENGTH)
         scaling = dict(scaling or {})
         if not all(isinstance(k, str) for k in scaling):
             raise PosencError("scaling", "keys must be strings")
@@ -72,7 +74,8 @@ class RopeSpec(Canonical):
         original = original_max_position_embeddings
         if original is None:
             original = scaling.get("original_max_position_embeddings")
-        original = None if original is None else as_int(original, "original_max_position_embeddings", minimum=1)
+        original = None if original is None else as_int(original, "original_max_position_embeddings", minimum=1,
+                                                        maximum=MAX_LENGTH)
         dims = RopeDims(head_dim, int(head_dim * prf), prf, base, max_len, original)
         if dims.rotary_dim < 1:
             raise PosencError("partial_rotary_factor", f"gives a rotary dim of 0 for head_dim {head_dim}")
