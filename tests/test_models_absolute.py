@@ -18,23 +18,26 @@ def assert_float32_sinusoids(ours: np.ndarray, theirs: np.ndarray, spec, positio
 
 
 # --- sinusoidal ---------------------------------------------------------------------------
-def test_marian_config():
-    positions = model("opus-mt-en-de")
-    expected = meta("opus-mt-en-de")
+@pytest.mark.parametrize("name, cls", [("opus-mt-en-de", "MarianSinusoidalPositionalEmbedding"),
+                                       ("pegasus-xsum", "PegasusSinusoidalPositionalEmbedding")])
+def test_marian_and_pegasus_config(name, cls):
+    positions = model(name)
+    expected = meta(name)
     for stack in ("encoder", "decoder"):
         entry = positions[stack]
-        assert expected[f"{stack}_class"] == "MarianSinusoidalPositionalEmbedding" and expected[f"{stack}_offset"] == 0
+        assert expected[f"{stack}_class"] == cls and expected[f"{stack}_offset"] == 0
         assert entry.spec == posenc.SinusoidalSpec(expected["d_model"], layout="halves")
         assert entry.apply == "add" and entry.layers == ()
 
 
+@pytest.mark.parametrize("family", ["marian", "pegasus"])
 @pytest.mark.parametrize("dim", [16, 17])
-def test_marian_table_is_exact(dim):
-    """Marian forms the angles in float64 (numpy) and stores float32: posenc's float32 rows are identical."""
+def test_marian_table_is_exact(family, dim):
+    """Marian / Pegasus form the angles in float64 (numpy) and store float32: posenc's float32 rows are identical."""
     ours = posenc.sinusoidal(np.arange(64), dim, layout="halves")
-    np.testing.assert_array_equal(ours, array(f"marian/table_d{dim}"))
+    np.testing.assert_array_equal(ours, array(f"{family}/table_d{dim}"))
     np.testing.assert_array_equal(posenc.sinusoidal(np.arange(5, 15), dim, layout="halves"),
-                                  array(f"marian/forward_d{dim}_cache5"))  # positions continue after the cache
+                                  array(f"{family}/forward_d{dim}_cache5"))  # positions continue after the cache
 
 
 def test_m2m100_config():
@@ -99,7 +102,7 @@ def test_whisper_encoder_sinusoids():
 
 # --- learned tables -------------------------------------------------------------------------
 LEARNED = {  # fixture -> layer type holding the learned table
-    "gpt2": "default", "opt-125m": "default", "bert-base-uncased": "default", "roberta-base": "default",
+    "gpt2": "default", "gpt-neo-125m": "default", "starcoderbase-1b": "default", "opt-125m": "default", "bert-base-uncased": "default", "roberta-base": "default",
     "xlm-roberta-base": "default", "camembert-base": "default", "bart-large": "encoder", "mbart-large-50": "encoder", "whisper-tiny": "decoder",
 }
 

@@ -42,6 +42,9 @@ MODEL_CLASSES = {
     "m2m100-418m": "M2M100ForConditionalGeneration",
     "whisper-tiny": "WhisperForConditionalGeneration",
     "gpt2": "GPT2LMHeadModel",
+    "gpt-neo-125m": "GPTNeoForCausalLM",
+    "starcoderbase-1b": "GPTBigCodeForCausalLM",
+    "pegasus-xsum": "PegasusForConditionalGeneration",
     "opt-125m": "OPTForCausalLM",
     "bert-base-uncased": "BertForMaskedLM",
     "roberta-base": "RobertaForMaskedLM",
@@ -162,14 +165,17 @@ def t5(g: Goldens) -> None:
 def sinusoidal(g: Goldens) -> None:
     from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding
     from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
+    from transformers.models.pegasus.modeling_pegasus import PegasusSinusoidalPositionalEmbedding
     from transformers.models.whisper.modeling_whisper import WhisperPositionalEmbedding, sinusoids
 
     for dim in (16, 17):
-        marian = MarianSinusoidalPositionalEmbedding(64, dim)
-        with torch.no_grad():
-            marian.weight.copy_(marian.create_weight())  # what _init_weights does
-            g.add(f"marian/table_d{dim}", np32(marian.weight))
-            g.add(f"marian/forward_d{dim}_cache5", np32(marian((1, 10), cache_length=5)))  # rows 5..14
+        for family, cls in (("marian", MarianSinusoidalPositionalEmbedding),
+                            ("pegasus", PegasusSinusoidalPositionalEmbedding)):
+            module = cls(64, dim)
+            with torch.no_grad():
+                module.weight.copy_(module.create_weight())  # what _init_weights does
+                g.add(f"{family}/table_d{dim}", np32(module.weight))
+                g.add(f"{family}/forward_d{dim}_cache5", np32(module((1, 10), cache_length=5)))  # rows 5..14
         m2m = M2M100SinusoidalPositionalEmbedding(64, dim, padding_idx=1)
         g.add(f"m2m100/table_d{dim}", np32(m2m.weights))  # 66 rows: position p + 2
         ids = torch.tensor([[7, 8, 9, 10, 11, 12], [1, 1, 9, 10, 11, 12]])  # the second left-padded (pad id 1)
@@ -193,7 +199,7 @@ def sinusoidal(g: Goldens) -> None:
     g.add("whisper/decoder_weight", np32(decoder.weight))
     g.add("whisper/decoder_forward_cache3", np32(decoder(torch.zeros(1, 4, dtype=torch.long), cache_length=3)))
 
-    for name in ("opus-mt-en-de", "m2m100-418m", "whisper-tiny"):
+    for name in ("opus-mt-en-de", "pegasus-xsum", "m2m100-418m", "whisper-tiny"):
         model = meta_model(name)
         base = model.model
         info = {"tensors": position_tensors(model), "d_model": model.config.d_model}
@@ -211,7 +217,7 @@ def learned(g: Goldens) -> None:
     from transformers.models.opt.modeling_opt import OPTLearnedPositionalEmbedding
     from transformers.models.roberta.modeling_roberta import RobertaEmbeddings
 
-    for name in ("gpt2", "opt-125m", "bert-base-uncased", "roberta-base", "xlm-roberta-base", "camembert-base",
+    for name in ("gpt2", "gpt-neo-125m", "starcoderbase-1b", "opt-125m", "bert-base-uncased", "roberta-base", "xlm-roberta-base", "camembert-base",
                  "bart-large", "mbart-large-50"):
         g.meta[name] = {"tensors": position_tensors(meta_model(name))}
 

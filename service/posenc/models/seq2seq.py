@@ -3,7 +3,7 @@ once, at the input of each stack (layer types "encoder" and "decoder", apply "ad
 
 * BART / mBART (`BartLearnedPositionalEmbedding`): learned tables of max_position_embeddings
   + 2 rows; position p reads row p + 2 (the "offset 2 hack" in the modeling code).
-* Marian (`MarianSinusoidalPositionalEmbedding.create_weight`): fixed sinusoids, sin in the
+* Marian, Pegasus (`MarianSinusoidalPositionalEmbedding.create_weight`, Pegasus's copy): fixed sinusoids, sin in the
   first ceil(d/2) columns and cos after them, frequencies 10000^(-2i/d) (layout "halves"),
   positions from 0. transformers forms the angles in float64 numpy and stores float32.
 * M2M100 / NLLB (`M2M100SinusoidalPositionalEmbedding`): tensor2tensor sinusoids (layout
@@ -64,12 +64,15 @@ def read_bart(config: dict, strict: bool) -> ModelPositions:
                    for stack in ("encoder", "decoder")))
 
 
-@reader("marian")
+@reader("marian", "pegasus")
 def read_marian(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     spec = SinusoidalSpec(_d_model(view, 1024), layout="halves")
-    notes = ("fixed [sin | cos] table (not in the checkpoint), positions from 0",)
-    return _pair("marian", "marian", _sinusoidal("encoder", spec, notes), _sinusoidal("decoder", spec, notes))
+    # MarianMTModel drops the tables when saving; Pegasus keeps them (frozen, the same values)
+    stored = {"marian": "not in the checkpoint", "pegasus": "also stored, frozen, as {tensor}"}[config["model_type"]]
+    entries = [_sinusoidal(stack, spec, (f"fixed [sin | cos] table ({stored.format(tensor=TENSOR.format(stack=stack))})"
+                                         ", positions from 0",)) for stack in ("encoder", "decoder")]
+    return _pair(config["model_type"], "marian", *entries)
 
 
 def _t2t_dim(view: ConfigView, default: int, *, even: bool = False) -> int:
