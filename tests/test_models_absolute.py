@@ -40,6 +40,15 @@ def test_marian_table_is_exact(family, dim):
                                   array(f"{family}/forward_d{dim}_cache5"))  # positions continue after the cache
 
 
+@pytest.mark.parametrize("dim", [16, 17])
+def test_distilbert_sinusoidal_option(dim):
+    """`sinusoidal_pos_embds`: create_sinusoidal_embeddings's interleaved table, float64 angles: exact."""
+    spec = posenc.from_hf_config({"model_type": "distilbert", "dim": dim, "sinusoidal_pos_embds": True}).get().spec
+    assert spec == posenc.SinusoidalSpec(dim, layout="interleaved")
+    np.testing.assert_array_equal(posenc.sinusoidal(np.arange(64), dim, layout=spec.layout),
+                                  array(f"distilbert/sinusoidal_d{dim}"))
+
+
 def test_m2m100_config():
     positions = model("m2m100-418m")
     expected = meta("m2m100-418m")
@@ -102,7 +111,7 @@ def test_whisper_encoder_sinusoids():
 
 # --- learned tables -------------------------------------------------------------------------
 LEARNED = {  # fixture -> layer type holding the learned table
-    "gpt2": "default", "gpt-neo-125m": "default", "starcoderbase-1b": "default", "opt-125m": "default", "bert-base-uncased": "default", "roberta-base": "default",
+    "gpt2": "default", "distilbert-base-uncased": "default", "gpt-neo-125m": "default", "starcoderbase-1b": "default", "opt-125m": "default", "bert-base-uncased": "default", "roberta-base": "default",
     "xlm-roberta-base": "default", "camembert-base": "default", "bart-large": "encoder", "mbart-large-50": "encoder", "whisper-tiny": "decoder",
 }
 

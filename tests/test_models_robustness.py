@@ -29,6 +29,7 @@ READ_KEYS = {
     "pegasus-xsum": ["d_model", "hidden_size"],
     "opt-125m": ["max_position_embeddings", "hidden_size"],
     "bert-base-uncased": ["max_position_embeddings", "hidden_size", "position_embedding_type"],
+    "distilbert-base-uncased": ["max_position_embeddings", "dim", "hidden_size", "sinusoidal_pos_embds"],
     "roberta-base": ["max_position_embeddings", "hidden_size", "pad_token_id", "position_embedding_type"],
     "qwen2-vl-7b-instruct": ["hidden_size", "num_attention_heads", "head_dim", "num_hidden_layers",
                              "max_position_embeddings", "rope_theta", "rope_scaling", "rope_scaling.type",

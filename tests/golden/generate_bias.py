@@ -47,6 +47,7 @@ MODEL_CLASSES = {
     "pegasus-xsum": "PegasusForConditionalGeneration",
     "opt-125m": "OPTForCausalLM",
     "bert-base-uncased": "BertForMaskedLM",
+    "distilbert-base-uncased": "DistilBertForMaskedLM",
     "roberta-base": "RobertaForMaskedLM",
     "xlm-roberta-base": "XLMRobertaForMaskedLM",
     "camembert-base": "CamembertForMaskedLM",
@@ -163,6 +164,7 @@ def t5(g: Goldens) -> None:
 
 # --- sinusoidal ------------------------------------------------------------------------------------
 def sinusoidal(g: Goldens) -> None:
+    from transformers.models.distilbert.modeling_distilbert import create_sinusoidal_embeddings
     from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding
     from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
     from transformers.models.pegasus.modeling_pegasus import PegasusSinusoidalPositionalEmbedding
@@ -181,6 +183,7 @@ def sinusoidal(g: Goldens) -> None:
         ids = torch.tensor([[7, 8, 9, 10, 11, 12], [1, 1, 9, 10, 11, 12]])  # the second left-padded (pad id 1)
         g.add(f"m2m100/forward_d{dim}", np32(m2m(ids)))
         g.add(f"m2m100/forward_d{dim}_cache3", np32(m2m(ids[:1], cache_length=3)))
+        g.add(f"distilbert/sinusoidal_d{dim}", np32(create_sinusoidal_embeddings(64, dim, torch.empty(64, dim))))
     big = M2M100SinusoidalPositionalEmbedding(1024, 1024, padding_idx=1).weights
     m2m_rows = [0, 1, 2, 3, 100, 1000, 1025]
     g.add("m2m100/table_d1024_rows", np32(big[m2m_rows]))
@@ -217,8 +220,9 @@ def learned(g: Goldens) -> None:
     from transformers.models.opt.modeling_opt import OPTLearnedPositionalEmbedding
     from transformers.models.roberta.modeling_roberta import RobertaEmbeddings
 
-    for name in ("gpt2", "gpt-neo-125m", "starcoderbase-1b", "opt-125m", "bert-base-uncased", "roberta-base", "xlm-roberta-base", "camembert-base",
-                 "bart-large", "mbart-large-50"):
+    for name in ("gpt2", "gpt-neo-125m", "starcoderbase-1b", "opt-125m", "bert-base-uncased",
+                 "distilbert-base-uncased", "roberta-base", "xlm-roberta-base", "camembert-base", "bart-large",
+                 "mbart-large-50"):
         g.meta[name] = {"tensors": position_tensors(meta_model(name))}
 
     opt = OPTLearnedPositionalEmbedding(16, 4)
