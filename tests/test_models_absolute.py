@@ -49,6 +49,13 @@ def test_distilbert_sinusoidal_option(dim):
                                   array(f"distilbert/sinusoidal_d{dim}"))
 
 
+def test_distilbert_model_initialises_its_table_to_the_sinusoids():
+    """DistilBertModel(sinusoidal_pos_embds) starts from these values, and in transformers 5.24 the
+    table stays trainable (older versions froze it): a fine-tuned checkpoint may hold others."""
+    np.testing.assert_array_equal(posenc.sinusoidal(np.arange(16), 8), array("distilbert/tiny_sinusoidal_table"))
+    assert meta("distilbert-sinusoidal")["trainable"] is True
+
+
 def test_m2m100_config():
     positions = model("m2m100-418m")
     expected = meta("m2m100-418m")

@@ -225,6 +225,12 @@ def learned(g: Goldens) -> None:
                  "mbart-large-50"):
         g.meta[name] = {"tensors": position_tensors(meta_model(name))}
 
+    tiny = AutoConfig.for_model("distilbert", dim=8, n_heads=2, n_layers=1, hidden_dim=8, max_position_embeddings=16,
+                                vocab_size=32, sinusoidal_pos_embds=True)
+    table = transformers.DistilBertModel(tiny).embeddings.position_embeddings.weight
+    g.meta["distilbert-sinusoidal"] = {"trainable": table.requires_grad}
+    g.add("distilbert/tiny_sinusoidal_table", np32(table))  # what the model initialises its table to
+
     opt = OPTLearnedPositionalEmbedding(16, 4)
     g.add("opt/weight", np32(opt.weight))
     full, padded = torch.ones(1, 10, dtype=torch.long), torch.tensor([[0, 0, 1, 1, 1, 1]])
