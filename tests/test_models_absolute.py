@@ -84,6 +84,31 @@ def test_m2m100_rows_and_padding(dim):
     assert_float32_sinusoids(cached, array(f"m2m100/forward_d{dim}_cache3")[0], spec, np.arange(3, 9) + 2)
 
 
+@pytest.mark.parametrize("dim", [16, 17])
+def test_nllb_moe_positions_are_m2m100s(dim):
+    spec = posenc.from_hf_config({"model_type": "nllb-moe", "d_model": dim})["encoder"].spec
+    assert spec == posenc.from_hf_config({"model_type": "m2m_100", "d_model": dim})["encoder"].spec
+    forward = array(f"nllb_moe/forward_d{dim}")
+    first = posenc.sinusoidal(np.arange(6), dim, layout="t2t", offset=spec.offset, dtype="float64")
+    assert_float32_sinusoids(first, forward[0], spec, np.arange(6) + 2)
+    assert not forward[1, :2].any()
+    assert_float32_sinusoids(first[:4], forward[1, 2:], spec, np.arange(4) + 2)
+
+
+def test_xglm_config_and_rows():
+    entry = model("xglm-564m").get()
+    expected = meta("xglm-564m")
+    assert expected["decoder_class"] == "XGLMSinusoidalPositionalEmbedding" and expected["tensors"] == {}
+    assert entry.spec == posenc.SinusoidalSpec(expected["d_model"], layout="t2t", offset=expected["decoder_offset"])
+    for dim in (16, 17):
+        spec = posenc.from_hf_config({"model_type": "xglm", "d_model": dim}).get().spec
+        for positions, key in ((np.arange(6), f"xglm/forward_d{dim}"), (np.arange(3, 9), f"xglm/forward_d{dim}_cache3")):
+            ours = posenc.sinusoidal(positions, dim, layout="t2t", offset=spec.offset, dtype="float64")
+            assert_float32_sinusoids(ours, array(key)[0], spec, positions + 2)
+    noted = posenc.from_hf_config({"model_type": "xglm", "pad_token_id": 5}).get()
+    assert any("position 3 adds nothing" in note for note in noted.notes)
+
+
 def test_m2m100_real_size_rows():
     spec = model("m2m100-418m")["encoder"].spec
     rows = np.array(meta("rows")["m2m100_d1024"])

@@ -22,6 +22,7 @@ READ_KEYS = {
     "bart-large": ["d_model", "hidden_size", "max_position_embeddings"],
     "opus-mt-en-de": ["d_model", "hidden_size"],
     "m2m100-418m": ["d_model", "pad_token_id"],
+    "xglm-564m": ["d_model", "hidden_size", "pad_token_id"],
     "whisper-tiny": ["d_model", "max_source_positions", "max_target_positions"],
     "gpt2": ["n_positions", "max_position_embeddings", "n_embd", "hidden_size"],
     "gpt-neo-125m": ["max_position_embeddings", "hidden_size"],

@@ -41,6 +41,7 @@ MODEL_CLASSES = {
     "opus-mt-en-de": "MarianMTModel",
     "m2m100-418m": "M2M100ForConditionalGeneration",
     "whisper-tiny": "WhisperForConditionalGeneration",
+    "xglm-564m": "XGLMForCausalLM",
     "gpt2": "GPT2LMHeadModel",
     "gpt-neo-125m": "GPTNeoForCausalLM",
     "starcoderbase-1b": "GPTBigCodeForCausalLM",
@@ -167,8 +168,10 @@ def sinusoidal(g: Goldens) -> None:
     from transformers.models.distilbert.modeling_distilbert import create_sinusoidal_embeddings
     from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding
     from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
+    from transformers.models.nllb_moe.modeling_nllb_moe import NllbMoeSinusoidalPositionalEmbedding
     from transformers.models.pegasus.modeling_pegasus import PegasusSinusoidalPositionalEmbedding
     from transformers.models.whisper.modeling_whisper import WhisperPositionalEmbedding, sinusoids
+    from transformers.models.xglm.modeling_xglm import XGLMSinusoidalPositionalEmbedding
 
     for dim in (16, 17):
         for family, cls in (("marian", MarianSinusoidalPositionalEmbedding),
@@ -183,6 +186,10 @@ def sinusoidal(g: Goldens) -> None:
         ids = torch.tensor([[7, 8, 9, 10, 11, 12], [1, 1, 9, 10, 11, 12]])  # the second left-padded (pad id 1)
         g.add(f"m2m100/forward_d{dim}", np32(m2m(ids)))
         g.add(f"m2m100/forward_d{dim}_cache3", np32(m2m(ids[:1], cache_length=3)))
+        g.add(f"nllb_moe/forward_d{dim}", np32(NllbMoeSinusoidalPositionalEmbedding(64, dim, padding_idx=1)(ids)))
+        xglm = XGLMSinusoidalPositionalEmbedding(64, dim, padding_idx=1)
+        g.add(f"xglm/forward_d{dim}", np32(xglm(torch.arange(6)[None])))  # XGLMModel: arange(cache, cache + n)
+        g.add(f"xglm/forward_d{dim}_cache3", np32(xglm(torch.arange(3, 9)[None], cache_length=3)))
         g.add(f"distilbert/sinusoidal_d{dim}", np32(create_sinusoidal_embeddings(64, dim, torch.empty(64, dim))))
     big = M2M100SinusoidalPositionalEmbedding(1024, 1024, padding_idx=1).weights
     m2m_rows = [0, 1, 2, 3, 100, 1000, 1025]
@@ -202,12 +209,12 @@ def sinusoidal(g: Goldens) -> None:
     g.add("whisper/decoder_weight", np32(decoder.weight))
     g.add("whisper/decoder_forward_cache3", np32(decoder(torch.zeros(1, 4, dtype=torch.long), cache_length=3)))
 
-    for name in ("opus-mt-en-de", "pegasus-xsum", "m2m100-418m", "whisper-tiny"):
+    for name in ("opus-mt-en-de", "pegasus-xsum", "m2m100-418m", "whisper-tiny", "xglm-564m"):
         model = meta_model(name)
         base = model.model
         info = {"tensors": position_tensors(model), "d_model": model.config.d_model}
-        for stack in ("encoder", "decoder"):
-            emb = getattr(base, stack).embed_positions
+        for stack in ("encoder", "decoder") if hasattr(base, "encoder") else ("decoder",):
+            emb = (getattr(base, stack) if hasattr(base, "encoder") else base).embed_positions
             info[f"{stack}_class"] = type(emb).__name__
             info[f"{stack}_padding_idx"] = getattr(emb, "padding_idx", None)
             info[f"{stack}_offset"] = getattr(emb, "offset", 0)
