@@ -64,10 +64,12 @@ def fit_base(omega: np.ndarray) -> tuple[float, float]:
     d = 2 * k
     top = np.arange(max(2, k // 4 + 1))
     top = top[top < k]
+    top = top[omega[top] > 0]
     if top.size < 2:
         return 10000.0, 1.0
-    slope, intercept = np.polyfit(2.0 * top / d, np.log(np.abs(omega[top])), 1)
-    return nice_base(math.exp(-slope)), math.exp(-intercept)
+    slope, intercept = np.polyfit(2.0 * top / d, np.log(omega[top]), 1)
+    base = math.exp(min(-slope, 700.0))
+    return (nice_base(base), math.exp(-intercept)) if base > 1 else (10000.0, 1.0)
 
 
 def infer_spec(omega: np.ndarray, tol: np.ndarray) -> Inferred:
@@ -76,7 +78,8 @@ def infer_spec(omega: np.ndarray, tol: np.ndarray) -> Inferred:
     head_dim = 2 * k
     base, uniform = fit_base(omega)
     default_inv = 1.0 / base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
-    ratio = default_inv / np.abs(omega)  # the per-frequency divisor
+    with np.errstate(divide="ignore"):
+        ratio = default_inv / np.abs(omega)  # the per-frequency divisor
     factor = float(np.max(ratio))
     tried = [_candidate(omega, tol, f"default, base {base:g}", head_dim, base)]
     if abs(uniform - 1) > 1e-3:
@@ -96,7 +99,7 @@ def infer_spec(omega: np.ndarray, tol: np.ndarray) -> Inferred:
     best = min(tried, key=lambda t: t.score)
     if best.score <= 1:
         return best
-    factors = [float(x) for x in np.maximum(ratio, 1e-6)]
+    factors = [float(x) for x in np.clip(ratio, 1e-6, 1e12)]
     per_freq = _candidate(omega, tol, "per-frequency factors (LongRoPE-like)", head_dim, base,
                           {"rope_type": "longrope", "long_factor": factors, "short_factor": factors, "factor": 1.0},
                           TRAINED_LENGTHS[0])

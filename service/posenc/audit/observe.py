@@ -187,7 +187,10 @@ def observe(cache: Cache) -> Observation:
     clean = max(clean, MIN_ROWS)
     phase = np.arctan2(sf[:clean], cf[:clean])
     omega, intercept, tol, _ = fit_frequencies(phase, eps * 2)
-    offset = fit_offset(omega, intercept)
+    if not np.any(np.abs(omega) * clean > 1e-6):
+        raise PosencError("cache", "no column changes along the rows: this is not a position cache (row r must "
+                          "hold position start + r)")
+    offset = fit_offset(omega, intercept - omega * cache.start)  # relative to the declared start
     return Observation(rows=n, width=width, layout=layout, n_freq=cf.shape[1], grid=grid, floor=floor,
                        attention=attention,
                        omega=omega, omega_tol=tol, offset=offset, fit_rows=clean, sample=rows, cos=cf, sin=sf,

@@ -38,7 +38,8 @@ def to_dict(result: AuditResult) -> dict:
     obs, ref = result.obs, result.reference
     primary = result.findings[0]
     return {
-        "status": "correct" if primary.cause == "correct" else "broken",
+        "status": ("correct" if primary.cause == "correct" else
+                   "broken" if primary.severity == "error" else "warning"),
         "diagnosis": primary.to_dict(),
         "findings": [f.to_dict() for f in result.findings],
         "cache": {
