@@ -111,7 +111,7 @@ def read_safetensors(data: bytes, field: str = "file") -> dict[str, np.ndarray]:
 def read_arrays(data: bytes, field: str = "file") -> dict[str, np.ndarray]:
     """The named arrays in one file's bytes, whatever of the three formats it is (by its magic)."""
     if data[:6] == b"\x93NUMPY":
-        return {"array": read_npy(data, field)}
+        return {field: read_npy(data, field)}
     if data[:4] == b"PK\x03\x04":
         return read_npz(data, field)
     if len(data) >= 9 and data[8:9] == b"{":
