@@ -62,7 +62,7 @@ def build(encodings, params: dict):
     slopes_ax.set(title=f"slopes, {n_heads} heads", xlabel="head", ylabel="slope m")
     bias_ax.set(title=f"bias -γ·m·d (paper, γ={gamma:g})", xlabel="distance d", ylabel="bias")
     flagged = summary["variants"]["paper"]["flagged_heads"]
-    entropy_ax.set(title=f"entropy at context {context} (paper: {len(flagged)} heads < 1 nat)", xlabel="head",
+    entropy_ax.set(title=f"entropy at L={context} (paper: {len(flagged)} < {FLAG_NATS:g} nat)", xlabel="head",
                    ylabel="entropy (nats)")
     for ax in axes[0]:
         ax.legend(fontsize=7)

@@ -3,6 +3,8 @@ computing it gets, so the matching curve is visible (see posenc.audit)."""
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from ..errors import PosencError
@@ -26,7 +28,7 @@ def build(report: dict):
         style = dict(lw=2.2, color="black") if name == "your cache" else dict(lw=0.9, ls="--")
         ax.loglog(x, y, label=name, **style)
     ax.axhline(max(float(profile.get("floor", FLOOR)), FLOOR), color="tab:gray", lw=0.8, label="storage rounding")
-    ax.set_title(f"audit: {diagnosis['title']} ({diagnosis['confidence']} confidence)"[:90])
+    ax.set_title("\n".join(textwrap.wrap(f"audit: {diagnosis['title']} ({diagnosis['confidence']} confidence)", 70)))
     ax.set_xlabel("position")
     ax.set_ylabel("max |error| vs exact")
     ax.legend(fontsize=7)

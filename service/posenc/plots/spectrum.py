@@ -15,9 +15,13 @@ from .sources import of_kind
 
 
 def context_lengths(spec) -> tuple[int | None, int | None]:
-    """(trained context, extended context) of a spec."""
+    """(trained context, extended context) of a spec: the extension is max_position_embeddings or
+    factor x trained, whichever is longer (Qwen2-YaRN configs keep max_position_embeddings at the trained 32768)."""
     original = spec.original_max_position_embeddings or spec.max_position_embeddings
-    return original, spec.max_position_embeddings
+    factor = spec.scaling_params.get("factor")
+    stretched = int(round(factor * original)) if factor and original and spec.rope_type != "proportional" else None
+    candidates = [v for v in (spec.max_position_embeddings, stretched) if v]
+    return original, max(candidates) if candidates else None
 
 
 def spectrum_data(spec) -> dict:
