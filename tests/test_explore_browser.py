@@ -160,6 +160,7 @@ def test_every_view_for_a_pasted_config(server, context, name):
     rope_layer_types = len(posenc.from_hf_config(CONFIGS[name]).of_kind("rope"))
     assert figure_panels(browser, "spectrum") == rope_layer_types  # one panel per layer type
     browser.shot(f"config-{name}")
+    browser.shot(f"spectrum-{name}", ".view[data-figure=spectrum]")
     browser.assert_clean()
 
 

@@ -48,9 +48,11 @@ def test_spectrum_counts_and_regions():
     assert data["extended_context"] == 8192 and data["attention_factor"] == pytest.approx(0.1 * math.log(4) + 1)
 
 
-def test_precision_data_shows_posenc_exact_and_float32_angles_not():
-    data = precision_data(posenc.RopeSpec(128, base=5e5), 1 << 20)
-    assert max(data["series"]["posenc (float32 out)"]) < 1.2e-7
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "phi-3-mini-128k"])  # phi-3: LongRoPE, length-dependent
+def test_precision_data_shows_posenc_exact_and_float32_angles_not(name):
+    spec = posenc.RopeSpec.from_hf_config(config(name))
+    data = precision_data(spec, 1 << 20)
+    assert max(data["series"]["posenc (float32 out)"]) < 1.2e-7 * 1.2
     assert data["at_max"]["float32 angles (HF)"] > 1e-3
     assert data["at_max"]["float16 cache"] < 5e-4
 

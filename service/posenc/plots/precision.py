@@ -18,14 +18,16 @@ FLOOR = 1e-9  # plotted in place of an exact 0 on the log axis
 
 def precision_data(spec, max_position: int) -> dict:
     positions = np.unique(np.geomspace(1, max_position, POINTS).astype(np.int64))
-    inv, attention = spec.inv_freq(None)
+    # Length-dependent variants (dynamic, LongRoPE) at the plotted length, the same for every series.
+    seq_len = float(max_position) if spec.length_dependent else None
+    inv, attention = spec.inv_freq(seq_len)
     inv32 = float32_inv_freq(inv, spec.base, spec.rotary_dim, spec.rope_type)
     exact_c, exact_s = simulate("correct", positions, inv, inv32, attention)
 
     def err(c, s):
         return np.maximum(np.abs(c - exact_c).max(axis=1), np.abs(s - exact_s).max(axis=1))
 
-    mine_c, mine_s = rope_cos_sin(positions, spec, dtype="float32")
+    mine_c, mine_s = rope_cos_sin(positions, spec, seq_len=seq_len, dtype="float32")
     series = {"posenc (float32 out)": err(mine_c.astype(np.float64), mine_s.astype(np.float64)),
               "float32 angles (HF)": err(*simulate("float32_angles", positions, inv, inv32, attention)),
               "bfloat16 positions": err(*simulate("bf16_positions", positions, inv, inv32, attention)),

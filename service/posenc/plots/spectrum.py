@@ -70,10 +70,11 @@ def build(encodings, params: dict):
         if spec.rope_type != "default":
             after_turns = f" ({data['full_turns_after']} within {data['extended_context'] or data['trained_context']})" \
                 if "full_turns_after" in data else ""
-            ax.semilogy(x, data["after"], "o", ms=2.5, color="tab:blue", label=f"{spec.rope_type}{after_turns}")
-        if spec.rope_type == "longrope":
-            long = np.asarray(data["before"]) * np.asarray(data["long_factor"])
-            ax.semilogy(x, long, "x", ms=2.5, color="tab:purple", label="long_factor")
+            name_after = "long_factor" if spec.rope_type == "longrope" else spec.rope_type
+            ax.semilogy(x, data["after"], "o", ms=2.5, color="tab:blue", label=f"{name_after}{after_turns}")
+        if spec.rope_type == "longrope":  # "after" holds the long factors (beyond the trained length)
+            short = np.asarray(data["before"]) * np.asarray(data["short_factor"])
+            ax.semilogy(x, short, "x", ms=2.5, color="tab:purple", label="short_factor (within trained)")
         if data["trained_context"]:
             ax.axhline(data["trained_context"], color="tab:red", lw=1, label=f"trained {data['trained_context']}")
         if data["extended_context"] and data["extended_context"] != data["trained_context"]:
