@@ -89,3 +89,18 @@ def without_attention_factor(spec, n) -> dict:
 
 def from_position_one(spec, n) -> dict:
     return exact(spec, np.arange(1, n + 1))
+
+
+def angles_in(spec, n, dtype) -> dict:
+    """inv_freq and positions in the model dtype, their product rounded to it (a model run in bf16/fp16)."""
+    inv, attention = posenc.rope_inv_freq(spec)
+    p = np.arange(n).astype(dtype).astype(F32)
+    angle = (p[:, None] * inv.astype(dtype).astype(F32)[None, :]).astype(dtype).astype(F32)
+    return {"cos": half(np.cos(angle) * F32(attention)), "sin": half(np.sin(angle) * F32(attention))}
+
+
+def attention_twice(spec, n) -> dict:
+    """The attention factor multiplied in when building the cache and again by the rotary module."""
+    cos, sin = posenc.rope_cos_sin(np.arange(n), spec, dtype="float64")
+    attention = posenc.rope_inv_freq(spec)[1]
+    return {"cos": half(cos * attention).astype(F32), "sin": half(sin * attention).astype(F32)}

@@ -229,3 +229,34 @@ def test_bad_arrays_are_posenc_errors():
     with pytest.raises(PosencError) as info:  # a config without RoPE (BLOOM: ALiBi) has nothing to compare
         audit_arrays(exact(LLAMA_SPEC, np.arange(64)), {"model_type": "bloom", "n_head": 8})
     assert info.value.field.startswith("config")
+
+
+@pytest.mark.parametrize("dtype, cause", [(ml_dtypes.bfloat16, "bf16_angles"), (np.float16, "fp16_angles")])
+@pytest.mark.parametrize("with_config", [True, False])
+def test_angles_formed_in_half_precision(dtype, cause, with_config):
+    from audit_recipes import angles_in
+
+    report = audit_arrays(angles_in(LLAMA_SPEC, 4096, dtype), LLAMA if with_config else None)
+    assert primary(report) == cause, causes(report)
+
+
+def test_attention_factor_applied_twice():
+    from audit_recipes import attention_twice
+
+    spec = posenc.RopeSpec.from_hf_config(QWEN_YARN)
+    report = audit_arrays(attention_twice(spec, 32768), QWEN_YARN)
+    assert causes(report) == ["wrong_attention_factor"] and "applied twice" in report["diagnosis"]["evidence"]
+
+
+def test_partial_rotary_ignored():
+    neox = config("gpt-neox-20b")  # head_dim 96, partial_rotary_factor 0.25: 12 frequencies
+    full = exact(posenc.RopeSpec(96, base=10000.0), np.arange(2048))  # Llama's default ignores it: 48
+    report = audit_arrays(full, neox)
+    assert primary(report) == "wrong_rotary_dim" and "48" in report["diagnosis"]["evidence"]
+
+
+def test_wrong_scaling_variant():
+    linear = posenc.RopeSpec(128, base=5e5, scaling={"rope_type": "linear", "factor": 8.0})
+    report = audit_arrays(exact(linear, np.arange(N)), LLAMA)
+    assert causes(report) == ["wrong_scaling"] and "linear" in report["diagnosis"]["evidence"]
+    assert report["inferred"]["rope_type"] == "linear"
