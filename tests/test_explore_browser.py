@@ -1,6 +1,6 @@
 """The explorer in a real browser: headless Debian Chromium (driven over the DevTools protocol by
 Playwright, never a downloaded browser) against a real `posenc serve` on 127.0.0.1. Every view
-loads with real data for the Llama-3.1 table and for pasted Qwen2-YaRN, Gemma-3 and Phi-3
+loads with real data for the Llama-3.1 table `make run` serves and for pasted Qwen2-YaRN, Gemma-3 and Phi-3
 configs; the audit runs on a dropped file; bad input shows a clear error. No console errors, no
 request to anything but the service; screenshots go to build/test-artifacts/explore/."""
 
@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import posenc
+from posenc.config import DEFAULT_TOML
 from posenc.http.launch import ServerProcess
 
 from audit_recipes import bf16_positions, config
@@ -36,43 +37,16 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium not installed (make browser)")
 
 
-def server_config(shm_dir: str) -> str:
-    return f"""
-[server]
-workers = 1
-binary_port = 0
-shm_dir = "{shm_dir}"
-
-[[tables]]
-name = "llama3.1-8b"
-start = 0
-stop = 8192
-
-[tables.encoding]
-kind = "rope"
-head_dim = 128
-base = 500000.0
-max_position_embeddings = 131072
-
-[tables.encoding.scaling]
-rope_type = "llama3"
-factor = 8.0
-low_freq_factor = 1.0
-high_freq_factor = 4.0
-original_max_position_embeddings = 8192
-
-[[tables]]
-name = "alibi-32h"
-encoding = {{ kind = "alibi", n_heads = 32 }}
-start = 0
-stop = 1024
-"""
+def server_config() -> str:
+    """What `make run` serves (the embedded default: sin128, the Llama-3.1-8B table, alibi-32h), binary port off."""
+    assert "binary_port = 8001" in DEFAULT_TOML
+    return DEFAULT_TOML.replace("binary_port = 8001", "binary_port = 0")
 
 
 @pytest.fixture(scope="module")
 def server():
     shm_dir = tempfile.mkdtemp(prefix="posenc-explore-test-", dir="/dev/shm")
-    process = ServerProcess(server_config(shm_dir)).start()
+    process = ServerProcess(server_config(), env={"POSENC_SHM_DIR": shm_dir, "POSENC_WORKERS": "1"}).start()
     yield process
     assert process.stop() == 0, process.log()
     shutil.rmtree(shm_dir, ignore_errors=True)

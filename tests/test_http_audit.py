@@ -149,7 +149,9 @@ def test_spectrum_summary_counts_full_turns(client):
     panel = r.json()["summary"]["panels"][0]
     assert panel["rope_type"] == "llama3" and panel["trained_context"] == 8192
     inv = posenc.rope_inv_freq(SPEC)[0]
-    assert panel["full_turns_after"] == int(np.sum(2 * np.pi / inv <= SPEC.max_position_embeddings))
+    extended = max(SPEC.max_position_embeddings, 8 * 8192)  # factor x trained: longer than this config's 2048
+    assert panel["extended_context"] == extended
+    assert panel["full_turns_after"] == int(np.sum(2 * np.pi / inv <= extended))
 
 
 def test_audit_figure(client):

@@ -21,6 +21,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import PosencError
+from ..npyfile import parse_npy
 from .observe import Cache
 from .rotation import cache_from_rotation
 
@@ -29,7 +30,6 @@ MAX_ARRAYS = 8
 MAX_ELEMENTS = 1 << 27
 _SAFETENSORS_DTYPES = {"F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
                        "BF16": np.dtype(ml_dtypes.bfloat16), "C64": np.dtype("<c8")}
-_NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
 def _count(shape) -> int:
@@ -42,21 +42,12 @@ def _count(shape) -> int:
 
 
 def read_npy(data: bytes, field: str = "file") -> np.ndarray:
-    fp = io.BytesIO(data)
     try:
-        version = np.lib.format.read_magic(fp)
-        reader = _NPY_HEADERS.get(version)
-        if reader is None:
-            raise ValueError(f"unsupported .npy version {version}")
-        shape, fortran, dtype = reader(fp, max_header_size=4096)
+        arr = parse_npy(data)
     except ValueError as exc:
-        raise PosencError(field, f"not a valid .npy file: {exc}") from None
-    count = _count(shape)
-    if len(data) - fp.tell() != count * dtype.itemsize:
-        raise PosencError(field, f".npy header says shape {shape} ({count * dtype.itemsize} bytes) but "
-                          f"{len(data) - fp.tell()} bytes follow")
-    arr = np.frombuffer(data, dtype=dtype, count=count, offset=fp.tell())
-    return arr.reshape(shape, order="F" if fortran else "C")
+        raise PosencError(field, str(exc)) from None
+    _count(arr.shape)
+    return arr
 
 
 def read_npz(data: bytes, field: str = "file") -> dict[str, np.ndarray]:

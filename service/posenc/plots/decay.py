@@ -8,7 +8,7 @@ import numpy as np
 from ..args import as_int
 from ..encodings.rope_scaling._common import default_inv_freq
 from .render import figure
-from .sources import of_kind
+from .sources import rope_specs
 from .spectrum import context_lengths
 
 POINTS = 320
@@ -22,10 +22,7 @@ def decay_bound(inv: np.ndarray, distances: np.ndarray) -> np.ndarray:
 
 
 def build(encodings, params: dict):
-    specs = of_kind(encodings, "rope")
-    if not specs:
-        from ..encodings import RopeSpec
-        specs = [("default", RopeSpec(128))]
+    specs = rope_specs(encodings)
     fig, axes = figure(len(specs))
     summary = []
     for ax, (name, spec) in zip(axes[0], specs):

@@ -10,7 +10,7 @@ from ..api import rope_cos_sin
 from ..args import as_int
 from ..audit.precision import float32_inv_freq, simulate
 from .render import figure
-from .sources import of_kind
+from .sources import rope_specs
 
 POINTS = 240
 FLOOR = 1e-9  # plotted in place of an exact 0 on the log axis
@@ -39,10 +39,7 @@ def precision_data(spec, max_position: int) -> dict:
 
 
 def build(encodings, params: dict):
-    specs = of_kind(encodings, "rope")
-    if not specs:
-        from ..encodings import RopeSpec
-        specs = [("default", RopeSpec(128))]
+    specs = rope_specs(encodings)
     max_position = as_int(params.get("max_position", 1 << 20), "max_position", minimum=16, maximum=1 << 26)
     fig, axes = figure(len(specs))
     summary = []

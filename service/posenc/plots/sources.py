@@ -62,3 +62,8 @@ def encodings_of(doc: dict) -> list[tuple[str, object]]:
 
 def of_kind(encodings, kind: str):
     return [(name, spec) for name, spec in encodings if getattr(spec, "KIND", None) == kind]
+
+
+def rope_specs(encodings):
+    """The RoPE encodings to draw; plain RoPE at head_dim 128 when the source has none."""
+    return of_kind(encodings, "rope") or [("default", RopeSpec(128))]

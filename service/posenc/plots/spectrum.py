@@ -11,7 +11,7 @@ import numpy as np
 from ..encodings.rope_scaling import VARIANTS
 from ..encodings.rope_scaling._common import default_inv_freq
 from .render import figure
-from .sources import of_kind
+from .sources import rope_specs
 
 
 def context_lengths(spec) -> tuple[int | None, int | None]:
@@ -54,10 +54,7 @@ def spectrum_data(spec) -> dict:
 
 
 def build(encodings, params: dict):
-    specs = of_kind(encodings, "rope")
-    if not specs:
-        from ..encodings import RopeSpec
-        specs = [("default", RopeSpec(128))]
+    specs = rope_specs(encodings)
     fig, axes = figure(len(specs))
     summary = []
     for ax, (name, spec) in zip(axes[0], specs):
