@@ -28,6 +28,8 @@ def parse_npy(data: bytes, what: str = "file") -> np.ndarray:
         raise ValueError(f"not a valid .npy {what}: {exc}") from None
     if dtype.hasobject:
         raise ValueError(f".npy dtype must be numeric, got {dtype}")
+    if any(s < 0 for s in shape):  # numpy's header reader takes any Python int
+        raise ValueError(f".npy header shape {shape} has a negative dimension")
     count = 1
     for s in shape:
         count *= s
@@ -36,4 +38,7 @@ def parse_npy(data: bytes, what: str = "file") -> np.ndarray:
         raise ValueError(f".npy header says shape {shape} ({count * dtype.itemsize} bytes) but "
                          f"{len(data) - offset} bytes follow")
     arr = np.frombuffer(data, dtype=dtype, count=count, offset=offset)
-    return arr.reshape(shape, order="F" if fortran_order else "C")
+    try:
+        return arr.reshape(shape, order="F" if fortran_order else "C")
+    except ValueError as exc:  # empty, with dimensions numpy cannot index (2**62 x 0)
+        raise ValueError(f".npy header shape {shape}: {exc}") from None
