@@ -13,6 +13,11 @@ import posenc
 
 CONFIGS = Path(__file__).parent / "fixtures" / "hf_configs"
 F32 = np.float32
+#: Gemma-3-1B's text config (two layer types: sliding_attention at base 1e4, full_attention at 1e6).
+GEMMA3 = {"model_type": "gemma3_text", "hidden_size": 1152, "head_dim": 256, "num_attention_heads": 4,
+          "num_key_value_heads": 1, "num_hidden_layers": 26, "max_position_embeddings": 32768,
+          "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "rope_scaling": None, "sliding_window": 512,
+          "sliding_window_pattern": 6, "query_pre_attn_scalar": 256}
 
 
 def config(name: str, **overrides) -> dict:

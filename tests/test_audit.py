@@ -260,3 +260,14 @@ def test_wrong_scaling_variant():
     report = audit_arrays(exact(linear, np.arange(N)), LLAMA)
     assert causes(report) == ["wrong_scaling"] and "linear" in report["diagnosis"]["evidence"]
     assert report["inferred"]["rope_type"] == "linear"
+
+
+def test_several_layer_types_pick_the_matching_one():
+    from audit_recipes import GEMMA3
+
+    local = posenc.from_hf_config(GEMMA3)["sliding_attention"].spec
+    report = audit_arrays(exact(local, np.arange(4096)), GEMMA3)
+    assert report["expected"]["layer_type"] == "sliding_attention"
+    assert causes(report) == ["truncated"]  # right values, 4096 of 32768 rows
+    report = audit_arrays(exact(local, np.arange(4096)), GEMMA3, layer_type="full_attention")
+    assert primary(report) == "wrong_base"

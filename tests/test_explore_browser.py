@@ -19,17 +19,13 @@ import posenc
 from posenc.config import DEFAULT_TOML
 from posenc.http.launch import ServerProcess
 
-from audit_recipes import bf16_positions, config
+from audit_recipes import GEMMA3, bf16_positions, config
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "build" / "test-artifacts" / "explore"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]
 VIEWS = ("heatmap", "spectrum", "decay", "alibi", "precision")
-GEMMA3 = {"model_type": "gemma3_text", "hidden_size": 1152, "head_dim": 256, "num_attention_heads": 4,
-          "num_key_value_heads": 1, "num_hidden_layers": 26, "max_position_embeddings": 32768,
-          "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "rope_scaling": None, "sliding_window": 512,
-          "sliding_window_pattern": 6, "query_pre_attn_scalar": 256}
 CONFIGS = {"qwen2-yarn": config("qwen2-7b-yarn"), "gemma-3": GEMMA3, "phi-3": config("phi-3-mini-128k")}
 TIMEOUT_MS = 30_000
 
@@ -165,11 +161,11 @@ def test_bad_input_shows_clear_errors(server, context, tmp_path):
     browser.page.fill("#config", "{not json")
     browser.page.click("#draw")
     assert "not valid JSON" in browser.page.inner_text("#source-error")
-    browser.page.fill("#config", json.dumps({"model_type": "llama", "hidden_size": 64}))
+    browser.page.fill("#config", json.dumps({"model_type": "llama", "rope_theta": -5}))
     browser.draw()
     assert browser.view_states() == {v: "error" for v in VIEWS}
     message = browser.page.inner_text(".view[data-figure=spectrum] .error")
-    assert "config" in message and "num_attention_heads" in message
+    assert "config.rope_theta" in message and "must be > 1" in message
     bad = tmp_path / "bad.npy"
     bad.write_bytes(b"\x93NUMPY this is not an array")
     browser.page.set_input_files("#audit-file", str(bad))

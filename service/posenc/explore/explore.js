@@ -51,7 +51,7 @@ function summarize(kind, summary) {
   return (summary.panels || []).map((p) => {
     if (kind === "spectrum") {
       return `${p.label}: ${p.rope_type}, ${p.full_turns_before ?? "?"} frequencies turn fully within ${p.trained_context ?? "?"}` +
-        (p.full_turns_after !== undefined ? `, ${p.full_turns_after} after scaling within ${p.extended_context ?? p.trained_context}` : "") +
+        (p.full_turns_after !== undefined && p.rope_type !== "default" ? `, ${p.full_turns_after} after scaling within ${p.extended_context ?? p.trained_context}` : "") +
         `, attention factor ${Number(p.attention_factor).toFixed(4)}`;
     }
     if (kind === "precision") {
