@@ -22,7 +22,7 @@ from . import structure
 from .findings import Finding
 from .infer import Inferred, infer_spec, match_score
 from .observe import Cache, Observation, observe
-from .precision import Precision, float32_inv_freq, judge, range_max, row_error, simulate
+from .precision import Precision, exact_cos_sin, float32_inv_freq, judge, range_max, row_error
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def audit_cache(cache: Cache, config: dict | None = None, *, layer_type: str | N
 
     nominal = cache.start + obs.sample.astype(np.float64)
     if expected is not None and expected.inv.shape[0] == obs.n_freq:
-        c, s = simulate("correct", nominal, expected.inv, np.zeros(0), expected.attention)
+        c, s = exact_cos_sin(nominal, expected.inv, expected.attention)
         err, against = row_error(obs.cos, obs.sin, c, s), f"the config's exact values ({expected.layer_type})"
     else:
         err, against = precision.exact_error, "the exact values of the inferred spec"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from ..reference.rope import rope_cos_sin as reference_cos_sin
 from .observe import GRIDS
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -56,13 +57,17 @@ HYPOTHESES = (
 )
 
 
+def exact_cos_sin(positions: np.ndarray, inv: np.ndarray, attention: float) -> tuple[np.ndarray, np.ndarray]:
+    """The exact values: float64 angles, attention factor on both (posenc.reference.rope_cos_sin)."""
+    return reference_cos_sin(np.asarray(positions, dtype=np.float64), inv, attention)
+
+
 def simulate(cause: str, positions: np.ndarray, inv: np.ndarray, inv32: np.ndarray,
              attention: float) -> tuple[np.ndarray, np.ndarray]:
     """(cos, sin) float64 [n, n_freq] as the hypothesis computes them (before storage rounding)."""
     p = positions.astype(np.float64)
     if cause == "correct":
-        angle = np.outer(p, inv)
-        return np.cos(angle) * attention, np.sin(angle) * attention
+        return exact_cos_sin(p, inv, attention)
     with np.errstate(over="ignore", invalid="ignore"):
         if cause == "float32_angles":
             angle = np.outer(p.astype(F32), inv32).astype(F32)

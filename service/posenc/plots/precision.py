@@ -8,7 +8,7 @@ import numpy as np
 
 from ..api import rope_cos_sin
 from ..args import as_int
-from ..audit.precision import float32_inv_freq, simulate
+from ..audit.precision import exact_cos_sin, float32_inv_freq, simulate
 from .render import figure
 from .sources import rope_specs
 
@@ -22,7 +22,7 @@ def precision_data(spec, max_position: int) -> dict:
     seq_len = float(max_position) if spec.length_dependent else None
     inv, attention = spec.inv_freq(seq_len)
     inv32 = float32_inv_freq(inv, spec.base, spec.rotary_dim, spec.rope_type)
-    exact_c, exact_s = simulate("correct", positions, inv, inv32, attention)
+    exact_c, exact_s = exact_cos_sin(positions, inv, attention)
 
     def err(c, s):
         return np.maximum(np.abs(c - exact_c).max(axis=1), np.abs(s - exact_s).max(axis=1))

@@ -14,9 +14,7 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.datastructures import UploadFile
-from starlette.formparsers import MultiPartException
 
-from ...audit import audit_arrays, read_arrays
 from ...errors import PosencError
 from ..calls import service_of
 from ..codecs import NPY, RAW, media_type
@@ -63,6 +61,10 @@ def _start(value) -> int:
 
 
 async def _from_form(request: Request, max_bytes: int):
+    from starlette.formparsers import MultiPartException  # imported on use: workers start faster
+
+    from ...audit import read_arrays
+
     try:
         form = await request.form(max_files=3, max_fields=8, max_part_size=max_bytes)
     except MultiPartException as exc:
@@ -98,6 +100,8 @@ async def _from_form(request: Request, max_bytes: int):
                                            {"name": "layer_type", "in": "query", "required": False,
                                             "schema": {"type": "string"}}]})
 async def audit(request: Request) -> Response:
+    from ...audit import audit_arrays, read_arrays  # imported on first use: workers start faster
+
     service = service_of(request)
     content = media_type(request.headers.get("content-type"))
     if content == MULTIPART:
