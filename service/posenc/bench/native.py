@@ -76,7 +76,7 @@ def _kernels() -> dict[str, object]:
         out[f"native {isa}"] = lambda pos, freqs, amp, flat, plan, k=kernels: k.sincos_rows(
             pos, freqs, amp, flat, plan, 0, pos.shape[0])
     out["numba"] = lambda pos, freqs, amp, flat, plan: sincos_rows(
-        pos, freqs, amp, float(pos[1] - pos[0]), flat, plan.row_stride, plan.sin_base, plan.cos_base, plan.interleaved,
+        pos, freqs, amp, flat, plan.row_stride, plan.sin_base, plan.cos_base, plan.interleaved,
         plan.n_cos, 0, pos.shape[0])
     return out
 

@@ -10,7 +10,7 @@ from .gather import gather_rows
 from .parallel import run_rows, set_threads, threads
 from .rope import rope_rotate_rows
 from .t5 import t5_buckets
-from .trig import ANCHOR_EVERY, sincos_rows
+from .trig import SPLIT_COARSE, SPLIT_FINE, sincos, sincos_rows
 
-__all__ = ["ANCHOR_EVERY", "alibi_bias_rows", "gather_rows", "rope_rotate_rows", "run_rows", "set_threads",
-           "sincos_rows", "t5_buckets", "threads"]
+__all__ = ["SPLIT_COARSE", "SPLIT_FINE", "alibi_bias_rows", "gather_rows", "rope_rotate_rows", "run_rows", "set_threads",
+           "sincos", "sincos_rows", "t5_buckets", "threads"]
