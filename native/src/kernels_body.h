@@ -120,7 +120,7 @@ static int can_stream(const void *out, size_t total_bytes, const int64_t *offset
  * whether a part is recomputed, never its value. */
 
 /* Rows built in L1 before a streaming copy-out. */
-#define TILE_BYTES ((size_t)16 << 10)
+#define TILE_BYTES ((size_t)8 << 10)
 /* Above this many frequencies the mid/fine caches keep one row each (bounded scratch). */
 #define CACHE_MAX_FREQS 2048
 #define MID_ROWS (POSENC_SPLIT_COARSE / POSENC_SPLIT_FINE)
@@ -264,19 +264,37 @@ INLINE void direct_row(const trig_state *st, double p, void *row, ROW_ARGS) {
     }
 }
 
-/* Row = the (coarse + mid) anchor advanced by the fine part (one angle addition). */
-INLINE void split_row(trig_state *st, double p, void *row, ROW_ARGS) {
-    double coarse = floor(p * (1.0 / POSENC_SPLIT_COARSE)) * POSENC_SPLIT_COARSE;
-    double rest = p - coarse; /* exact: an integer in [0, 1024) */
-    int64_t mid = (int64_t)(rest * (1.0 / POSENC_SPLIT_FINE));
-    int64_t fine = (int64_t)rest - mid * POSENC_SPLIT_FINE;
-    set_anchor(st, coarse, mid);
-    const double *f = part_row(st, &st->fine, fine);
+/* The absolute parts of an integer position: p = coarse + 16*mid + fine. */
+typedef struct {
+    double coarse;
+    int64_t mid, fine;
+} split_parts;
+
+INLINE split_parts split_of(double p) {
+    split_parts sp;
+    sp.coarse = floor(p * (1.0 / POSENC_SPLIT_COARSE)) * POSENC_SPLIT_COARSE;
+    double rest = p - sp.coarse; /* exact: an integer in [0, 1024) */
+    sp.mid = (int64_t)(rest * (1.0 / POSENC_SPLIT_FINE));
+    sp.fine = (int64_t)rest - sp.mid * POSENC_SPLIT_FINE;
+    return sp;
+}
+
+/* Rows computed per pass over the frequencies when they share an anchor: the anchor is loaded
+ * once for all of them (the loop is bound by loads through L1). */
+#ifndef ROWS_PER_PASS
+#define ROWS_PER_PASS 4
+#endif
+
+/* `count` rows sharing one anchor: the (coarse + mid) anchor advanced by each row's fine
+ * part (one angle addition). */
+INLINE void split_rows(trig_state *st, const double *const *fine, int count, char *row, size_t row_bytes, ROW_ARGS) {
     for (int64_t v = 0; v < st->n_vec; v++) {
         vd as = v_load(st->as + v * VW), ac = v_load(st->ac + v * VW);
-        vd fs = v_load(f + v * VW), fc = v_load(f + st->padded + v * VW);
-        emit(row, v * VW, v_fmadd(as, fc, v_mul(ac, fs)), v_fmsub(ac, fc, v_mul(as, fs)), lay, n_sin, interleaved,
-             f32, stream);
+        for (int k = 0; k < count; k++) {
+            vd fs = v_load(fine[k] + v * VW), fc = v_load(fine[k] + st->padded + v * VW);
+            emit(row + k * row_bytes, v * VW, v_fmadd(as, fc, v_mul(ac, fs)), v_fmsub(ac, fc, v_mul(as, fs)), lay,
+                 n_sin, interleaved, f32, stream);
+        }
     }
 }
 
@@ -317,13 +335,30 @@ INLINE void sincos_loop(trig_state *st, const double *positions, int64_t n_rows,
     for (int64_t r0 = 0; r0 < n_rows;) { /* one pass, or one per tile */
         int64_t end = tiled && n_rows - r0 > st->tile_rows ? r0 + st->tile_rows : n_rows;
         char *base = tiled ? st->tile : (char *)out + (size_t)r0 * row_bytes;
-        for (int64_t r = r0; r < end; r++) {
+        for (int64_t r = r0; r < end;) {
             double p = positions[r];
             char *row = base + (size_t)(r - r0) * row_bytes;
-            if (is_split(p))
-                split_row(st, p, row, row_lay, n_sin, interleaved, f32, stream);
-            else
+            if (!is_split(p)) {
                 direct_row(st, p, row, row_lay, n_sin, interleaved, f32, stream);
+                r += 1;
+                continue;
+            }
+            /* a run of consecutive integers sharing this anchor (at most the 16 fine values) */
+            split_parts sp = split_of(p);
+            set_anchor(st, sp.coarse, sp.mid);
+            int64_t run = 1, most = st->fine.slots > 1 ? POSENC_SPLIT_FINE - sp.fine : 1;
+            while (run < most && r + run < end && positions[r + run] == p + (double)run)
+                run++;
+            const double *fine[POSENC_SPLIT_FINE];
+            for (int64_t k = 0; k < run; k++)
+                fine[k] = part_row(st, &st->fine, sp.fine + k);
+            int64_t k = 0;
+            for (; k + ROWS_PER_PASS <= run; k += ROWS_PER_PASS)
+                split_rows(st, fine + k, ROWS_PER_PASS, row + k * row_bytes, row_bytes, row_lay, n_sin, interleaved,
+                           f32, stream);
+            for (; k < run; k++)
+                split_rows(st, fine + k, 1, row + k * row_bytes, row_bytes, row_lay, n_sin, interleaved, f32, stream);
+            r += run;
         }
         if (tiled)
             flush_tile(st, end - r0, (char *)out, r0, lay, n_sin, es);
