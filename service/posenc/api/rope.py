@@ -73,8 +73,21 @@ def rope_table(positions, spec, *, seq_len=None, dtype="float32", out=None) -> n
     be preallocated, e.g. a shared-memory segment."""
     spec = as_rope_spec(spec)
     positions = as_positions(positions)
-    out_dtype = output_dtype(dtype)
     inv, attention = _frequencies(spec, positions, seq_len)
+    return _rope_rows(positions, inv, attention, output_dtype(dtype), out)
+
+
+def rope_table_at(positions: np.ndarray, spec: RopeSpec, seq_len: float | None, dtype: np.dtype,
+                  out=None) -> np.ndarray:
+    """rope_table rows with the frequencies at `seq_len` exactly, None meaning the init values
+    (what a table of a length-dependent spec stores): never max(positions) + 1, so a row does
+    not depend on which other positions are computed with it (a table is built in blocks)."""
+    inv, attention = _inv_freq_cached(spec, seq_len)
+    return _rope_rows(positions, inv, attention, dtype, out)
+
+
+def _rope_rows(positions: np.ndarray, inv: np.ndarray, attention: float, out_dtype: np.dtype,
+                    out=None) -> np.ndarray:
     n, n_freq = positions.shape[0], inv.shape[0]
     LIMITS.check_output((n, 2 * n_freq), out_dtype.itemsize)
     if out is None:
