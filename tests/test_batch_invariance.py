@@ -6,6 +6,8 @@ native kernels) with every kind of neighbour, shuffled or contiguous; read from 
 table (float32 and float64) or computed; and every 16-bit output must be the single rounding of
 the float64 output. Kernel paths against each other: tests/native/test_invariance.py."""
 
+import math
+
 import ml_dtypes
 import numpy as np
 import posenc
@@ -243,3 +245,18 @@ def test_every_16bit_cast_is_one_rounding(values):
         finite = np.abs(x) < (65504.0 if dtype == "float16" else 3.0e38)
         got = cast_output(x[finite], OUTPUT_DTYPES[dtype]).astype(np.float64)
         assert np.array_equal(got, round_once(x[finite], dtype))
+
+
+# --- a fleet: AVX2 and AVX-512 nodes -------------------------------------------------------------
+
+def test_frequencies_come_from_libm_not_numpy_simd():
+    """numpy's float64 power/exp run SVML kernels on AVX-512 CPUs (1 ulp off libm for ~5 % of
+    values here) and libm on AVX2 ones: frequencies, and so every row, would differ between the
+    nodes of a fleet. Specs compute them with libm one value at a time (encodings/libm.py)."""
+    d = 8192
+    assert_bitwise(posenc.SinusoidalSpec(d).freqs, np.array([1.0 / math.pow(10000.0, 2.0 * i / d) for i in range(d // 2)]))
+    log_inc = math.log(10000.0) / (d // 2 - 1)
+    assert_bitwise(posenc.SinusoidalSpec(d, layout="t2t").freqs,
+                   np.array([1.0 * math.exp(i * -log_inc) for i in range(d // 2)]))
+    inv, _ = posenc.RopeSpec(d, base=500000.0).inv_freq()
+    assert_bitwise(inv, np.array([1.0 / math.pow(500000.0, i / d) for i in range(0, d, 2)]))
