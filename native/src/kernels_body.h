@@ -280,21 +280,29 @@ INLINE split_parts split_of(double p) {
 }
 
 /* Rows computed per pass over the frequencies when they share an anchor: the anchor is loaded
- * once for all of them (the loop is bound by loads through L1). */
-#ifndef ROWS_PER_PASS
+ * once for all of them (the loop is bound by loads through L1). split_rows takes 1 to 4. */
 #define ROWS_PER_PASS 4
-#endif
 
 /* `count` rows sharing one anchor: the (coarse + mid) anchor advanced by each row's fine
  * part (one angle addition). */
+INLINE void split_row_at(const trig_state *st, const double *fine, int64_t v, vd as, vd ac, char *row, ROW_ARGS) {
+    vd fs = v_load(fine + v * VW), fc = v_load(fine + st->padded + v * VW);
+    emit(row, v * VW, v_fmadd(as, fc, v_mul(ac, fs)), v_fmsub(ac, fc, v_mul(as, fs)), lay, n_sin, interleaved, f32,
+         stream);
+}
+
+/* Written out row by row, not as a loop over rows: the compiler would interchange such a loop
+ * with the one over frequencies and load the anchor once per row again. */
 INLINE void split_rows(trig_state *st, const double *const *fine, int count, char *row, size_t row_bytes, ROW_ARGS) {
     for (int64_t v = 0; v < st->n_vec; v++) {
         vd as = v_load(st->as + v * VW), ac = v_load(st->ac + v * VW);
-        for (int k = 0; k < count; k++) {
-            vd fs = v_load(fine[k] + v * VW), fc = v_load(fine[k] + st->padded + v * VW);
-            emit(row + k * row_bytes, v * VW, v_fmadd(as, fc, v_mul(ac, fs)), v_fmsub(ac, fc, v_mul(as, fs)), lay,
-                 n_sin, interleaved, f32, stream);
-        }
+        split_row_at(st, fine[0], v, as, ac, row, lay, n_sin, interleaved, f32, stream);
+        if (count > 1)
+            split_row_at(st, fine[1], v, as, ac, row + row_bytes, lay, n_sin, interleaved, f32, stream);
+        if (count > 2)
+            split_row_at(st, fine[2], v, as, ac, row + 2 * row_bytes, lay, n_sin, interleaved, f32, stream);
+        if (count > 3)
+            split_row_at(st, fine[3], v, as, ac, row + 3 * row_bytes, lay, n_sin, interleaved, f32, stream);
     }
 }
 

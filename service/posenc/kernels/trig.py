@@ -56,10 +56,9 @@ def fma(typingctx, a, b, c):
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def sincos(x):
-    """(sin x, cos x): vsincos.h's v_sincos for one lane."""
-    if not abs(x) <= REDUCE_MAX:
-        return math.sin(x), math.cos(x)
+def _sincos_reduced(x):
+    """vsincos.h's v_sincos_reduced for one lane: valid for |x| <= REDUCE_MAX, branch-free
+    (selects only), so loops over frequencies vectorise."""
     t = x * TWO_OVER_PI + ROUND_MAGIC
     k = t - ROUND_MAGIC
     r = fma(-k, PIO2_1, x)
@@ -76,18 +75,30 @@ def sincos(x):
     one_minus_hz = 1.0 - hz
     cos_r = one_minus_hz + fma(z, pc, (1.0 - one_minus_hz) - hz)
     q = np.int64(k)
-    s, c = (cos_r, sin_r) if q & 1 else (sin_r, cos_r)
-    if q & 2:
-        s = -s
-    if (q + 1) & 2:
-        c = -c
+    s = cos_r if q & 1 else sin_r
+    c = sin_r if q & 1 else cos_r
+    s = -s if q & 2 else s
+    c = -c if (q + 1) & 2 else c
     return s, c
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
+def sincos(x):
+    """(sin x, cos x): vsincos.h's v_sincos for one lane (libm beyond REDUCE_MAX)."""
+    if not abs(x) <= REDUCE_MAX:
+        return math.sin(x), math.cos(x)
+    return _sincos_reduced(x)
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
 def _sincos_of(a, freqs, s, c):
+    """s, c = sincos(fl(a * w)) for every frequency: a vectorisable pass, then libm lanes."""
     for i in range(freqs.shape[0]):
-        s[i], c[i] = sincos(a * freqs[i])
+        s[i], c[i] = _sincos_reduced(a * freqs[i])
+    for i in range(freqs.shape[0]):
+        x = a * freqs[i]
+        if not abs(x) <= REDUCE_MAX:
+            s[i], c[i] = math.sin(x), math.cos(x)
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
@@ -147,10 +158,10 @@ def sincos_rows(positions, freqs, amp, flat, row_stride, sin_base, cos_base, int
                 s[i] = fma(a, fc, b * fs)
                 c[i] = fma(b, fc, -(a * fs))
         else:
+            _sincos_of(p, freqs, s, c)
             for i in range(n_sin):
-                si, ci = sincos(p * freqs[i])
-                s[i] = si * amp[i]
-                c[i] = ci * amp[i]
+                s[i] *= amp[i]
+                c[i] *= amp[i]
         if interleaved:
             row = flat[r * row_stride: (r + 1) * row_stride]
             for i in range(n_cos):
