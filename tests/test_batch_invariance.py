@@ -260,3 +260,11 @@ def test_frequencies_come_from_libm_not_numpy_simd():
                    np.array([1.0 * math.exp(i * -log_inc) for i in range(d // 2)]))
     inv, _ = posenc.RopeSpec(d, base=500000.0).inv_freq()
     assert_bitwise(inv, np.array([1.0 / math.pow(500000.0, i / d) for i in range(0, d, 2)]))
+
+
+def test_xpos_decay_comes_from_libm():
+    spec = posenc.RopeSpec(64, xpos_scale_base=512.0)
+    positions = np.arange(-300.0, 3000.0)
+    zeta = (np.arange(0, 64, 2) + 0.4 * 64) / (1.4 * 64)
+    expected = np.array([[math.pow(z, p / 512.0) for z in zeta] for p in positions])
+    assert_bitwise(posenc.xpos_scale(positions, spec), expected)

@@ -6,6 +6,9 @@ The reference for every row is numba with the row alone; a path passes only if e
 mixed batch (contiguous runs across the 16/1024 split boundaries, shuffled integers, fractional
 neighbours, +-2^31, angles past the 2^40 libm limit in some lanes) equals it exactly."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +17,7 @@ from hypothesis import strategies as st
 from posenc import kernels as nb_kernels
 from posenc.encodings import RopeSpec, SinusoidalSpec
 from posenc.encodings.columns import ColumnPlan
+from posenc.kernels import trig
 
 pytest_plugins = ["native_support"]
 
@@ -152,3 +156,12 @@ def test_wide_tables_without_part_caches_agree(kernels):
     positions = np.concatenate([np.arange(1000.0, 1040.0), [-TOP, 7.5, 3.0]])
     got = native_rows(kernels, positions, freqs, np.ones(2050), plan, 4100, np.float64)
     assert_bitwise(got, each_alone(positions, freqs, np.ones(2050), plan, 4100, np.float64))
+
+
+def test_numba_and_c_share_the_split_and_the_cache_bound():
+    """The split defines the values: the numba kernel must use the constants posenc.h states."""
+    header = (Path(__file__).resolve().parents[2] / "native" / "include" / "posenc.h").read_text()
+    body = (Path(__file__).resolve().parents[2] / "native" / "src" / "kernels_body.h").read_text()
+    assert int(re.search(r"#define POSENC_SPLIT_COARSE (\d+)", header)[1]) == trig.SPLIT_COARSE
+    assert int(re.search(r"#define POSENC_SPLIT_FINE (\d+)", header)[1]) == trig.SPLIT_FINE
+    assert int(re.search(r"#define CACHE_MAX_FREQS (\d+)", body)[1]) == trig.CACHE_MAX_FREQS

@@ -10,7 +10,7 @@ from .. import native
 from ..args import as_choice, as_float, as_positions
 from ..dtypes import OUTPUT_DTYPES, cast_output, kernel_dtype, output_dtype
 from ..errors import PosencError
-from ..kernels import rope_rotate_rows, run_rows
+from ..kernels import rope_rotate_rows, run_rows, xpos_decay_rows
 from ..limits import LIMITS
 from ..encodings import RopeSpec
 from ..encodings.rope import LAYOUTS, seq_len_for
@@ -107,7 +107,9 @@ def xpos_scale(positions, spec, *, center=0.0) -> np.ndarray:
     d = spec.rotary_dim
     zeta = (np.arange(0, 2 * spec.n_freq, 2, dtype=np.float64) + 0.4 * d) / (1.4 * d)
     power = (positions - as_float(center, "xpos_center")) / spec.xpos_scale_base
-    return zeta[None, :] ** power[:, None]
+    out = np.empty((positions.shape[0], zeta.shape[0]))
+    run_rows(xpos_decay_rows, positions.shape[0], zeta.shape[0], zeta, power, out)
+    return out
 
 
 def rope_apply(x, positions, spec, *, layout=None, seq_len=None, xpos_role="q", xpos_center=0.0) -> np.ndarray:

@@ -3,6 +3,8 @@
 Rounded exactly as the native rope_rotate (fma(-b, sin, a*cos), fma(a, sin, b*cos)), so a
 call gives the same bits on numba and every native path."""
 
+import math
+
 import numba as nb
 
 from .trig import fma
@@ -25,3 +27,12 @@ def rope_rotate_rows(x, cos, sin, interleaved, out, lo, hi):
                 out[b, r, ib] = fma(xa, s, xb * c)
             for j in range(2 * n_freq, width):
                 out[b, r, j] = x[b, r, j]
+
+
+@nb.njit(nogil=True, cache=True)
+def xpos_decay_rows(zeta, power, out, lo, hi):
+    """out[r, i] = zeta_i ** power_r for rows lo..hi, through libm's pow: numpy's `**` runs
+    SVML on AVX-512 CPUs and libm on others, so the decay would differ between nodes."""
+    for r in range(lo, hi):
+        for i in range(zeta.shape[0]):
+            out[r, i] = math.pow(zeta[i], power[r])
