@@ -139,6 +139,8 @@ def _read_npy(body: bytes, field: str) -> np.ndarray:
         raise HttpError("invalid_body", f"not a valid .npy body: {exc}", field) from None
     if dtype.hasobject or dtype.kind not in "iuf":
         raise HttpError("invalid_body", f".npy dtype must be numeric, got {dtype}", field)
+    if any(s < 0 for s in shape):  # numpy's header reader takes any Python int
+        raise HttpError("invalid_body", f".npy header shape {shape} has a negative dimension", field)
     count = 1
     for s in shape:
         count *= s
@@ -147,5 +149,8 @@ def _read_npy(body: bytes, field: str) -> np.ndarray:
         raise HttpError("invalid_body", f".npy header says shape {shape} ({count * dtype.itemsize} bytes) but "
                         f"{len(body) - offset} bytes follow", field)
     arr = np.frombuffer(body, dtype=dtype, count=count, offset=offset)
-    arr = arr.reshape(shape, order="F" if fortran_order else "C")
+    try:
+        arr = arr.reshape(shape, order="F" if fortran_order else "C")
+    except ValueError as exc:  # empty, with dimensions numpy cannot index (2**62 x 0)
+        raise HttpError("invalid_body", f".npy header shape {shape}: {exc}", field) from None
     return arr if dtype.isnative else arr.astype(dtype.newbyteorder("="))

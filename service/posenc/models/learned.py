@@ -1,0 +1,91 @@
+"""Decoder / encoder models whose only position encoding is a learned absolute table added to
+the token embeddings (layer type "default", apply "add"); the values live in the checkpoint.
+
+* GPT-2 (`wpe`): n_positions rows (alias max_position_embeddings, default 1024) of n_embd
+  (alias hidden_size, 768); position p reads row p.
+* OPT (`OPTLearnedPositionalEmbedding`): max_position_embeddings (2048) + 2 rows of
+  hidden_size (768, not word_embed_proj_dim); position p reads row p + 2, where p counts the
+  attended tokens (`cumsum(attention_mask) - 1`).
+* BERT (`BertEmbeddings`): max_position_embeddings (512) rows of hidden_size (768), from 0.
+* RoBERTa / XLM-R / CamemBERT (`create_position_ids_from_input_ids`): positions count from
+  pad_token_id + 1 (default 1, so offset 2) in a table of max_position_embeddings rows: 514
+  rows hold 512 positions.
+
+transformers 5.24 has only absolute BERT-style embeddings: a config asking for another
+`position_embedding_type` (relative_key, relative_key_query) would silently run absolute
+positions there, so posenc refuses it.
+"""
+
+from ..encodings import LearnedSpec
+from ..errors import PosencError
+from ..limits import LIMITS
+from . import reader
+from .fields import ConfigView
+from .positions import ModelPositions
+
+FROM_CHECKPOINT = "values come from the checkpoint ({tensor}); posenc publishes them once loaded"
+ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")  # one modeling code, base_model_prefix "roberta"
+
+
+def _table(model_type: str, family: str, spec: LearnedSpec, *notes: str) -> ModelPositions:
+    notes = (FROM_CHECKPOINT.format(tensor=spec.tensor),) + notes
+    return ModelPositions.single(model_type, family, spec, 0, apply="add", notes=notes)
+
+
+def _int(view: ConfigView, keys: tuple[str, ...], default: int, *, maximum: int = LIMITS.max_abs_position) -> int:
+    """The first present of a key and its attribute_map aliases."""
+    return view.int(view.first_key(*keys) or keys[0], default, maximum=maximum)
+
+
+def _absolute_only(view: ConfigView) -> None:
+    kind = view.str("position_embedding_type", "absolute")
+    if kind != "absolute":
+        raise PosencError(view.field("position_embedding_type"), f"{kind!r} is not supported: transformers 5.24 "
+                          "builds only absolute position embeddings and would silently ignore it")
+
+
+@reader("gpt2")
+def read_gpt2(config: dict, strict: bool) -> ModelPositions:
+    view = ConfigView(config)
+    spec = LearnedSpec(_int(view, ("n_positions", "max_position_embeddings"), 1024),
+                       dim=_int(view, ("n_embd", "hidden_size"), 768, maximum=LIMITS.max_dim),
+                       tensor="transformer.wpe.weight")
+    return _table("gpt2", "gpt2", spec, "GPT2Model checkpoints (openai-community/gpt2) name it wpe.weight")
+
+
+@reader("opt")
+def read_opt(config: dict, strict: bool) -> ModelPositions:
+    view = ConfigView(config)
+    spec = LearnedSpec(view.int("max_position_embeddings", 2048, maximum=LIMITS.max_abs_position),
+                       dim=view.int("hidden_size", 768, maximum=LIMITS.max_dim),
+                       tensor="model.decoder.embed_positions.weight", offset=2)
+    return _table("opt", "opt", spec, "position p reads row p + 2; p = cumsum(attention_mask) - 1, so left "
+                  "padding does not shift positions and padding tokens read row 1")
+
+
+@reader("bert")
+def read_bert(config: dict, strict: bool) -> ModelPositions:
+    view = ConfigView(config)
+    _absolute_only(view)
+    spec = LearnedSpec(view.int("max_position_embeddings", 512, maximum=LIMITS.max_abs_position),
+                       dim=view.int("hidden_size", 768, maximum=LIMITS.max_dim),
+                       tensor="bert.embeddings.position_embeddings.weight")
+    return _table("bert", "bert", spec, "BertModel checkpoints name it embeddings.position_embeddings.weight")
+
+
+@reader(*ROBERTA_TYPES)
+def read_roberta(config: dict, strict: bool) -> ModelPositions:
+    view = ConfigView(config)
+    _absolute_only(view)
+    if "pad_token_id" in config and config["pad_token_id"] is None:
+        raise PosencError(view.field("pad_token_id"), "is null: RoBERTa counts positions from pad_token_id + 1")
+    offset = view.int("pad_token_id", 1, minimum=0, maximum=LIMITS.max_abs_position - 1) + 1
+    rows = view.int("max_position_embeddings", 512, maximum=LIMITS.max_abs_position)
+    if rows <= offset:
+        raise PosencError(view.field("max_position_embeddings"), f"must exceed pad_token_id + 1 = {offset} "
+                          f"(positions start there), got {rows}")
+    spec = LearnedSpec(rows - offset, dim=view.int("hidden_size", 768, maximum=LIMITS.max_dim),
+                       tensor="roberta.embeddings.position_embeddings.weight", offset=offset)
+    return _table(config["model_type"], "roberta", spec,
+                  f"token i reads row i + pad_token_id + 1 = i + {offset}; padding tokens read row pad_token_id, and "
+                  "positions follow the non-padding tokens, so left padding shifts them")
