@@ -59,7 +59,9 @@ def bits(arr: np.ndarray) -> np.ndarray:
 def assert_bitwise(actual, expected) -> None:
     assert actual.dtype == expected.dtype and actual.shape == expected.shape, (actual.dtype, actual.shape)
     differ = bits(actual) != bits(expected)
-    assert not differ.any(), f"{int(differ.sum())} of {differ.size} values differ (first at {np.argwhere(differ)[0]})"
+    first = np.argwhere(differ)[0] if differ.any() else None
+    assert first is None, f"{int(differ.sum())} of {differ.size} values differ; first at {first.tolist()}: " \
+                          f"{actual[tuple(first)]!r} vs {expected[tuple(first)]!r}"
 
 
 def round_once(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -127,7 +129,8 @@ def test_contiguous_shuffled_and_split_calls_agree(dtype):
     whole = posenc.sinusoidal(positions, 64, dtype=dtype)
     order = np.random.default_rng(1).permutation(positions.size)
     assert_bitwise(posenc.sinusoidal(positions[order], 64, dtype=dtype), whole[order])
-    pieces = [posenc.sinusoidal(positions[a:b], 64, dtype=dtype) for a, b in [(0, 1), (1, 17), (17, 1041), (1041, 8000)]]
+    cuts = [(0, 1), (1, 17), (17, 1041), (1041, 8000)]
+    pieces = [posenc.sinusoidal(positions[a:b], 64, dtype=dtype) for a, b in cuts]
     assert_bitwise(np.concatenate(pieces), whole)
     singles = np.concatenate([posenc.sinusoidal(positions[k:k + 1], 64, dtype=dtype) for k in range(0, 8000, 97)])
     assert_bitwise(singles, whole[::97])
@@ -141,9 +144,9 @@ def test_rope_apply_small_and_big_calls_agree(dtype):
     x = np.random.default_rng(2).standard_normal((4, 600, 64)).astype(OUTPUT_DTYPES[dtype])
     positions = np.concatenate([[-TOP, 3.5], np.arange(598)])
     big = posenc.rope_apply(x, positions, spec)
-    small = np.concatenate([posenc.rope_apply(x[:, k:k + 2], positions[k:k + 2], spec) for k in range(0, 600, 150)],
-                           axis=1)
-    assert_bitwise(small, big[:, [k + d for k in range(0, 600, 150) for d in (0, 1)]])
+    starts = range(0, 600, 150)
+    small = np.concatenate([posenc.rope_apply(x[:, k:k + 2], positions[k:k + 2], spec) for k in starts], axis=1)
+    assert_bitwise(small, big[:, [k + d for k in starts for d in (0, 1)]])
 
 
 # --- tables: a hit is the computed answer ------------------------------------------------------
@@ -254,7 +257,8 @@ def test_frequencies_come_from_libm_not_numpy_simd():
     values here) and libm on AVX2 ones: frequencies, and so every row, would differ between the
     nodes of a fleet. Specs compute them with libm one value at a time (encodings/libm.py)."""
     d = 8192
-    assert_bitwise(posenc.SinusoidalSpec(d).freqs, np.array([1.0 / math.pow(10000.0, 2.0 * i / d) for i in range(d // 2)]))
+    vaswani = np.array([1.0 / math.pow(10000.0, 2.0 * i / d) for i in range(d // 2)])
+    assert_bitwise(posenc.SinusoidalSpec(d).freqs, vaswani)
     log_inc = math.log(10000.0) / (d // 2 - 1)
     assert_bitwise(posenc.SinusoidalSpec(d, layout="t2t").freqs,
                    np.array([1.0 * math.exp(i * -log_inc) for i in range(d // 2)]))

@@ -130,8 +130,10 @@ def test_binary_float32_table_rows_are_the_computed_rows(binary):
                    library_rows(SIN, INSIDE.astype(np.float64), "float32"))
 
 
-@pytest.mark.xfail(strict=True, reason="the binary server rounds float32 table rows to 16 bits a second time "
-                   "(native/server/handlers.c: convert_values on the stored float32); TableSpec.cast_rows is the fix")
+@pytest.mark.xfail(strict=True, reason="the binary server rounds float32 table rows to 16 bits a second "
+                   "time (native/server/handlers.c: convert_values on the stored float32); "
+                   "TableSpec.cast_rows is the fix")
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_binary_16bit_rows_from_a_float32_table_are_rounded_once(binary, dtype):
-    assert_bitwise(binary.encode("sin128", INSIDE, dtype=dtype), library_rows(SIN, INSIDE.astype(np.float64), dtype))
+    expected = library_rows(SIN, INSIDE.astype(np.float64), dtype)
+    assert_bitwise(binary.encode("sin128", INSIDE, dtype=dtype), expected)

@@ -103,7 +103,8 @@ class TableSpec(Canonical):
             first = self.encoding.offset + self.start
             out[lo:hi] = self.source[first + lo:first + hi]
             return
-        self.compute(np.arange(self.start + lo, self.start + hi, dtype=np.float64), self.np_dtype, out=out[lo:hi])
+        positions = np.arange(self.start + lo, self.start + hi, dtype=np.float64)
+        self.compute(positions, self.np_dtype, out=out[lo:hi])
 
     def compute(self, positions: np.ndarray, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
         """This table's rows for any validated float64 positions, as `dtype` (into `out`, of the

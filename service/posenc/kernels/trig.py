@@ -4,7 +4,7 @@ Every value is a pure function of (p, w_i, amp_i): the same whatever else is in 
 and the same bits as the native kernels on every ISA, because this file spells out the
 operation sequence of native/src (posenc.h "Batch invariance", vsincos.h) step for step:
 
-* `sincos(x)`: Cody-Waite reduction by pi/2 in three float64 parts with fused multiply-adds,
+* sincos: Cody-Waite reduction by pi/2 in three float64 parts with fused multiply-adds,
   fdlibm's polynomials, quadrant by k mod 4; libm only for |x| > 2^40 (and NaN/inf).
 * integer p: split at absolute boundaries p = coarse + mid + fine (coarse a multiple of
   1024, mid of 16, fine < 16) and combined by angle addition; the parts repeat across rows,
@@ -23,7 +23,6 @@ import math
 
 import numba as nb
 import numpy as np
-from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
@@ -83,16 +82,9 @@ def _sincos_reduced(x):
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def sincos(x):
-    """(sin x, cos x): vsincos.h's v_sincos for one lane (libm beyond REDUCE_MAX)."""
-    if not abs(x) <= REDUCE_MAX:
-        return math.sin(x), math.cos(x)
-    return _sincos_reduced(x)
-
-
-@nb.njit(nogil=True, cache=True, inline="always")
 def _sincos_of(a, freqs, s, c):
-    """s, c = sincos(fl(a * w)) for every frequency: a vectorisable pass, then libm lanes."""
+    """s, c = sincos(fl(a * w)) for every frequency (vsincos.h's v_sincos): a vectorisable
+    pass, then the lanes beyond REDUCE_MAX through libm."""
     for i in range(freqs.shape[0]):
         s[i], c[i] = _sincos_reduced(a * freqs[i])
     for i in range(freqs.shape[0]):

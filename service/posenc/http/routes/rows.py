@@ -45,7 +45,8 @@ def _dtype_for(table: Table, dtype) -> np.dtype:
 async def rows_response(request: Request, media: str, table: Table, positions, dtype) -> Response:
     dtype = _dtype_for(table, dtype)
     service_of(request).metrics.table(hit=True)
-    return await respond(request, media, lambda: table.spec.cast_rows(table.lookup(positions), positions, dtype),
+    return await respond(request, media,
+                         lambda: table.spec.cast_rows(table.lookup(positions), positions, dtype),
                          int(np.size(positions)) * table.spec.width, gathered=True)
 
 
