@@ -96,15 +96,21 @@ class TableSpec(Canonical):
     def fill(self, out: np.ndarray, lo: int = 0, hi: int | None = None) -> None:
         """Compute rows lo..hi (relative to start) into out[lo:hi] (C-contiguous, self.dtype)."""
         hi = self.rows if hi is None else hi
+        self.fill_block(out[lo:hi], lo, hi)
+
+    def fill_block(self, block: np.ndarray, lo: int, hi: int) -> None:
+        """Compute rows lo..hi (relative to start) into `block`, shape [hi - lo, width]: a
+        buffer that holds one block only (the shm writer reuses one cache-sized buffer). The
+        rows do not depend on the block (TableSpec.compute)."""
         if self.kind == "learned":
             if self.source is None:
                 raise PosencError("source", "a learned table is published from its checkpoint rows "
                                   "(posenc.checkpoint.learned_table)")
             first = self.encoding.offset + self.start
-            out[lo:hi] = self.source[first + lo:first + hi]
+            block[...] = self.source[first + lo:first + hi]
             return
         positions = np.arange(self.start + lo, self.start + hi, dtype=np.float64)
-        self.compute(positions, self.np_dtype, out=out[lo:hi])
+        self.compute(positions, self.np_dtype, out=block)
 
     def compute(self, positions: np.ndarray, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
         """This table's rows for any validated float64 positions, as `dtype` (into `out`, of the
