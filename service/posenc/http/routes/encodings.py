@@ -66,7 +66,8 @@ async def _from_spec_or_table(request: Request, call: Call, key, positions, dtyp
     table = None if key is None else service.tables.covering(key, exact, dtype)
     service.metrics.table(hit=table is not None)
     if table is not None:
-        return await respond(request, call.media, lambda: cast_output(table.lookup(exact), dtype),
+        return await respond(request, call.media,
+                             lambda: table.spec.cast_rows(table.lookup(exact), exact, dtype),
                              exact.size * width, gathered=True)
     return await respond(request, call.media, lambda: compute(exact), exact.size * width)
 
