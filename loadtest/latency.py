@@ -49,8 +49,8 @@ class LatencyHistogram:
         seen = 0
         for index in sorted(self.counts):
             seen += self.counts[index]
-            if seen >= rank:
-                return _upper_us(index) / 1000.0
+            if seen >= rank:  # a bucket's upper edge, but never above the slowest request seen
+                return min(_upper_us(index), self.max_us) / 1000.0
         return self.max_us / 1000.0
 
     def summary(self) -> dict:
