@@ -57,13 +57,15 @@ enum posenc_status {
     POSENC_STATUS_SHUTTING_DOWN = 11,       /* closes: the server is draining */
     POSENC_STATUS_TABLE_UNAVAILABLE = 12,   /* the table exists but its segment failed validation */
     POSENC_STATUS_INTERNAL = 13,            /* out of memory and the like */
-    POSENC_STATUS_MAX = 13
+    POSENC_STATUS_IDLE_TIMEOUT = 14,        /* closes: no traffic for --idle-timeout-ms */
+    POSENC_STATUS_MAX = 14
 };
 
 static inline int posenc_status_closes(unsigned status) {
     return status == POSENC_STATUS_BAD_FRAME || status == POSENC_STATUS_BAD_VERSION ||
            status == POSENC_STATUS_UNKNOWN_OPCODE || status == POSENC_STATUS_FRAME_TOO_LARGE ||
-           status == POSENC_STATUS_TOO_MANY_CONNECTIONS || status == POSENC_STATUS_SHUTTING_DOWN;
+           status == POSENC_STATUS_TOO_MANY_CONNECTIONS || status == POSENC_STATUS_SHUTTING_DOWN ||
+           status == POSENC_STATUS_IDLE_TIMEOUT;
 }
 
 /* ENCODE_SPEC flags. */

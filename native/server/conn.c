@@ -26,7 +26,7 @@ enum process_result conn_process(struct worker *w, struct conn *c) {
         case FRAME_NEED_MORE:
             return PROCESS_IDLE;
         case FRAME_FATAL:
-            reply_error(w, c, err.opcode, err.request_id, err.status, "%s", err.message);
+            reply_error(w, c, 0, 0, err.status, "%s", err.message);
             c->in.pos = c->in.len; /* nothing after a bad frame can be trusted */
             return PROCESS_CLOSED;
         case FRAME_READY:

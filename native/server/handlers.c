@@ -15,18 +15,29 @@ static const char *const OPCODE_NAMES[POSENC_OP_MAX + 1] = {
     [POSENC_OP_ENCODE_SPEC] = "ENCODE_SPEC",
 };
 
-/* Fields an operation does not use must be zero, so a client bug is not silently ignored. */
+/* Header fields an operation does not use must be zero, so a client bug is not silently
+ * ignored (docs/protocol.md, "Fields an operation does not use"). */
+enum field_use { USES_AUX = 1, USES_POSITIONS = 2, USES_DTYPE = 4, USES_TABLE_ID = 8 };
+
 static int unused_fields_zero(struct worker *w, struct conn *c, const struct posenc_request_header *h,
-                              int uses_aux, int uses_positions) {
-    if (!uses_positions && h->count) {
-        reply_fail(w, c, h, POSENC_STATUS_BAD_ARGUMENT, "count: must be 0 for %s, got %u", OPCODE_NAMES[h->opcode],
-                   h->count);
-        return 0;
-    }
-    if (!uses_aux && h->aux_len) {
-        reply_fail(w, c, h, POSENC_STATUS_BAD_ARGUMENT, "aux_len: must be 0 for %s, got %u",
-                   OPCODE_NAMES[h->opcode], h->aux_len);
-        return 0;
+                              unsigned uses) {
+    const struct {
+        unsigned use;
+        const char *name;
+        uint32_t value;
+    } fields[] = {
+        {USES_POSITIONS, "count", h->count},
+        {USES_AUX, "aux_len", h->aux_len},
+        {USES_DTYPE, "dtype", h->dtype},
+        {USES_POSITIONS, "position_kind", h->position_kind},
+        {USES_TABLE_ID, "table_id", h->table_id},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (!(uses & fields[i].use) && fields[i].value) {
+            reply_fail(w, c, h, POSENC_STATUS_BAD_ARGUMENT, "%s: must be 0 for %s, got %u", fields[i].name,
+                       OPCODE_NAMES[h->opcode], fields[i].value);
+            return 0;
+        }
     }
     return 1;
 }
@@ -179,6 +190,8 @@ static void handle_encode_spec(struct worker *w, struct conn *c, const struct po
     }
     status = positions_to_f64(positions, h->count, h->position_kind, w->srv->cfg.max_abs_position, values, err,
                               sizeof err);
+    if (status == 0)
+        status = inline_spec_check_range(&spec, values, h->count, h->dtype, err, sizeof err);
     if (status) {
         reply_fail(w, c, h, status, "%s", err);
         return;
@@ -198,27 +211,28 @@ void handle_request(struct worker *w, struct conn *c, const struct posenc_reques
     counter_add(&w->counters.requests[h->opcode], 1);
     switch (h->opcode) {
     case POSENC_OP_PING:
-        if (unused_fields_zero(w, c, h, 1, 0))
+        if (unused_fields_zero(w, c, h, USES_AUX))
             reply_aux(w, c, h, aux, h->aux_len, 0, 0, 0, 0);
         break;
     case POSENC_OP_STATS:
-        if (unused_fields_zero(w, c, h, 0, 0))
+        if (unused_fields_zero(w, c, h, 0))
             handle_stats(w, c, h);
         break;
     case POSENC_OP_LIST_TABLES:
-        if (unused_fields_zero(w, c, h, 0, 0))
+        if (unused_fields_zero(w, c, h, 0))
             handle_list(w, c, h);
         break;
     case POSENC_OP_RESOLVE:
-        if (unused_fields_zero(w, c, h, 1, 0))
+        if (unused_fields_zero(w, c, h, USES_AUX))
             handle_resolve(w, c, h, aux);
         break;
     case POSENC_OP_ENCODE_TABLE:
-        if (unused_fields_zero(w, c, h, 0, 1))
+        if (unused_fields_zero(w, c, h, USES_POSITIONS | USES_DTYPE | USES_TABLE_ID))
             handle_encode_table(w, c, h, positions);
         break;
     case POSENC_OP_ENCODE_SPEC:
-        handle_encode_spec(w, c, h, aux, positions);
+        if (unused_fields_zero(w, c, h, USES_AUX | USES_POSITIONS | USES_DTYPE))
+            handle_encode_spec(w, c, h, aux, positions);
         break;
     }
 }
