@@ -98,14 +98,22 @@ class Raw:
             got += len(chunk)
         return b"".join(chunks)
 
-    def reply(self):
-        """(request_id, Reply or ServerError), or None at EOF."""
+    def raw_reply(self):
+        """(header fields as parse_header gives them, payload bytes), or None at EOF."""
         header = self._read(HEADER_SIZE)
         if header is None:
             return None
         fields = parse_header(header)
         payload = self._read(fields[0] - HEADER_SIZE)
         assert payload is not None, "the server closed the connection inside a reply"
+        return fields, payload
+
+    def reply(self):
+        """(request_id, Reply or ServerError), or None at EOF."""
+        got = self.raw_reply()
+        if got is None:
+            return None
+        fields, payload = got
         try:
             return fields[4], reply_from(fields, payload)
         except ServerError as exc:

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "hdr.h"
+#define POSENC_PROTO_WANT_FREQS
 #include "posenc_proto.h"
 
 struct options {
@@ -201,7 +202,7 @@ static void resolve_table(struct load *L, int fd) {
 }
 
 /* The request every send copies: ENCODE_TABLE, or ENCODE_SPEC for a Vaswani interleaved
- * sinusoid of --spec-dim (frequencies base^(-2i/d): pow, no trig on this side). */
+ * sinusoid of --spec-dim (frequencies as the library computes them: posenc_vaswani_freq). */
 static void build_request(struct load *L) {
     const struct options *o = &L->opt;
     size_t aux = 0;
@@ -229,7 +230,7 @@ static void build_request(struct load *L) {
         posenc_spec_prefix_encode(L->request + POSENC_HEADER_SIZE, &s);
         for (uint32_t i = 0; i < n_freq; i++)
             posenc_store_f64(L->request + POSENC_HEADER_SIZE + POSENC_SPEC_PREFIX_SIZE + 8 * i,
-                             pow(10000.0, -2.0 * i / o->spec_dim));
+                             posenc_vaswani_freq(10000.0, i, (uint32_t)o->spec_dim));
     }
 }
 

@@ -203,6 +203,23 @@ static inline void posenc_spec_prefix_encode(uint8_t *p, const struct posenc_spe
     posenc_store_f64(p + 24, s->amplitude);
 }
 
+/* The frequencies posenc's sinusoidal specs send (docs/protocol.md, "Frequencies"), in the
+ * library's operation order: the exponent -(2i)/dim rounded to float64 first, then the C
+ * library's pow (Python's math.pow is the same call). Needs <math.h> and -lm. */
+#ifdef POSENC_PROTO_WANT_FREQS
+#include <math.h>
+static inline double posenc_vaswani_freq(double base, uint32_t i, uint32_t dim) {
+    return pow(base, -(2.0 * (double)i) / (double)dim);
+}
+
+/* tensor2tensor timescales: log_inc = log(max_ts / min_ts) / max(n - 1, 1), n = dim / 2. */
+static inline double posenc_t2t_freq(double min_ts, double max_ts, uint32_t i, uint32_t dim) {
+    uint32_t n = dim / 2;
+    double log_inc = log(max_ts / min_ts) / (double)(n > 1 ? n - 1 : 1);
+    return min_ts * exp((double)i * -log_inc);
+}
+#endif
+
 static inline unsigned posenc_dtype_size(unsigned dtype) {
     switch (dtype) {
     case POSENC_DTYPE_FLOAT32: return 4;

@@ -77,14 +77,19 @@ class SinusoidalSpec(Canonical):
 
     @cached_property
     def freqs(self) -> np.ndarray:
-        """Angular frequencies for the n_sin (>= n_cos) sin columns, float64."""
+        """Angular frequencies for the n_sin (>= n_cos) sin columns, float64.
+
+        Evaluated element by element with the C library's pow/exp/log (math.*), in the operation
+        order docs/protocol.md states, so that any client can reproduce them bit for bit
+        (numpy's vectorised power and exp differ from libm in the last bit for some elements)."""
         if self.layout == "t2t":
             num = self.dim // 2
             max_ts = self.base if self.max_timescale is None else self.max_timescale
             log_inc = math.log(max_ts / self.min_timescale) / max(num - 1, 1)
-            freqs = self.min_timescale * np.exp(np.arange(num, dtype=np.float64) * -log_inc)
+            values = [self.min_timescale * math.exp(i * -log_inc) for i in range(num)]
         else:
-            freqs = 1.0 / np.power(self.base, 2.0 * np.arange(self.n_sin, dtype=np.float64) / self.dim)
+            values = [math.pow(self.base, -(2.0 * i) / self.dim) for i in range(self.n_sin)]
+        freqs = np.array(values, dtype=np.float64)
         freqs.flags.writeable = False
         return freqs
 
