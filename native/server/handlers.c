@@ -21,6 +21,10 @@ enum field_use { USES_AUX = 1, USES_POSITIONS = 2, USES_DTYPE = 4, USES_TABLE_ID
 
 static int unused_fields_zero(struct worker *w, struct conn *c, const struct posenc_request_header *h,
                               unsigned uses) {
+    uint32_t unused = ((uses & USES_POSITIONS) ? 0 : h->count | h->position_kind) | ((uses & USES_AUX) ? 0 : h->aux_len) |
+                      ((uses & USES_DTYPE) ? 0 : h->dtype) | ((uses & USES_TABLE_ID) ? 0 : h->table_id);
+    if (unused == 0)
+        return 1; /* the common case: one test per request */
     const struct {
         unsigned use;
         const char *name;
@@ -204,6 +208,38 @@ static void handle_encode_spec(struct worker *w, struct conn *c, const struct po
     }
     counter_add(&w->counters.positions, h->count);
     reply_commit(w, c, at, h, h->dtype, h->count, spec.p.row_width, 0, 0, body);
+}
+
+/* Frames looked at and rows prefetched per read at most, and cache lines per row: enough to
+ * cover a pipelined batch without evicting what the first rows brought in. */
+#define PREFETCH_FRAMES 256
+#define PREFETCH_ROWS 64
+#define PREFETCH_LINES_PER_ROW 16
+
+void prefetch_table_rows(struct worker *w, const uint8_t *p, size_t avail) {
+    unsigned budget = PREFETCH_ROWS;
+    for (unsigned frames = 0; avail >= POSENC_HEADER_SIZE && budget && frames < PREFETCH_FRAMES; frames++) {
+        uint32_t length = posenc_load_u32(p);
+        if (length < POSENC_HEADER_SIZE || length > avail)
+            return;
+        struct posenc_request_header h;
+        posenc_request_decode(p, &h);
+        const posenc_shm_table *t = h.table_id <= TABLE_IDS_MAX ? w->tables.by_id[h.table_id] : NULL;
+        if (h.opcode == POSENC_OP_ENCODE_TABLE && h.position_kind == POSENC_POSITIONS_INT64 && t && t->base &&
+            (uint64_t)POSENC_HEADER_SIZE + h.aux_len + 8 * (uint64_t)h.count == length) {
+            const uint8_t *positions = p + POSENC_HEADER_SIZE + h.aux_len;
+            for (uint32_t k = 0; k < h.count && budget; k++, budget--) {
+                uint64_t row = (uint64_t)posenc_load_u64(positions + 8 * (size_t)k) - (uint64_t)t->start;
+                if (row >= t->rows)
+                    continue;
+                const uint8_t *at = t->data + row * t->row_bytes;
+                for (size_t line = 0; line < t->row_bytes && line < 64 * PREFETCH_LINES_PER_ROW; line += 64)
+                    __builtin_prefetch(at + line);
+            }
+        }
+        p += length;
+        avail -= length;
+    }
 }
 
 void handle_request(struct worker *w, struct conn *c, const struct posenc_request_header *h, const uint8_t *aux,
