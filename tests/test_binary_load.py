@@ -2,6 +2,8 @@
 Deterministic checks only (counts, contents, exit codes); nothing here is timed."""
 
 import json
+import socket
+import socketserver
 import subprocess
 import threading
 
@@ -25,10 +27,10 @@ def expected(tables):
         return c.encode("sin128", np.arange(4096))
 
 
-def run_loadgen(*args) -> dict:
+def run_loadgen(*args, ok=True) -> dict:
     result = subprocess.run([str(build() / "posenc-load"), *args, "--json"], capture_output=True, text=True,
                             timeout=120, check=False)
-    assert result.returncode == 0, result.stderr
+    assert (result.returncode == 0) == ok, result.stderr
     return json.loads(result.stdout)
 
 
@@ -61,6 +63,7 @@ LOADS = {
     "table, 300 connections, pipelined, batched": ["--table", "sin128", "-c", "300", "-P", "8", "-b", "4"],
     "inline spec, bfloat16": ["--spec-dim", "64", "-c", "8", "-P", "4", "--dtype", "bfloat16"],
     "open loop": ["--table", "sin128", "-c", "10", "--rate", "20000"],
+    "PING with a 512-byte payload": ["--ping", "512", "-c", "8", "-P", "4"],
 }
 
 
@@ -142,3 +145,49 @@ def test_a_draining_server_answers_a_request_it_already_received(tables):
         assert srv.process.wait(10) == 0
     assert first[0] == 5 and isinstance(first[1], ServerError)  # id 0 is unknown: still an answer
     assert second[0] == 6 and second[1].aux == b"last"
+
+
+class RespResponder(socketserver.ThreadingTCPServer):
+    """A tiny redis stand-in: answers each RESP `GET key` with a bulk string for KEY, nil for any
+    other key, and counts the commands it parsed."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    KEY, VALUE = b"k1", b"v" * 512
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), RespHandler)
+        self.commands = 0
+        self.lock = threading.Lock()
+
+
+class RespHandler(socketserver.StreamRequestHandler):
+    def handle(self):
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            head = self.rfile.readline()
+            if not head:
+                return
+            assert head == b"*2\r\n", head
+            parts = []
+            for _ in range(2):
+                size = int(self.rfile.readline()[1:])
+                parts.append(self.rfile.read(size + 2)[:-2])
+            assert parts[0] == b"GET", parts
+            with self.server.lock:
+                self.server.commands += 1
+            value = self.server.VALUE if parts[1] == self.server.KEY else None
+            self.wfile.write(b"$-1\r\n" if value is None else b"$%d\r\n%s\r\n" % (len(value), value))
+
+
+def test_resp_mode_speaks_redis_get_and_counts_misses():
+    with RespResponder() as responder:
+        threading.Thread(target=responder.serve_forever, daemon=True).start()
+        port = str(responder.server_address[1])
+        hits = run_loadgen("--resp", "--key", "k1", "--port", port, "-c", "4", "-P", "4", "-n", "2000", "--warmup", "0")
+        assert hits["requests"] == 2000 and hits["errors"] == 0 and hits["lost"] == 0
+        assert responder.commands == hits["completed"] >= 2000
+        misses = run_loadgen("--resp", "--key", "nope", "--port", port, "-c", "2", "-n", "100", "--warmup", "0",
+                             ok=False)  # nil replies are errors: exit status 1
+        assert misses["requests"] == 100 and misses["errors"] == misses["completed"]
+        responder.shutdown()

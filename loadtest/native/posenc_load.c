@@ -579,10 +579,10 @@ static void report(const struct load *L) {
     double mean = h->total ? h->sum_ns / (double)h->total / 1e3 : 0;
     unsigned long long lost = L->in_flight, errors = L->errors, measured = L->measured;
     if (L->opt.json) {
-        printf("{\"requests\":%llu,\"seconds\":%.3f,\"rps\":%.1f,\"errors\":%llu,\"lost\":%llu,\"p50_us\":%.2f,"
+        printf("{\"requests\":%llu,\"completed\":%llu,\"seconds\":%.3f,\"rps\":%.1f,\"errors\":%llu,\"lost\":%llu,\"p50_us\":%.2f,"
                "\"p95_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f,\"connections\":%d,"
                "\"pipeline\":%d,\"batch\":%d,\"rate\":%.1f}\n",
-               measured, seconds, rps, errors, lost, p50, p95, p99, p999, max, mean, L->opt.connections, L->opt.depth,
+               measured, (unsigned long long)L->completed, seconds, rps, errors, lost, p50, p95, p99, p999, max, mean, L->opt.connections, L->opt.depth,
                L->opt.batch, L->opt.rate);
     } else {
         printf("%llu requests in %.3f s: %.0f req/s (%s, %d connections, %s %d, batch %d)\n", measured, seconds, rps,
