@@ -12,7 +12,8 @@ import subprocess
 import numpy as np
 import posenc
 import pytest
-from binary_support import ROOT, Raw, frame, positions_bytes, running_server, table_store
+from binary_support import (  # noqa: F401 (fixtures)
+    ROOT, Raw, frame, positions_bytes, running_server, server, store_and_root, table_store, tables)
 from conftest import DTYPES, assert_matches_oracle
 from posenc.client import Client, ServerError, Status
 from posenc.client.inline import sinusoidal_aux
@@ -22,18 +23,6 @@ from posenc.tables import TableSpec
 
 DOC = (ROOT / "docs" / "protocol.md").read_text()
 RNG = np.random.default_rng(12)
-
-
-@pytest.fixture(scope="module")
-def store_and_root():
-    with table_store() as pair:
-        yield pair
-
-
-@pytest.fixture(scope="module")
-def server(store_and_root):
-    with running_server(store_and_root[1]) as srv:
-        yield srv
 
 
 @pytest.fixture(scope="module")

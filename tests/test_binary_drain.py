@@ -9,22 +9,9 @@ import time
 
 import numpy as np
 import pytest
-from binary_support import Raw, frame, positions_bytes, running_server, table_store
+from binary_support import Raw, frame, positions_bytes, running_server, sin128_rows, store_and_root, tables  # noqa: F401 (fixtures)
 from posenc.client import Client, ServerError, Status
 from posenc.client.protocol import Opcode
-
-
-@pytest.fixture(scope="module")
-def tables():
-    with table_store() as (_, root):
-        yield root
-
-
-@pytest.fixture(scope="module")
-def sin128(tables):
-    """All 4096 rows of sin128, as the server returns them."""
-    with running_server(tables, threads=1) as srv, Client(srv.address) as c:
-        return c.encode("sin128", np.arange(4096))
 
 
 def encode_requests(n, positions_per_request, seed):
@@ -44,11 +31,11 @@ def read_all(conn):
     return replies
 
 
-def assert_all_answered(replies, positions, sin128):
+def assert_all_answered(replies, positions, sin128_rows):
     assert len(replies) == len(positions), f"{len(replies)} of {len(positions)} answered"
     for k, (request_id, reply) in enumerate(replies):
         assert request_id == k + 1 and not isinstance(reply, ServerError), (k, reply)
-        assert np.array_equal(reply.array(), sin128[positions[k]])
+        assert np.array_equal(reply.array(), sin128_rows[positions[k]])
 
 
 @contextlib.contextmanager
@@ -59,7 +46,7 @@ def serving(tables, **flags):
         yield srv
 
 
-def test_a_backlog_written_in_one_go_is_answered_in_full_after_sigterm(tables, sin128):
+def test_a_backlog_written_in_one_go_is_answered_in_full_after_sigterm(tables, sin128_rows):
     """100 x 256 positions = 12.5 MiB of replies: most requests still sit in the kernel's queues
     (the server stops reading at 1 MiB of unsent replies) when the signal comes."""
     data, positions = encode_requests(100, 256, seed=1)
@@ -72,10 +59,10 @@ def test_a_backlog_written_in_one_go_is_answered_in_full_after_sigterm(tables, s
             replies = read_all(conn)
             writer.join(10)
         assert srv.process.wait(10) == 0
-    assert_all_answered(replies, positions, sin128)
+    assert_all_answered(replies, positions, sin128_rows)
 
 
-def test_a_client_reading_all_along_gets_every_reply(tables, sin128):
+def test_a_client_reading_all_along_gets_every_reply(tables, sin128_rows):
     data, positions = encode_requests(2000, 16, seed=2)
     with serving(tables) as srv:
         with Raw(srv.address, timeout=30) as conn:
@@ -92,7 +79,7 @@ def test_a_client_reading_all_along_gets_every_reply(tables, sin128):
             srv.process.send_signal(15)
             reader.join(30)
         assert srv.process.wait(10) == 0
-    assert_all_answered(replies, positions, sin128)
+    assert_all_answered(replies, positions, sin128_rows)
 
 
 def test_an_unfinished_frame_is_reported_with_its_true_size(tables):

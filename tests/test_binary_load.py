@@ -9,22 +9,10 @@ import threading
 
 import numpy as np
 import pytest
-from binary_support import Raw, build, frame, positions_bytes, running_server, table_store
+from binary_support import (  # noqa: F401 (fixtures)
+    Raw, build, frame, positions_bytes, running_server, sin128_rows, store_and_root, table_store, tables)
 from posenc.client import Client, ServerError, Status
 from posenc.client.protocol import Opcode
-
-
-@pytest.fixture(scope="module")
-def tables():
-    with table_store() as (_, root):
-        yield root
-
-
-@pytest.fixture(scope="module")
-def expected(tables):
-    """All 4096 rows of sin128, as the server returns them."""
-    with running_server(tables, threads=1) as srv, Client(srv.address) as c:
-        return c.encode("sin128", np.arange(4096))
 
 
 def run_loadgen(*args, ok=True) -> dict:
@@ -34,7 +22,7 @@ def run_loadgen(*args, ok=True) -> dict:
     return json.loads(result.stdout)
 
 
-def test_many_concurrent_clients_get_their_own_rows(tables, expected):
+def test_many_concurrent_clients_get_their_own_rows(tables, sin128_rows):
     errors = []
 
     def worker(seed, address):
@@ -43,7 +31,7 @@ def test_many_concurrent_clients_get_their_own_rows(tables, expected):
             with Client(address) as c:
                 for _ in range(30):
                     positions = rng.integers(0, 4096, rng.integers(1, 40))
-                    assert np.array_equal(c.encode("sin128", positions), expected[positions])
+                    assert np.array_equal(c.encode("sin128", positions), sin128_rows[positions])
         except Exception as exc:  # noqa: BLE001 - reported below with its thread
             errors.append((seed, exc))
 
@@ -81,13 +69,13 @@ def test_load_generator_runs_bounded_and_clean(tables, load, socket_kind):
     assert stats["errors_total"] == 0 and stats["requests_total"] >= n
 
 
-def test_busy_polling_serves_the_same_and_is_reported(tables, expected):
+def test_busy_polling_serves_the_same_and_is_reported(tables, sin128_rows):
     with running_server(tables, threads=1, busy_poll_us=500) as srv, Client(srv.address) as c:
-        assert np.array_equal(c.encode("sin128", [7, 4095]), expected[[7, 4095]])
+        assert np.array_equal(c.encode("sin128", [7, 4095]), sin128_rows[[7, 4095]])
         assert c.stats()["busy_poll_us"] == 500
 
 
-def test_shutdown_while_loaded_answers_what_arrived_and_exits_cleanly(tables, expected):
+def test_shutdown_while_loaded_answers_what_arrived_and_exits_cleanly(tables, sin128_rows):
     outcomes = []
     started = threading.Barrier(9)
     first_batches = threading.Semaphore(0)  # released once by each hammer after its first whole batch
@@ -107,7 +95,7 @@ def test_shutdown_while_loaded_answers_what_arrived_and_exits_cleanly(tables, ex
                     for positions, rows in zip(batch, pipe.execute(raise_on_error=False)):
                         if isinstance(rows, Exception):
                             raise rows
-                        assert np.array_equal(rows, expected[positions])
+                        assert np.array_equal(rows, sin128_rows[positions])
                         answered += 1
                     if answered == len(batch):
                         first_batches.release()
