@@ -63,7 +63,8 @@ def test_a_request_error_echoes_opcode_and_request_id_and_zeroes_the_rest(raw, s
 
 @pytest.mark.parametrize("bad", [struct.pack("<IBBBBQIIII", 32, 9, 1, 0, 0, 77, 0, 0, 0, 0),  # version
                                  struct.pack("<IBBBBQIIII", 40, 1, 1, 0, 0, 77, 0, 0, 0, 0),  # length
-                                 struct.pack("<IBBBBQIIII", 32, 1, 1, 0, 0, 77, 0, 0, 0, 5)])  # reserved
+                                 struct.pack("<IBBBBQIIII", 32, 1, 1, 0, 0, 77, 0, 0, 0, 5)],  # reserved
+                         ids=["bad-version", "bad-length", "reserved-set"])
 def test_a_frame_level_error_is_the_same_however_tcp_splits_the_bytes(server, bad):
     replies = []
     for chunk in (len(bad), 1, 7):
