@@ -84,6 +84,14 @@ def test_inline_spec_scale_and_target_std(client):
                           amplitude=float(np.abs(expected).max()), angle_max=300)
 
 
+def test_inline_spec_offset_shifts_the_positions(client):
+    """M2M100-style offset: the client sends p + offset, so rows equal the library's."""
+    spec = posenc.SinusoidalSpec(16, layout="t2t", offset=2)
+    positions = np.arange(0, 50)
+    expected = posenc.sinusoidal(positions + 2, 16, layout="t2t", dtype="float64")
+    assert_matches_oracle(client.encode_spec(spec, positions, dtype="float64"), expected, "float64", angle_max=52)
+
+
 ROPE_SPECS = {
     "default": posenc.RopeSpec(64),
     "partial-neox": posenc.RopeSpec.from_hf_config(hf_config("gpt-neox-20b")),

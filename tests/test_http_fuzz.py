@@ -36,6 +36,7 @@ stop = 4096
 """
 
 schemathesis.serializer.alias("application/x-npy", "application/octet-stream")  # fuzzed bytes as .npy bodies
+schemathesis.serializer.alias("application/x-safetensors", "application/octet-stream")  # and as safetensors uploads
 schema = schemathesis.openapi.from_dict(create_app(ServiceConfig()).api.openapi())
 
 

@@ -385,7 +385,7 @@ BAD = [
     ("post", "/v1/rope/cos_sin", {"json": {"positions": [1], "table": "sin64"}}, 422, "invalid_parameter", "table"),
     ("post", "/v1/rope/cos_sin", {"json": {"positions": [1], "table": "rope32", "seq_len": 5.0}}, 422,
      "invalid_parameter", "seq_len"),
-    ("post", "/v1/rope/cos_sin", {"json": {"positions": [1], "hf_config": {"model_type": "llama"}}}, 422,
+    ("post", "/v1/rope/cos_sin", {"json": {"positions": [1], "hf_config": {"model_type": "llama", "head_dim": 0}}}, 422,
      "invalid_parameter", "hf_config.config.head_dim"),
     ("post", "/v1/rope/apply", {"json": {"spec": {"head_dim": 8}}}, 422, "invalid_parameter", "x"),
     ("post", "/v1/rope/apply", {"json": {"spec": {"head_dim": 8}, "x": [[1, 2, 3]]}}, 422, "invalid_parameter",

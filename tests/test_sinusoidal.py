@@ -119,3 +119,33 @@ def test_parallel_chunks_agree_with_oracle():
     finally:
         posenc.kernels.set_threads(previous)
     assert_matches_oracle(out, reference.sinusoidal(pos, 64, layout="halves"), "float32")
+
+
+def test_offset_shifts_positions_everywhere():
+    """M2M100 reads row p + padding_idx + 1: the spec's offset is a shift of the positions, the same
+    in the function, in `sinusoidal_table` (HTTP) and in a published table's rows."""
+    from posenc.tables import TableSpec
+
+    pos = np.arange(0, 300)
+    expected = posenc.sinusoidal(pos + 2, 64, layout="t2t", dtype="float64")
+    np.testing.assert_array_equal(posenc.sinusoidal(pos, 64, layout="t2t", offset=2, dtype="float64"), expected)
+    table = TableSpec(posenc.SinusoidalSpec(64, layout="t2t", offset=2), 0, 300, dtype="float64")
+    rows = np.empty(table.shape)
+    table.fill(rows)
+    np.testing.assert_array_equal(rows, expected)
+    assert "offset" not in posenc.SinusoidalSpec(64).to_dict()  # unshifted specs keep their hash
+    shifted = posenc.SinusoidalSpec(64, offset=2)
+    assert shifted.hash != posenc.SinusoidalSpec(64).hash and posenc.SinusoidalSpec.from_dict(shifted.to_dict()) == shifted
+
+
+@pytest.mark.parametrize("offset", [-1, 1.5, "2", True, None, 2**40])
+def test_bad_offset_names_the_field(offset):
+    with pytest.raises(posenc.PosencError) as info:
+        posenc.SinusoidalSpec(64, offset=offset)
+    assert info.value.field == "offset"
+
+
+def test_offset_cannot_push_past_the_position_limit():
+    with pytest.raises(posenc.PosencError) as info:
+        posenc.sinusoidal([posenc.LIMITS.max_abs_position], 8, offset=2)
+    assert info.value.field == "positions"

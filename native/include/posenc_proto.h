@@ -204,12 +204,13 @@ static inline void posenc_spec_prefix_encode(uint8_t *p, const struct posenc_spe
 }
 
 /* The frequencies posenc's sinusoidal specs send (docs/protocol.md, "Frequencies"), in the
- * library's operation order: the exponent -(2i)/dim rounded to float64 first, then the C
- * library's pow (Python's math.pow is the same call). Needs <math.h> and -lm. */
+ * library's operation order: the exponent (2i)/dim rounded to float64 first, then the C
+ * library's pow (Python's math.pow is the same call), then 1.0 divided by it. Needs <math.h>
+ * and -lm. */
 #ifdef POSENC_PROTO_WANT_FREQS
 #include <math.h>
 static inline double posenc_vaswani_freq(double base, uint32_t i, uint32_t dim) {
-    return pow(base, -(2.0 * (double)i) / (double)dim);
+    return 1.0 / pow(base, (2.0 * (double)i) / (double)dim);
 }
 
 /* tensor2tensor timescales: log_inc = log(max_ts / min_ts) / max(n - 1, 1), n = dim / 2. */

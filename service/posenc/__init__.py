@@ -8,15 +8,15 @@
 """
 
 from .api import (QuantizedSlopes, RopeAlibi, RopeAlibiSpec, alibi_bias, alibi_slopes, alibi_slopes_uint8,
-                  rope_alibi, rope_apply, rope_cos_sin, rope_inv_freq, sinusoidal, t5_relative_position_bucket,
-                  xpos_scale)
+                  rope_alibi, rope_apply, rope_cos_sin, rope_inv_freq, sinusoidal, t5_position_bias,
+                  t5_relative_position_bucket, xpos_scale)
 from .errors import OutputTooLarge, PosencError
 from .limits import LIMITS
 from .models import LayerPositions, ModelPositions, from_hf_config
-from .encodings import RopeSpec, SinusoidalSpec
+from .encodings import LearnedSpec, RopeSpec, SinusoidalSpec, T5BucketSpec
 
 __version__ = "0.1.0"
 
 __all__ = ["LIMITS", "LayerPositions", "ModelPositions", "OutputTooLarge", "PosencError", "QuantizedSlopes", "RopeAlibi", "RopeAlibiSpec", "RopeSpec",
-           "SinusoidalSpec", "alibi_bias", "alibi_slopes", "alibi_slopes_uint8", "from_hf_config", "rope_alibi", "rope_apply",
-           "rope_cos_sin", "rope_inv_freq", "sinusoidal", "t5_relative_position_bucket", "xpos_scale"]
+           "LearnedSpec", "SinusoidalSpec", "T5BucketSpec", "alibi_bias", "alibi_slopes", "alibi_slopes_uint8", "from_hf_config", "rope_alibi", "rope_apply",
+           "rope_cos_sin", "rope_inv_freq", "sinusoidal", "t5_position_bias", "t5_relative_position_bucket", "xpos_scale"]

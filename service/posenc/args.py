@@ -14,7 +14,7 @@ from .limits import LIMITS
 
 def as_int(value, field: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if isinstance(value, numbers.Real) and float(value).is_integer():
+        if not isinstance(value, bool) and isinstance(value, numbers.Real) and float(value).is_integer():
             value = int(value)
         else:
             raise PosencError(field, f"must be an integer, got {value!r}")
@@ -30,7 +30,10 @@ def as_float(value, field: str, *, minimum: float | None = None, exclusive_minim
              maximum: float | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise PosencError(field, f"must be a number, got {value!r}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # a JSON integer beyond float range (10**400)
+        raise PosencError(field, "must be finite, got an integer too large for a float") from None
     if not math.isfinite(value):
         raise PosencError(field, f"must be finite, got {value!r}")
     if minimum is not None and value < minimum:
@@ -86,7 +89,7 @@ def as_vector(value, field: str, length: int) -> np.ndarray:
     """A finite float64 vector of exactly `length` entries."""
     try:
         arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
         raise PosencError(field, "must be an array of numbers") from None
     if arr.shape != (length,):
         raise PosencError(field, f"must have shape ({length},), got {arr.shape}")

@@ -6,31 +6,37 @@ the binary server looks rows up in. Rows are `positions start..stop-1`:
   * rope:       [cos(p w_0..w_{n-1}) | sin(p w_0..w_{n-1})], width = 2*n_freq,
                 attention factor applied, frequencies at `seq_len` (None = init values)
   * alibi:      slopes * p (BLOOM's m_h * key position), width = n_heads
+  * learned:    row p + offset of a checkpoint's position-embedding tensor, width = dim; the
+                values are given (`source`, see `posenc.checkpoint`), not computed, and are
+                only needed to publish: a segment holds them, its spec pins them by sha256
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .args import as_int
-from .dtypes import OUTPUT_DTYPES, kernel_dtype, output_dtype
+from .dtypes import OUTPUT_DTYPES, cast_output, half_midpoints, kernel_dtype, output_dtype
 from .errors import PosencError
 from .limits import LIMITS
-from .encodings import AlibiSpec, RopeSpec, SinusoidalSpec
+from .encodings import AlibiSpec, LearnedSpec, RopeSpec, SinusoidalSpec
 from .encodings.canonical import Canonical
 
-ENCODINGS = {spec.KIND: spec for spec in (SinusoidalSpec, RopeSpec, AlibiSpec)}
+ENCODINGS = {spec.KIND: spec for spec in (SinusoidalSpec, RopeSpec, AlibiSpec, LearnedSpec)}
 
 
 @dataclass(frozen=True)
 class TableSpec(Canonical):
-    encoding: SinusoidalSpec | RopeSpec | AlibiSpec
+    encoding: SinusoidalSpec | RopeSpec | AlibiSpec | LearnedSpec
     start: int
     stop: int
     dtype: str = "float32"
     seq_len: float | None = None  # rope only: fixes dynamic/longrope frequencies
+    #: learned only: the checkpoint tensor [offset + num_positions, dim] the rows are copied from
+    #: (not part of the identity: the encoding's sha256 is). None in a table read back from shm.
+    source: np.ndarray | None = field(default=None, compare=False, repr=False, kw_only=True)
 
     def __post_init__(self):
         if not isinstance(self.encoding, tuple(ENCODINGS.values())):
@@ -45,7 +51,21 @@ class TableSpec(Canonical):
             raise PosencError("dtype", "tables are stored as float32 or float64 (cast on the way out)")
         if self.seq_len is not None and not isinstance(self.encoding, RopeSpec):
             raise PosencError("seq_len", "only applies to rope tables")
+        if isinstance(self.encoding, LearnedSpec):
+            self._check_learned()
+        elif self.source is not None:
+            raise PosencError("source", "only learned tables take given rows")
         LIMITS.check_output(self.shape, OUTPUT_DTYPES[self.dtype].itemsize, field="stop")
+
+    def _check_learned(self) -> None:
+        enc = self.encoding
+        if self.start < 0 or self.stop > enc.num_positions:
+            raise PosencError("stop" if self.start >= 0 else "start", f"a learned table holds positions "
+                              f"0..{enc.num_positions - 1}, not [{self.start}, {self.stop})")
+        if self.source is not None and (not isinstance(self.source, np.ndarray)
+                                        or self.source.shape != (enc.rows, enc.dim)):
+            raise PosencError("source", f"must be an array of shape {(enc.rows, enc.dim)} "
+                              f"(offset + num_positions, dim), got {getattr(self.source, 'shape', self.source)}")
 
     @property
     def kind(self) -> str:
@@ -59,7 +79,7 @@ class TableSpec(Canonical):
     def width(self) -> int:
         if self.kind == "alibi":
             return self.encoding.n_heads
-        return self.encoding.dim if self.kind == "sinusoidal" else 2 * self.encoding.n_freq
+        return 2 * self.encoding.n_freq if self.kind == "rope" else self.encoding.dim
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -75,18 +95,64 @@ class TableSpec(Canonical):
 
     def fill(self, out: np.ndarray, lo: int = 0, hi: int | None = None) -> None:
         """Compute rows lo..hi (relative to start) into out[lo:hi] (C-contiguous, self.dtype)."""
-        from .api.rope import rope_table
+        hi = self.rows if hi is None else hi
+        self.fill_block(out[lo:hi], lo, hi)
+
+    def fill_block(self, block: np.ndarray, lo: int, hi: int) -> None:
+        """Compute rows lo..hi (relative to start) into `block`, shape [hi - lo, width]: a
+        buffer that holds one block only (the shm writer reuses one cache-sized buffer). The
+        rows do not depend on the block (TableSpec.compute)."""
+        if self.kind == "learned":
+            if self.source is None:
+                raise PosencError("source", "a learned table is published from its checkpoint rows "
+                                  "(posenc.checkpoint.learned_table)")
+            first = self.encoding.offset + self.start
+            block[...] = self.source[first + lo:first + hi]
+            return
+        positions = np.arange(self.start + lo, self.start + hi, dtype=np.float64)
+        self.compute(positions, self.np_dtype, out=block)
+
+    def compute(self, positions: np.ndarray, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
+        """This table's rows for any validated float64 positions, as `dtype` (into `out`, of the
+        kernel dtype, when given): bit for bit the rows the table holds, since a row depends only
+        on (spec, position, dtype), whatever block it is built in. Not for learned tables (their
+        rows are given, not computed)."""
+        from .api.rope import rope_table_at
         from .api.sinusoidal import sinusoidal_table
 
-        hi = self.rows if hi is None else hi
-        positions = np.arange(self.start + lo, self.start + hi, dtype=np.float64)
-        block = out[lo:hi]
         if self.kind == "sinusoidal":
-            sinusoidal_table(positions, self.encoding, self.np_dtype, out=block)
-        elif self.kind == "alibi":
-            np.multiply(positions[:, None], self.encoding.slopes[None, :], out=block, casting="same_kind")
-        else:
-            rope_table(positions, self.encoding, seq_len=self.seq_len, dtype=self.dtype, out=block)
+            return sinusoidal_table(positions, self.encoding, dtype, out=out)
+        if self.kind == "rope":
+            return rope_table_at(positions, self.encoding, self.seq_len, dtype, out=out)
+        if out is None:  # alibi: BLOOM's m_h * key position, formed in float64 and rounded once
+            return cast_output(positions[:, None] * self.encoding.slopes[None, :], dtype)
+        return np.multiply(positions[:, None], self.encoding.slopes[None, :], out=out, casting="same_kind")
+
+    @property
+    def rounds_once(self) -> bool:
+        """Whether every stored value is the single rounding of its float64 value, which
+        `cast_rows` relies on: not so for float32 sinusoidal tables with a per-column `scale`
+        (applied in float32 after the kernel's rounding, as the binary server does too)."""
+        return self.dtype == "float64" or not (self.kind == "sinusoidal" and self.encoding.scale is not None)
+
+    def cast_rows(self, rows: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """Rows read from this table at `positions` as `dtype`, each value rounded once from its
+        float64 value, exactly as the computed answer (cast once, never f64 -> f32 -> f16).
+
+        A float32 value y = round32(x) rounds to the same 16-bit value as x unless y is exactly
+        a midpoint of the 16-bit grid (every such midpoint is a float32, and rounding is
+        monotonic): then x's side of it is lost, so those rows alone are recomputed in float64
+        (about 1 row in 60 for float16 at width 128, 1 in 500 for bfloat16). A learned table's
+        stored rows are its values (copied from the checkpoint): they are cast directly."""
+        if rows.dtype == dtype or rows.dtype == np.float64 or dtype.itemsize != 2 or self.kind == "learned":
+            return cast_output(rows, dtype)
+        if not self.rounds_once:
+            raise PosencError("dtype", f"this float32 table cannot give single-rounded {dtype.name} rows")
+        out = cast_output(rows, dtype)
+        redo = np.flatnonzero(half_midpoints(rows, dtype).reshape(rows.shape[0], -1).any(axis=1))
+        if redo.size:
+            out[redo] = self.compute(np.asarray(positions, dtype=np.float64).reshape(-1)[redo], dtype)
+        return out
 
     def to_dict(self) -> dict:
         return {"encoding": self.encoding.to_dict(), "start": self.start, "stop": self.stop, "dtype": self.dtype,

@@ -10,7 +10,7 @@ from .. import native
 from ..args import as_choice, as_float, as_positions
 from ..dtypes import OUTPUT_DTYPES, cast_output, kernel_dtype, output_dtype
 from ..errors import PosencError
-from ..kernels import rope_rotate_rows, run_rows
+from ..kernels import rope_rotate_rows, run_rows, xpos_decay_rows
 from ..limits import LIMITS
 from ..encodings import RopeSpec
 from ..encodings.rope import LAYOUTS, seq_len_for
@@ -19,11 +19,7 @@ from ._tables import fill_cos_sin_pair, fill_sincos
 
 
 def as_rope_spec(spec, field: str = "spec") -> RopeSpec:
-    if isinstance(spec, RopeSpec):
-        return spec
-    if isinstance(spec, dict):
-        return RopeSpec.from_dict(spec)
-    raise PosencError(field, f"must be a RopeSpec or a dict, got {type(spec).__name__}")
+    return RopeSpec.coerce(spec, field)
 
 
 @lru_cache(maxsize=1024)
@@ -53,17 +49,52 @@ def rope_inv_freq(spec, *, seq_len=None) -> tuple[np.ndarray, float]:
     return inv.copy(), attention
 
 
-def rope_cos_sin(positions, spec, *, seq_len=None, dtype="float32") -> tuple[np.ndarray, np.ndarray]:
-    """(cos, sin), each [len(positions), n_freq], attention factor applied to both as HF does.
+def as_rope_positions(positions, spec: RopeSpec) -> np.ndarray:
+    """1-D positions, or for an M-RoPE spec also [3, n] (temporal, height, width) as float64.
 
+    1-D positions with an M-RoPE spec are text tokens: every axis at the same position, as
+    HF's `position_ids.expand(3, -1, -1)`."""
+    try:
+        ndim = np.ndim(positions)
+    except (TypeError, ValueError):  # ragged nested lists
+        raise PosencError("positions", "must be a 1-D array of numbers, or [3, n] for M-RoPE") from None
+    if ndim != 2:
+        return as_positions(positions)
+    if spec.mrope_section is None:
+        raise PosencError("positions", "2-D positions are M-RoPE [3, n] (temporal, height, width), "
+                          "which needs a spec with mrope_section")
+    arr = np.asarray(positions)
+    if arr.shape[0] != 3:
+        raise PosencError("positions", f"M-RoPE positions must have shape [3, n], got {list(arr.shape)}")
+    return as_positions(arr.reshape(-1)).reshape(3, -1)
+
+
+def _cos_sin(positions: np.ndarray, spec: RopeSpec, inv: np.ndarray, attention: float, dtype):
+    """(cos, sin) [n, n_freq]; for [3, n] M-RoPE positions each frequency chunk takes its axis's
+    angles (float64 position * inv_freq, the same kernel), as HF's recomposition_frequencies."""
+    if positions.ndim == 1:
+        return fill_cos_sin_pair(positions, inv, attention, dtype)
+    n = positions.shape[1]
+    cos, sin = np.empty((n, inv.shape[0]), dtype=dtype), np.empty((n, inv.shape[0]), dtype=dtype)
+    for first, end, axis in spec.mrope_chunks:
+        if end > first:
+            cos[:, first:end], sin[:, first:end] = fill_cos_sin_pair(
+                positions[axis], np.ascontiguousarray(inv[first:end]), attention, dtype)
+    return cos, sin
+
+
+def rope_cos_sin(positions, spec, *, seq_len=None, dtype="float32") -> tuple[np.ndarray, np.ndarray]:
+    """(cos, sin), each [n, n_freq], attention factor applied to both as HF does.
+
+    positions: 1-D, or [3, n] (temporal, height, width) for an M-RoPE spec (`mrope_section`).
     seq_len=None for dynamic/longrope means max(positions)+1, what a fresh HF module uses."""
     spec = as_rope_spec(spec)
-    positions = as_positions(positions)
+    positions = as_rope_positions(positions, spec)
     out_dtype = output_dtype(dtype)
     inv, attention = _frequencies(spec, positions, seq_len)
-    n = positions.shape[0]
+    n = positions.shape[-1]
     LIMITS.check_output((2, n, inv.shape[0]), out_dtype.itemsize)
-    cos, sin = fill_cos_sin_pair(positions, inv, attention, kernel_dtype(out_dtype))
+    cos, sin = _cos_sin(positions, spec, inv, attention, kernel_dtype(out_dtype))
     return cast_output(cos, out_dtype), cast_output(sin, out_dtype)
 
 
@@ -73,8 +104,21 @@ def rope_table(positions, spec, *, seq_len=None, dtype="float32", out=None) -> n
     be preallocated, e.g. a shared-memory segment."""
     spec = as_rope_spec(spec)
     positions = as_positions(positions)
-    out_dtype = output_dtype(dtype)
     inv, attention = _frequencies(spec, positions, seq_len)
+    return _rope_rows(positions, inv, attention, output_dtype(dtype), out)
+
+
+def rope_table_at(positions: np.ndarray, spec: RopeSpec, seq_len: float | None, dtype: np.dtype,
+                  out=None) -> np.ndarray:
+    """rope_table rows with the frequencies at `seq_len` exactly, None meaning the init values
+    (what a table of a length-dependent spec stores): never max(positions) + 1, so a row does
+    not depend on which other positions are computed with it (a table is built in blocks)."""
+    inv, attention = _inv_freq_cached(spec, seq_len)
+    return _rope_rows(positions, inv, attention, dtype, out)
+
+
+def _rope_rows(positions: np.ndarray, inv: np.ndarray, attention: float, out_dtype: np.dtype,
+               out=None) -> np.ndarray:
     n, n_freq = positions.shape[0], inv.shape[0]
     LIMITS.check_output((n, 2 * n_freq), out_dtype.itemsize)
     if out is None:
@@ -94,7 +138,9 @@ def xpos_scale(positions, spec, *, center=0.0) -> np.ndarray:
     d = spec.rotary_dim
     zeta = (np.arange(0, 2 * spec.n_freq, 2, dtype=np.float64) + 0.4 * d) / (1.4 * d)
     power = (positions - as_float(center, "xpos_center")) / spec.xpos_scale_base
-    return zeta[None, :] ** power[:, None]
+    out = np.empty((positions.shape[0], zeta.shape[0]))
+    run_rows(xpos_decay_rows, positions.shape[0], zeta.shape[0], zeta, power, out)
+    return out
 
 
 def rope_apply(x, positions, spec, *, layout=None, seq_len=None, xpos_role="q", xpos_center=0.0) -> np.ndarray:
@@ -105,6 +151,7 @@ def rope_apply(x, positions, spec, *, layout=None, seq_len=None, xpos_role="q", 
     rotary rotates the first 2*n_freq dims and passes the rest. With spec.xpos_scale_base
     set, q (xpos_role="q") is multiplied by the xPos decay and k ("k") divided by it.
     Math is float64 per element; float16/bfloat16 inputs are widened, then rounded once.
+    positions may be [3, n] (temporal, height, width) for an M-RoPE spec (`mrope_section`).
     """
     spec = as_rope_spec(spec)
     layout = as_choice(spec.layout if layout is None else layout, "layout", LAYOUTS)
@@ -117,13 +164,13 @@ def rope_apply(x, positions, spec, *, layout=None, seq_len=None, xpos_role="q", 
         raise PosencError("x", f"dtype must be one of {sorted(OUTPUT_DTYPES)}, got {x.dtype}")
     if x.ndim < 2 or x.shape[-1] != spec.head_dim:
         raise PosencError("x", f"must have shape [..., n, {spec.head_dim}], got {x.shape}")
-    positions = as_positions(positions)
+    positions = as_rope_positions(positions, spec)
     n = x.shape[-2]
-    if positions.shape[0] != n:
-        raise PosencError("positions", f"has {positions.shape[0]} entries but x has {n} rows (axis -2)")
+    if positions.shape[-1] != n:
+        raise PosencError("positions", f"has {positions.shape[-1]} entries but x has {n} rows (axis -2)")
     LIMITS.check_output(x.shape, x.dtype.itemsize, field="x")
     inv, attention = _frequencies(spec, positions, seq_len)
-    cos, sin = fill_cos_sin_pair(positions, inv, attention, np.float64)
+    cos, sin = _cos_sin(positions, spec, inv, attention, np.float64)
     if spec.xpos_scale_base is not None:
         scale = xpos_scale(positions, spec, center=xpos_center)
         if xpos_role == "k":

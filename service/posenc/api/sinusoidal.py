@@ -6,29 +6,32 @@ import numpy as np
 
 from ..args import as_positions
 from ..dtypes import cast_output, kernel_dtype, output_dtype
+from ..errors import PosencError
 from ..limits import LIMITS
 from ..encodings import SinusoidalSpec
 from ._tables import fill_sincos
 
 
 def sinusoidal(positions, dim, *, base=10000.0, layout="interleaved", min_timescale=1.0, max_timescale=None,
-               scale=None, dtype="float32", target_std=None) -> np.ndarray:
+               scale=None, dtype="float32", target_std=None, offset=0) -> np.ndarray:
     """Sinusoidal position encodings, shape [len(positions), dim].
 
     layout: "interleaved" (Vaswani/DistilBERT/XLM), "halves" (Marian: [sin|cos], Vaswani
     frequencies) or "t2t" (tensor2tensor/fairseq/M2M100/Whisper/TimesFM timescales, zero
     column when dim is odd). Positions may be fractional. `scale` multiplies column j by
     scale[j]; `target_std` rescales the table to that RMS (e.g. 0.02 to match embeddings).
+    `offset` gives position p the row of p + offset (M2M100: padding_idx + 1).
     Angles are float64; the result is cast once to `dtype`.
     """
     spec = SinusoidalSpec(dim, base=base, layout=layout, min_timescale=min_timescale,
-                          max_timescale=max_timescale, scale=scale, target_std=target_std)
+                          max_timescale=max_timescale, scale=scale, target_std=target_std, offset=offset)
     return sinusoidal_table(as_positions(positions), spec, output_dtype(dtype))
 
 
 def sinusoidal_table(positions: np.ndarray, spec: SinusoidalSpec, dtype: np.dtype, out=None) -> np.ndarray:
     """Rows of `spec` for validated float64 positions; `out` (C-contiguous, kernel dtype) may be preallocated."""
     LIMITS.check_output((positions.shape[0], spec.dim), dtype.itemsize)
+    positions = shifted(positions, spec.offset)
     if out is None:
         out = np.empty((positions.shape[0], spec.dim), dtype=kernel_dtype(dtype))
     fill_sincos(positions, spec.freqs, np.full(spec.n_sin, spec.amplitude), out.reshape(-1), spec.column_plan())
@@ -37,3 +40,14 @@ def sinusoidal_table(positions: np.ndarray, spec: SinusoidalSpec, dtype: np.dtyp
     if spec.scale is not None:  # per-column factors: a second pass, off the common path
         out *= np.asarray(spec.scale, dtype=out.dtype)
     return cast_output(out, dtype)
+
+
+def shifted(positions: np.ndarray, offset: int) -> np.ndarray:
+    """positions + offset (exact in float64), still within LIMITS.max_abs_position."""
+    if not offset:
+        return positions
+    moved = positions + float(offset)
+    if moved.size and float(np.abs(moved).max()) > LIMITS.max_abs_position:
+        raise PosencError("positions", f"position + offset {offset} must be <= {LIMITS.max_abs_position} "
+                          "(POSENC_MAX_ABS_POSITION)")
+    return moved

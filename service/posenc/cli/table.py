@@ -11,9 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+from .. import checkpoint
 from ..errors import PosencError
+from ..models import from_hf_config
+from ..models.tables import context_length, layer_tables
 from ..shm import ShmError, TableStore, attach, list_tables
-from ..encodings import RopeSpec
+from ..shm.paths import check_name
+from ..shm.registry import LOCK_TIMEOUT_S
 from ..tables import TableSpec
 
 
@@ -23,14 +27,26 @@ def register(sub) -> None:
 
     build = actions.add_parser("build", help="compute a table into shared memory and publish it")
     build.add_argument("spec", help="JSON (or a JSON file) of an encoding spec such as "
-                       "'{\"kind\":\"sinusoidal\",\"dim\":128}' or of a whole table spec, or a HF config.json")
+                       "'{\"kind\":\"sinusoidal\",\"dim\":128}' or of a whole table spec; a HF config.json "
+                       "(one table per layer type the model computes positions for: NAME.LAYER_TYPE when "
+                       "it has several); or a .safetensors / .npy checkpoint holding a learned position table")
     build.add_argument("--positions", help="START:STOP, e.g. 0:131072 (--positions=-8:8 for a negative START; "
-                       "default: the table spec's, or 0:max_position_embeddings "
-                       "of a HF config)")
-    build.add_argument("--name", help="table name (default KIND-HASH)")
+                       "default: the table spec's, 0:context length of a HF config, or every position of "
+                       "a checkpoint's table)")
+    build.add_argument("--name", help="table name (default KIND-HASH); for a config with several layer types "
+                       "the prefix of NAME.LAYER_TYPE")
+    build.add_argument("--layer-type", help="HF config / --config: only this layer type's encoding")
+    build.add_argument("--tensor", help="checkpoint: the position-embedding tensor (default: the one --config "
+                       "names, or the file's only tensor)")
+    build.add_argument("--offset", type=int, help="checkpoint: rows before position 0 (OPT: 2; default: "
+                       "--config's, else 0)")
+    build.add_argument("--config", help="checkpoint: the model's config.json, for its tensor name, offset and shape")
     build.add_argument("--dtype", choices=["float32", "float64"], help="stored dtype (default float32)")
     build.add_argument("--seq-len", type=float, help="RoPE only: the sequence length dynamic/longrope use")
-    build.add_argument("--mode", type=octal, default=0o640, help="file mode, octal (default 0640)")
+    build.add_argument("--mode", type=octal, default=0o640, help="file mode, octal (default 0640); the registry "
+                       "gains its read bits")
+    build.add_argument("--checksum", choices=["crc32c", "crc32"], default="crc32c",
+                       help="data checksum (default crc32c; crc32 for readers older than the checksum field)")
     build.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
                        help="progress bar on stderr (auto: when stderr is a terminal)")
     build.set_defaults(handler=run_build)
@@ -49,6 +65,9 @@ def register(sub) -> None:
 
     for action in (build, ls, rm, verify):
         action.add_argument("--root", help="shm directory (default $POSENC_SHM_DIR or /dev/shm)")
+    for action in (build, rm):
+        action.add_argument("--lock-timeout", type=float, default=LOCK_TIMEOUT_S, metavar="SECONDS",
+                            help="give up when the registry lock stays taken this long (default %(default)s)")
 
 
 def octal(text: str) -> int:
@@ -82,16 +101,8 @@ def load_json(text: str) -> dict:
 
 
 def table_spec(spec: dict, positions: str | None, dtype: str | None, seq_len: float | None) -> TableSpec:
-    """A TableSpec from a table spec dict, an encoding spec dict or a HF config dict, plus overrides."""
-    if "encoding" in spec:
-        base = dict(spec)
-    elif "kind" in spec:
-        base = {"encoding": spec}
-    else:
-        rope = RopeSpec.from_hf_config(spec)
-        base = {"encoding": rope.to_dict()}
-        if rope.max_position_embeddings is not None:
-            base["start"], base["stop"] = 0, rope.max_position_embeddings
+    """A TableSpec from a table spec dict or an encoding spec dict, plus overrides."""
+    base = dict(spec) if "encoding" in spec else {"encoding": spec}
     if positions is not None:
         base["start"], base["stop"] = parse_positions(positions)
     if base.get("stop") is None:
@@ -127,14 +138,77 @@ class ProgressBar:
         self.stream.flush()
 
 
+def config_tables(config: dict, args) -> tuple[dict[str | None, TableSpec], dict[str, str]]:
+    """One table per computable layer type of the model (keyed None when the model has only one)."""
+    model = from_hf_config(config)
+    if args.layer_type is not None:
+        model.get(args.layer_type, field_name="layer-type")
+    start, stop = parse_positions(args.positions) if args.positions is not None else (0, None)
+    tables, skipped = layer_tables(model, context=context_length(config), start=start, stop=stop,
+                                   dtype=args.dtype or "float32", seq_len=args.seq_len)
+    if args.layer_type is not None:
+        tables = {k: v for k, v in tables.items() if k == args.layer_type}
+        skipped = {k: v for k, v in skipped.items() if k == args.layer_type}
+    if not tables:
+        reasons = "; ".join(f"{layer_type}: {why}" for layer_type, why in skipped.items())
+        raise PosencError("spec", f"this {model.model_type} model has no encoding posenc can tabulate ({reasons})")
+    if len(model.encodings) == 1:
+        tables = {None: table for table in tables.values()}
+    return tables, skipped
+
+
+def checkpoint_table(args) -> TableSpec:
+    """The learned table in a .safetensors / .npy file; --config supplies the family's LearnedSpec."""
+    spec = None
+    if args.config is not None:
+        model = from_hf_config(load_json(args.config))
+        learned = model.of_kind("learned")
+        if not learned:
+            raise PosencError("config", f"this {model.model_type} model has no learned position table "
+                              f"(its layer types: {list(model.encodings)})")
+        if args.layer_type is None and len(learned) > 1:
+            raise PosencError("layer-type", f"the model has several learned tables; choose one of {list(learned)}")
+        spec = model.get(args.layer_type or next(iter(learned)), field_name="layer-type").spec
+        if spec.KIND != "learned":
+            raise PosencError("layer-type", f"{args.layer_type!r} is a {spec.KIND} encoding, not a learned table")
+    tensor = args.tensor if args.tensor is not None or spec is None else spec.tensor
+    name, values = checkpoint.read_file(args.spec, tensor)
+    start, stop = parse_positions(args.positions) if args.positions is not None else (None, None)
+    if args.seq_len is not None:
+        raise PosencError("seq-len", "only applies to rope tables")
+    return checkpoint.learned_table(values, spec, tensor=name, offset=args.offset, start=start, stop=stop,
+                                    dtype=args.dtype)
+
+
+def build_plan(args) -> tuple[dict[str | None, TableSpec], dict[str, str]]:
+    """({layer type or None: table}, {layer type: why it was skipped}) for `posenc table build`."""
+    if Path(args.spec).suffix in checkpoint.FORMATS:
+        return {None: checkpoint_table(args)}, {}
+    for option in ("tensor", "offset", "config"):
+        if getattr(args, option) is not None:
+            raise PosencError(option, "only applies to a .safetensors / .npy checkpoint")
+    spec = load_json(args.spec)
+    if "encoding" in spec or "kind" in spec:
+        if args.layer_type is not None:
+            raise PosencError("layer-type", "only applies to a HF config.json")
+        return {None: table_spec(spec, args.positions, args.dtype, args.seq_len)}, {}
+    return config_tables(spec, args)
+
+
 def run_build(args) -> int:
-    table = table_spec(load_json(args.spec), args.positions, args.dtype, args.seq_len)
-    name = args.name or f"{table.kind}-{table.hash[:8]}"
+    tables, skipped = build_plan(args)
+    named = {}
+    for layer_type, table in tables.items():
+        base = args.name or f"{table.kind}-{table.hash[:8]}"
+        named[check_name(base if layer_type is None else f"{base}.{layer_type}")] = table
     show = args.progress == "always" or (args.progress == "auto" and sys.stderr.isatty())
-    store = TableStore(args.root, mode=args.mode)
-    info = store.publish(name, table, progress=ProgressBar(name) if show else None)
-    print(f"published {info.name} generation {info.generation}: {info.shape[0]}x{info.shape[1]} {info.dtype} "
-          f"({human_bytes(info.nbytes)}) in {store.root / info.segment}")
+    store = TableStore(args.root, mode=args.mode, checksum=args.checksum, lock_timeout_s=args.lock_timeout)
+    for name, table in named.items():
+        info = store.publish(name, table, progress=ProgressBar(name) if show else None)
+        print(f"published {info.name} generation {info.generation}: {info.shape[0]}x{info.shape[1]} {info.dtype} "
+              f"({human_bytes(info.nbytes)}) in {store.root / info.segment}")
+    for layer_type, why in skipped.items():
+        print(f"skipped layer type {layer_type}: {why}")
     return 0
 
 
@@ -155,6 +229,8 @@ def spec_summary(spec: dict) -> str:
         params = f"dim={enc['dim']} base={enc['base']:g} {enc['layout']}"
     elif enc.get("kind") == "alibi":
         params = f"n_heads={enc['n_heads']} {enc['variant']}"
+    elif enc.get("kind") == "learned":
+        params = f"dim={enc['dim']} {enc['tensor'] or 'array'} offset={enc['offset']} sha256={enc['sha256'][:12]}"
     else:
         return "?"
     return f"{enc['kind']} {params} [{spec['start']}:{spec['stop']})"
@@ -176,7 +252,7 @@ def run_ls(args) -> int:
 
 
 def run_rm(args) -> int:
-    store = TableStore(args.root)
+    store = TableStore(args.root, lock_timeout_s=args.lock_timeout)
     for name in args.names:
         store.remove(name)
         print(f"removed {name}")

@@ -1,4 +1,5 @@
-"""Client of the native binary-protocol server (docs/protocol.md): sync, asyncio, pipelining.
+"""Clients of the posenc service: the native binary protocol (docs/protocol.md; sync, asyncio,
+pipelining) and HTTP (`HttpClient`, `AsyncHttpClient`: binary formats, numpy arrays out).
 
     >>> from posenc.client import Client
     >>> with Client("127.0.0.1:8001") as c:
@@ -12,6 +13,7 @@
 from .address import DEFAULT_ADDRESS, parse_address
 from .aio import AsyncClient
 from .calls import TableRef
+from .http import AsyncHttpClient, HttpClient, HttpError
 from .process import ServerProcess, server_argv, server_binary, service_argv, start_server
 from .protocol import ProtocolError, ServerError, Status
 from .sync import Client, Pipeline
@@ -27,7 +29,10 @@ def fetch_stats(address=DEFAULT_ADDRESS, *, timeout: float = 2.0) -> dict:
 __all__ = [
     "DEFAULT_ADDRESS",
     "AsyncClient",
+    "AsyncHttpClient",
     "Client",
+    "HttpClient",
+    "HttpError",
     "Pipeline",
     "ProtocolError",
     "ServerError",

@@ -76,6 +76,9 @@ class AsyncClient:
         return await self.call(calls.encode_table(await self.table_id(table), positions, dtype))
 
     async def encode_spec(self, spec, positions, *, dtype="float32", seq_len=None):
+        if calls.is_mrope(spec, positions):  # [3, n]: one concurrent request per frequency chunk
+            batch, assemble = calls.encode_mrope(spec, positions, dtype, seq_len)
+            return assemble(await asyncio.gather(*(self.call(call) for call in batch), return_exceptions=True))
         return await self.call(calls.encode_spec(spec, positions, dtype, seq_len))
 
     # --- transport -------------------------------------------------------------------------

@@ -9,8 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from ..api.rope import as_rope_spec
+from ..api.sinusoidal import shifted
+from ..args import as_positions
+from ..encodings import SinusoidalSpec
 from ..errors import PosencError
-from .inline import spec_aux
+from .inline import mrope_auxes, mrope_rows, spec_aux
 from .protocol import Opcode, Reply, request_frame, wire_dtype, wire_positions
 
 
@@ -76,7 +80,40 @@ def encode_table(table_id: int, positions, dtype="float32") -> Call:
 
 
 def encode_spec(spec, positions, dtype="float32", seq_len=None) -> Call:
+    if isinstance(spec, SinusoidalSpec) and spec.offset:  # the server evaluates rows at the shifted positions
+        positions = shifted(as_positions(positions), spec.offset)
     kind, raw, count = wire_positions(positions)
     values = np.frombuffer(raw, dtype="<i8" if kind == 0 else "<f8")
-    return Call(Opcode.ENCODE_SPEC, Reply.array, aux=spec_aux(spec, values, seq_len), positions=raw, count=count,
-                dtype=wire_dtype(dtype), position_kind=kind)
+    return _spec_call(spec_aux(spec, values, seq_len), (kind, raw, count), dtype)
+
+
+def _spec_call(aux: bytes, wire: tuple, dtype) -> Call:
+    """ENCODE_SPEC of an inline-spec block for positions already in wire form (kind, bytes, count)."""
+    kind, raw, count = wire
+    return Call(Opcode.ENCODE_SPEC, Reply.array, aux=aux, positions=raw, count=count, dtype=wire_dtype(dtype),
+                position_kind=kind)
+
+
+def is_mrope(spec, positions) -> bool:
+    """[3, n] positions: M-RoPE, which travels as several ENCODE_SPEC calls (`encode_mrope`)."""
+    return np.ndim(positions) == 2 and not isinstance(spec, SinusoidalSpec)
+
+
+def encode_mrope(spec, positions, dtype="float32", seq_len=None) -> tuple[list[Call], Callable[[list], np.ndarray]]:
+    """M-RoPE rows [n, 2*n_freq] for positions [3, n] (temporal, height, width): one ENCODE_SPEC
+    per frequency chunk (docs/protocol.md, *M-RoPE*), and the function that assembles the replies."""
+    spec = as_rope_spec(spec)
+    arr = np.asarray(positions)
+    if spec.mrope_section is None or arr.shape[0] != 3:
+        raise PosencError("positions", "2-D positions are M-RoPE [3, n] (temporal, height, width), which needs "
+                          f"a spec with mrope_section; got shape {list(arr.shape)}")
+    chunks = mrope_auxes(spec, arr, seq_len)
+    batch = [_spec_call(aux, wire_positions(arr[axis]), dtype) for _, _, axis, aux in chunks]
+
+    def assemble(replies: list) -> np.ndarray:
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return mrope_rows(spec, [(first, end) for first, end, _, _ in chunks], replies)
+
+    return batch, assemble

@@ -39,9 +39,34 @@ def sinusoidal_aux(spec: SinusoidalSpec) -> bytes:
 def rope_aux(spec: RopeSpec, seq_len: float | None) -> bytes:
     """[cos | sin] rows of width 2*n_freq, the attention factor applied to both halves."""
     inv_freq, attention = rope_inv_freq(spec, seq_len=seq_len)
-    n = len(inv_freq)
+    return _cos_sin_aux(inv_freq, attention)
+
+
+def _cos_sin_aux(freqs: np.ndarray, attention: float) -> bytes:
+    n = len(freqs)
     plan = ColumnPlan(row_stride=2 * n, sin_base=n, cos_base=0, interleaved=False, n_cos=n)
-    return _pack(inv_freq, attention, plan, 2 * n)
+    return _pack(freqs, attention, plan, 2 * n)
+
+
+def mrope_auxes(spec: RopeSpec, positions: np.ndarray, seq_len=None) -> list[tuple[int, int, int, bytes]]:
+    """M-RoPE as the inline plan expresses it: one ENCODE_SPEC per frequency chunk of
+    `spec.mrope_section`, (first, end, axis, aux), each [cos | sin] of its own frequencies for its
+    axis's positions (`positions[axis]` of [3, n]); `mrope_rows` puts the replies together."""
+    if spec.length_dependent:
+        seq_len = seq_len_for(np.asarray(positions, dtype=np.float64).reshape(-1), seq_len)
+    inv_freq, attention = rope_inv_freq(spec, seq_len=seq_len)
+    return [(first, end, axis, _cos_sin_aux(inv_freq[first:end], attention))
+            for first, end, axis in spec.mrope_chunks if end > first]
+
+
+def mrope_rows(spec: RopeSpec, chunks: list[tuple[int, int]], replies: list[np.ndarray]) -> np.ndarray:
+    """[n, 2*n_freq] = [cos | sin] from the chunk replies of `mrope_auxes` (a copy, no arithmetic)."""
+    n_freq, first_reply = spec.n_freq, replies[0]
+    out = np.empty((first_reply.shape[0], 2 * n_freq), dtype=first_reply.dtype)
+    for (first, end), rows in zip(chunks, replies):
+        size = end - first
+        out[:, first:end], out[:, n_freq + first:n_freq + end] = rows[:, :size], rows[:, size:]
+    return out
 
 
 def spec_aux(spec, positions: np.ndarray | None = None, seq_len=None) -> bytes:

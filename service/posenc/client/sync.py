@@ -62,7 +62,11 @@ class Client:
         return self.call(calls.encode_table(self.table_id(table), positions, dtype))
 
     def encode_spec(self, spec, positions, *, dtype="float32", seq_len=None):
-        """Rows of any SinusoidalSpec / RopeSpec computed by the server: [n, width]."""
+        """Rows of any SinusoidalSpec / RopeSpec computed by the server: [n, width]. M-RoPE
+        positions [3, n] go out as one pipelined request per frequency chunk."""
+        if calls.is_mrope(spec, positions):
+            batch, assemble = calls.encode_mrope(spec, positions, dtype, seq_len)
+            return assemble(self.execute(batch))
         return self.call(calls.encode_spec(spec, positions, dtype, seq_len))
 
     def pipeline(self) -> Pipeline:

@@ -6,5 +6,6 @@ from .canonical import canonical_json, spec_hash
 from .learned import LearnedSpec
 from .rope import RopeSpec
 from .sinusoidal import SinusoidalSpec
+from .t5 import T5BucketSpec
 
-__all__ = ["ALIBI_VARIANTS", "AlibiSpec", "LearnedSpec", "RopeSpec", "SinusoidalSpec", "canonical_json", "spec_hash"]
+__all__ = ["ALIBI_VARIANTS", "AlibiSpec", "LearnedSpec", "RopeSpec", "SinusoidalSpec", "T5BucketSpec", "canonical_json", "spec_hash"]

@@ -13,6 +13,8 @@ from .canonical import Canonical
 from .rope_scaling import ALIASES, VARIANTS, RopeDims
 
 LAYOUTS = ("half", "interleaved")
+#: Context lengths beyond 2**53 are not exact in float64 (the scaling math divides them).
+MAX_LENGTH = 2**53
 #: Keys that may sit in a HF scaling dict but are not scaling parameters.
 _PASSTHROUGH_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "original_max_position_embeddings"}
 
@@ -26,12 +28,19 @@ class RopeSpec(Canonical):
     an unknown or missing key raises `PosencError` naming it. `layout` ("half" or
     "interleaved") is what `rope_apply` uses when it is not told. `xpos_scale_base`
     enables xPos decay in `rope_apply` (None = off).
+
+    `mrope_section` (Qwen2-VL / Qwen2.5-VL M-RoPE) splits the n_freq frequencies into
+    consecutive chunks; chunk k takes its angles from position axis k % 3 (temporal, height,
+    width), so such a spec accepts [3, n] positions. The sizes must add up to n_freq. It is
+    a keyword only: inside a HF scaling dict it is refused like any unknown key, because
+    other models (Qwen3-VL's interleaved M-RoPE) use the same key with another meaning; the
+    qwen2_vl reader moves it out.
     """
 
     KIND = "rope"  # the "kind" of to_dict(), a table's encoding
     POSITIONAL = "head_dim"
     KEYWORDS = ("base", "partial_rotary_factor", "scaling", "max_position_embeddings",
-                "original_max_position_embeddings", "layout", "xpos_scale_base")
+                "original_max_position_embeddings", "layout", "xpos_scale_base", "mrope_section")
 
     head_dim: int
     base: float
@@ -42,19 +51,22 @@ class RopeSpec(Canonical):
     original_max_position_embeddings: int | None
     layout: str
     xpos_scale_base: float | None
+    mrope_section: tuple[int, ...] | None
 
     def __init__(self, head_dim, *, base=10000.0, partial_rotary_factor=1.0, scaling=None,
                  max_position_embeddings=None, original_max_position_embeddings=None,
-                 layout="half", xpos_scale_base=None):
+                 layout="half", xpos_scale_base=None, mrope_section=None):
         head_dim = as_dim(head_dim, "head_dim")
         base = as_float(base, "base", exclusive_minimum=1.0)
         prf = as_float(partial_rotary_factor, "partial_rotary_factor", exclusive_minimum=0.0, maximum=1.0)
         max_len = None if max_position_embeddings is None else as_int(
-            max_position_embeddings, "max_position_embeddings", minimum=1)
+            max_position_embeddings, "max_position_embeddings", minimum=1, maximum=MAX_LENGTH)
         scaling = dict(scaling or {})
         if not all(isinstance(k, str) for k in scaling):
             raise PosencError("scaling", "keys must be strings")
         rope_type = scaling.get("rope_type", scaling.get("type", "default"))
+        if not isinstance(rope_type, str):  # also keeps unhashable JSON (lists, objects) out of the lookups
+            raise PosencError("scaling.rope_type", f"must be a string, got {rope_type!r}")
         rope_type = ALIASES.get(rope_type, rope_type)
         if rope_type not in VARIANTS:
             raise PosencError("scaling.rope_type", f"unknown rope_type {rope_type!r}; known: {sorted(VARIANTS)}")
@@ -62,7 +74,8 @@ class RopeSpec(Canonical):
         original = original_max_position_embeddings
         if original is None:
             original = scaling.get("original_max_position_embeddings")
-        original = None if original is None else as_int(original, "original_max_position_embeddings", minimum=1)
+        original = None if original is None else as_int(original, "original_max_position_embeddings", minimum=1,
+                                                        maximum=MAX_LENGTH)
         dims = RopeDims(head_dim, int(head_dim * prf), prf, base, max_len, original)
         if dims.rotary_dim < 1:
             raise PosencError("partial_rotary_factor", f"gives a rotary dim of 0 for head_dim {head_dim}")
@@ -93,6 +106,11 @@ class RopeSpec(Canonical):
         if 2 * self.n_freq > head_dim:
             raise PosencError("head_dim", f"an odd rotary dim ({self.rotary_dim}) equal to head_dim cannot rotate; "
                               "use partial_rotary_factor < 1")
+        if mrope_section is not None:
+            mrope_section = _as_mrope_section(mrope_section, self.n_freq)
+            if xpos_scale_base is not None:
+                raise PosencError("mrope_section", "cannot be combined with xpos_scale_base")
+        sets(self, "mrope_section", mrope_section)
 
     # --- derived -------------------------------------------------------------------
     @property
@@ -109,6 +127,16 @@ class RopeSpec(Canonical):
     def n_freq(self) -> int:
         """Number of frequencies: ceil(d/2), or head_dim//2 for proportional."""
         return self.head_dim // 2 if self.rope_type == "proportional" else (self.rotary_dim + 1) // 2
+
+    @property
+    def mrope_chunks(self) -> tuple[tuple[int, int, int], ...]:
+        """(first, end, axis) per M-RoPE chunk of frequencies, as HF's `freq.split(mrope_section)`
+        followed by `chunk[i % 3]`; empty for a plain spec."""
+        chunks, first = [], 0
+        for k, size in enumerate(self.mrope_section or ()):
+            chunks.append((first, first + size, k % 3))
+            first += size
+        return tuple(chunks)
 
     @property
     def scaling(self) -> dict:
@@ -131,7 +159,7 @@ class RopeSpec(Canonical):
 
     # --- identity ----------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {
+        out = {
             "kind": self.KIND,
             "head_dim": self.head_dim,
             "base": self.base,
@@ -142,6 +170,9 @@ class RopeSpec(Canonical):
             "layout": self.layout,
             "xpos_scale_base": self.xpos_scale_base,
         }
+        if self.mrope_section is not None:  # only then: plain specs keep their identity (hash)
+            out["mrope_section"] = list(self.mrope_section)
+        return out
 
     def __eq__(self, other):
         return isinstance(other, RopeSpec) and self.canonical_json == other.canonical_json
@@ -151,15 +182,44 @@ class RopeSpec(Canonical):
 
     def __repr__(self):
         extra = "" if self.rope_type == "default" else f", scaling={self.scaling}"
+        if self.mrope_section is not None:
+            extra += f", mrope_section={list(self.mrope_section)}"
         return (f"RopeSpec(head_dim={self.head_dim}, base={self.base:g}, "
                 f"partial_rotary_factor={self.partial_rotary_factor:g}{extra})")
 
     @classmethod
-    def from_hf_config(cls, config: dict) -> "RopeSpec":
-        """Build the spec a HF model was trained with from its `config.json` (as a dict)."""
-        from .hf_config import rope_spec_kwargs
+    def from_hf_config(cls, config: dict, *, strict: bool = True) -> "RopeSpec":
+        """The one RoPE a HF model uses, from its `config.json` (as a dict).
 
-        return cls(**rope_spec_kwargs(config))
+        The shortcut for `posenc.from_hf_config(config)` when the model has exactly one RoPE
+        layer type; a model with several (Gemma-3, ModernBERT) or none (BLOOM) raises a
+        `PosencError` naming the choices: use `posenc.from_hf_config(config)[layer_type].spec`."""
+        from ..models import from_hf_config
+
+        model = from_hf_config(config, strict=strict)
+        ropes = model.of_kind(cls.KIND)
+        if len(ropes) == 1:
+            return next(iter(ropes.values())).spec
+        if ropes:
+            raise PosencError("layer_type", f"this {model.model_type} model has several RoPE layer types "
+                              f"{list(ropes)}; use posenc.from_hf_config(config)[layer_type].spec")
+        kinds = sorted({entry.spec.KIND for entry in model.encodings.values()})
+        raise PosencError("config", f"this {model.model_type} model uses no RoPE (it uses {', '.join(kinds)}); "
+                          "use posenc.from_hf_config(config)")
+
+
+def _as_mrope_section(value, n_freq: int) -> tuple[int, ...]:
+    """Chunk sizes (>= 0) that add up to n_freq, as torch.split needs them."""
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        raise PosencError("mrope_section", f"must be a list of integers, got {value!r}")
+    sizes = list(value)
+    if not 1 <= len(sizes) <= max(3, n_freq):
+        raise PosencError("mrope_section", f"must have 1 to {max(3, n_freq)} entries, got {len(sizes)}")
+    sizes = tuple(as_int(v, "mrope_section", minimum=0, maximum=n_freq) for v in sizes)
+    if sum(sizes) != n_freq:
+        raise PosencError("mrope_section", f"must add up to the spec's {n_freq} rotary frequencies, "
+                          f"got {list(sizes)} = {sum(sizes)}")
+    return sizes
 
 
 def seq_len_for(positions: np.ndarray, seq_len) -> float | None:

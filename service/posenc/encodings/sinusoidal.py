@@ -8,10 +8,12 @@ from functools import cached_property
 
 import numpy as np
 
-from ..args import as_choice, as_dim, as_float, as_vector
+from ..args import as_choice, as_dim, as_float, as_int, as_vector
 from ..errors import PosencError
+from ..limits import LIMITS
 from .canonical import Canonical
 from .columns import ColumnPlan
+from .libm import exp_each, pow_each
 
 LAYOUTS = ("interleaved", "halves", "t2t")
 
@@ -31,11 +33,15 @@ class SinusoidalSpec(Canonical):
     constant so its RMS over many positions is target_std (each sin/cos column has mean
     square 1/2): the factor does not depend on which positions you ask for, so rows from
     different calls agree.
+
+    `offset` shifts positions: position p gets the row of p + offset (M2M100 / fairseq count
+    positions from padding_idx + 1, so token 0 reads row 2). It is applied to the positions,
+    never inside the kernels.
     """
 
     KIND = "sinusoidal"  # the "kind" of to_dict(), a table's encoding
     POSITIONAL = "dim"
-    KEYWORDS = ("base", "layout", "min_timescale", "max_timescale", "scale", "target_std")
+    KEYWORDS = ("base", "layout", "min_timescale", "max_timescale", "scale", "target_std", "offset")
 
     dim: int
     base: float = 10000.0
@@ -44,9 +50,10 @@ class SinusoidalSpec(Canonical):
     max_timescale: float | None = None
     scale: tuple[float, ...] | None = None
     target_std: float | None = None
+    offset: int = 0
 
     def __init__(self, dim, *, base=10000.0, layout="interleaved", min_timescale=1.0, max_timescale=None,
-                 scale=None, target_std=None):
+                 scale=None, target_std=None, offset=0):
         dim = as_dim(dim, "dim")
         layout = as_choice(layout, "layout", LAYOUTS)
         base = as_float(base, "base", exclusive_minimum=0.0)
@@ -62,8 +69,10 @@ class SinusoidalSpec(Canonical):
             scale = tuple(float(v) for v in as_vector(scale, "scale", dim))
         if target_std is not None:
             target_std = as_float(target_std, "target_std", exclusive_minimum=0.0)
+        offset = as_int(offset, "offset", minimum=0, maximum=LIMITS.max_abs_position)
         for name, value in (("dim", dim), ("base", base), ("layout", layout), ("min_timescale", min_timescale),
-                            ("max_timescale", max_timescale), ("scale", scale), ("target_std", target_std)):
+                            ("max_timescale", max_timescale), ("scale", scale), ("target_std", target_std),
+                            ("offset", offset)):
             object.__setattr__(self, name, value)
 
     # --- column plan ---------------------------------------------------------------------
@@ -77,19 +86,14 @@ class SinusoidalSpec(Canonical):
 
     @cached_property
     def freqs(self) -> np.ndarray:
-        """Angular frequencies for the n_sin (>= n_cos) sin columns, float64.
-
-        Evaluated element by element with the C library's pow/exp/log (math.*), in the operation
-        order docs/protocol.md states, so that any client can reproduce them bit for bit
-        (numpy's vectorised power and exp differ from libm in the last bit for some elements)."""
+        """Angular frequencies for the n_sin (>= n_cos) sin columns, float64."""
         if self.layout == "t2t":
             num = self.dim // 2
             max_ts = self.base if self.max_timescale is None else self.max_timescale
             log_inc = math.log(max_ts / self.min_timescale) / max(num - 1, 1)
-            values = [self.min_timescale * math.exp(i * -log_inc) for i in range(num)]
+            freqs = self.min_timescale * exp_each(np.arange(num, dtype=np.float64) * -log_inc)
         else:
-            values = [math.pow(self.base, -(2.0 * i) / self.dim) for i in range(self.n_sin)]
-        freqs = np.array(values, dtype=np.float64)
+            freqs = 1.0 / pow_each(self.base, 2.0 * np.arange(self.n_sin, dtype=np.float64) / self.dim)
         freqs.flags.writeable = False
         return freqs
 
@@ -108,6 +112,9 @@ class SinusoidalSpec(Canonical):
 
     # --- identity --------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {"kind": self.KIND, "dim": self.dim, "base": self.base, "layout": self.layout,
-                "min_timescale": self.min_timescale, "max_timescale": self.max_timescale,
-                "scale": None if self.scale is None else list(self.scale), "target_std": self.target_std}
+        out = {"kind": self.KIND, "dim": self.dim, "base": self.base, "layout": self.layout,
+               "min_timescale": self.min_timescale, "max_timescale": self.max_timescale,
+               "scale": None if self.scale is None else list(self.scale), "target_std": self.target_std}
+        if self.offset:  # only then: unshifted specs keep their identity (hash)
+            out["offset"] = self.offset
+        return out

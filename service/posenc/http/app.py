@@ -17,6 +17,7 @@ from ..config import ServiceConfig
 from . import errors, openapi, protocol
 from .asgi import ServiceApp
 from .routes import ROUTERS
+from .routes.models import ModelPositionsRequest
 from .schemas import (
     AlibiBiasRequest,
     AlibiSlopesRequest,
@@ -33,7 +34,7 @@ from .service import Service
 #: How `posenc serve` hands its resolved config and run directory to worker processes.
 STATE_ENV = "POSENC_SERVE_STATE"
 REQUEST_MODELS = [SinusoidalRequest, RopeCosSinRequest, RopeApplyRequest, RopeInvFreqRequest, AlibiSlopesRequest,
-                  AlibiBiasRequest, T5BucketsRequest, RowsRequest, TableCreateRequest]
+                  AlibiBiasRequest, T5BucketsRequest, RowsRequest, TableCreateRequest, ModelPositionsRequest]
 DESCRIPTION = """Exact positional encodings over HTTP: sinusoidal, RoPE (cos/sin, rotation of q/k, inverse
 frequencies), ALiBi, T5 buckets, computed from a spec or read from shared-memory tables.
 

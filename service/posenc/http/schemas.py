@@ -18,7 +18,8 @@ Dtype = Literal["float32", "float64", "float16", "bfloat16"]
 PositionsDtype = Literal["int64", "float64"]
 
 _POSITIONS = Field(None, description="Positions (integers, or floats for fractional positions). With a binary "
-                   "body (.npy, or raw little-endian `positions_dtype` values) the body is the positions.",
+                   "body (.npy, or raw little-endian `positions_dtype` values) the body is the positions. RoPE "
+                   "with an M-RoPE spec (mrope_section) also takes [3, n] (temporal, height, width; JSON or .npy).",
                    examples=[[0, 1, 2, 4095]])
 _POSITIONS_DTYPE = Field("int64", description="Element type of a raw application/octet-stream body.")
 _TABLE = Field(None, description="Name of a shared-memory table to read the rows from (GET /v1/tables).",
@@ -30,6 +31,8 @@ _ROPE_SPEC = Field(None, description="RoPE spec: head_dim (required), base, part
                    "layout, xpos_scale_base.",
                    examples=[{"head_dim": 128, "base": 500000.0}])
 _HF_CONFIG = Field(None, description="Instead of spec: a model's config.json, from which the RoPE spec is read.")
+_LAYER_TYPE = Field(None, description="With hf_config: the layer type whose RoPE to use, when the model has "
+                    "several (e.g. Gemma-3 sliding_attention / full_attention; see POST /v1/models/positions).")
 
 
 class _Strict(BaseModel):
@@ -41,16 +44,17 @@ class SinusoidalRequest(_Strict):
     table: str | None = _TABLE
     spec: dict[str, Any] | None = Field(
         None, description="Sinusoidal spec: dim (required), base, layout (interleaved|halves|t2t), "
-        "min_timescale, max_timescale, scale, target_std.", examples=[{"dim": 128}])
+        "min_timescale, max_timescale, scale, target_std, offset.", examples=[{"dim": 128}])
     dtype: Dtype = "float32"
     positions_dtype: PositionsDtype = _POSITIONS_DTYPE
 
 
 class RopeCosSinRequest(_Strict):
-    positions: list[float] | float | None = _POSITIONS
+    positions: list[float] | list[list[float]] | float | None = _POSITIONS
     table: str | None = _TABLE
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
+    layer_type: str | None = _LAYER_TYPE
     seq_len: float | None = _SEQ_LEN
     dtype: Dtype = "float32"
     positions_dtype: PositionsDtype = _POSITIONS_DTYPE
@@ -59,11 +63,14 @@ class RopeCosSinRequest(_Strict):
 class RopeApplyRequest(_Strict):
     x: list[Any] | None = Field(None, description="q or k, shape [..., n, head_dim]. With an application/x-npy "
                                 "body the body is x (float16/32/64); the result has x's dtype.")
-    positions: list[float] | None = Field(None, description="n positions; default offset..offset+n-1.")
+    positions: list[float] | list[list[float]] | None = Field(
+        None, description="n positions, or [3, n] (temporal, height, width) for an M-RoPE spec (mrope_section); "
+        "default offset..offset+n-1. With a binary x body: in the query, as JSON.")
     offset: int = Field(0, description="First position when `positions` is not given.")
     table: str | None = Field(None, description="Use this RoPE table's spec (and seq_len).")
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
+    layer_type: str | None = _LAYER_TYPE
     layout: Literal["half", "interleaved"] | None = Field(None, description="Default: the spec's layout.")
     seq_len: float | None = _SEQ_LEN
     xpos_role: Literal["q", "k"] = "q"
@@ -75,6 +82,7 @@ class RopeInvFreqRequest(_Strict):
     table: str | None = Field(None, description="Use this RoPE table's spec (and seq_len).")
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
+    layer_type: str | None = _LAYER_TYPE
     seq_len: float | None = Field(None, description="For dynamic/longrope; default: the value at init.")
 
 

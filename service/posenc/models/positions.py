@@ -43,11 +43,21 @@ class ModelPositions:
     model_type: str
     reader: str  # the family reader that produced it (its registry key)
     encodings: MappingProxyType = field(repr=False)  # {layer_type: LayerPositions}
+    #: other names a layer type answers to in get() (ModernBERT's legacy "global" / "local")
+    aliases: MappingProxyType = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
         if not self.encodings:
             raise PosencError("config", f"model type {self.model_type!r} uses no position encoding posenc knows")
         object.__setattr__(self, "encodings", MappingProxyType(dict(self.encodings)))
+        object.__setattr__(self, "aliases", MappingProxyType(dict(self.aliases)))
+
+    @classmethod
+    def single(cls, model_type: str, reader: str, spec, layers: int, *, apply: str | None = None,
+               notes: tuple[str, ...] = ()) -> ModelPositions:
+        """A model whose every layer (0..layers-1) uses one encoding, under layer type "default"."""
+        entry = LayerPositions("default", spec, tuple(range(layers)), apply or spec.layout, notes)
+        return cls(model_type, reader, {"default": entry})
 
     @property
     def layer_types(self) -> tuple[str, ...]:
@@ -63,6 +73,8 @@ class ModelPositions:
                 return next(iter(self.encodings.values()))
             raise PosencError(field_name, f"this {self.model_type} model has several layer types; "
                               f"choose one of {list(self.encodings)}")
+        if isinstance(layer_type, str):
+            layer_type = self.aliases.get(layer_type, layer_type)
         if not isinstance(layer_type, str) or layer_type not in self.encodings:
             raise PosencError(field_name, f"unknown layer type {layer_type!r} for this {self.model_type} "
                               f"model; choose one of {list(self.encodings)}")

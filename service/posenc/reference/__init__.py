@@ -5,9 +5,9 @@ function follows the reference model code cited in ../shared/FORMULAS.md line by
 """
 
 from .alibi import alibi_bias, alibi_slopes
-from .rope import rope_apply, rope_cos_sin, xpos_scale
+from .rope import mrope_cos_sin, rope_apply, rope_cos_sin, xpos_scale
 from .sinusoidal import sinusoidal
 from .t5 import t5_relative_position_bucket
 
-__all__ = ["alibi_bias", "alibi_slopes", "rope_apply", "rope_cos_sin", "xpos_scale", "sinusoidal",
+__all__ = ["alibi_bias", "alibi_slopes", "mrope_cos_sin", "rope_apply", "rope_cos_sin", "xpos_scale", "sinusoidal",
            "t5_relative_position_bucket"]

@@ -8,6 +8,20 @@ def rope_cos_sin(positions, inv_freq, attention_factor=1.0):
     return np.cos(angle) * attention_factor, np.sin(angle) * attention_factor
 
 
+def mrope_cos_sin(positions, inv_freq, mrope_section, attention_factor=1.0):
+    """Qwen2-VL M-RoPE: cos/sin per axis of [3, n] positions, then chunk i of the frequencies
+    (split by mrope_section) from axis i % 3, as HF's recomposition_frequencies."""
+    positions = np.asarray(positions, dtype=np.float64)
+    per_axis = [rope_cos_sin(row, inv_freq, attention_factor) for row in positions]
+    cuts = np.cumsum(mrope_section)[:-1]
+
+    def recompose(which):
+        chunks = [np.split(per_axis[a][which], cuts, axis=-1) for a in range(3)]
+        return np.concatenate([chunks[i % 3][i] for i in range(len(mrope_section))], axis=-1)
+
+    return recompose(0), recompose(1)
+
+
 def xpos_scale(positions, n_freq, rotary_dim, scale_base, center=0.0):
     """xPos decay (Sun et al. 2022): zeta_i^((p - center)/scale_base), zeta_i = (2i + 0.4 d)/(1.4 d)."""
     zeta = (np.arange(0, 2 * n_freq, 2, dtype=np.float64) + 0.4 * rotary_dim) / (1.4 * rotary_dim)

@@ -33,6 +33,7 @@ from ..schemas import (
     SinusoidalRequest,
     T5BucketsRequest,
 )
+from .models import layer_spec
 from .rows import named_table, rows_response
 
 router = APIRouter(prefix="/v1", tags=["encodings"])
@@ -65,7 +66,8 @@ async def _from_spec_or_table(request: Request, call: Call, key, positions, dtyp
     table = None if key is None else service.tables.covering(key, exact, dtype)
     service.metrics.table(hit=table is not None)
     if table is not None:
-        return await respond(request, call.media, lambda: cast_output(table.lookup(exact), dtype),
+        return await respond(request, call.media,
+                             lambda: table.spec.cast_rows(table.lookup(exact), exact, dtype),
                              exact.size * width, gathered=True)
     return await respond(request, call.media, lambda: compute(exact), exact.size * width)
 
@@ -76,9 +78,12 @@ async def _rope_spec(request: Request, params) -> tuple[RopeSpec, float | None]:
     if source == "table":
         table = await named_table(request, params.table, "rope")
         return table.spec.encoding, table.spec.seq_len
+    if params.layer_type is not None and source != "hf_config":
+        raise PosencError("layer_type", "applies to hf_config only")
+    if source == "hf_config":
+        return layer_spec(params.hf_config, params.layer_type, "rope"), None
     with fields_under(source):
-        spec = RopeSpec.from_hf_config(params.hf_config) if source == "hf_config" else as_rope_spec(params.spec)
-    return spec, None
+        return as_rope_spec(params.spec), None
 
 
 @_route("/sinusoidal", SinusoidalRequest, "Sinusoidal encodings for positions", binary=True)
@@ -110,15 +115,27 @@ async def rope_cos_sin(request: Request) -> Response:
     call = await read_call(request, RopeCosSinRequest, "positions")
     params, dtype = call.params, output_dtype(call.params.dtype)
     positions = _positions(call)
-    if _one_source(params, ("table", "spec", "hf_config")) == "table":
+    mrope = np.ndim(positions) == 2
+    if _one_source(params, ("table", "spec", "hf_config")) == "table" and not mrope:
         table = await named_table(request, params.table, "rope")
         if params.seq_len is not None and params.seq_len != table.spec.seq_len:
             raise PosencError("seq_len", f"table {params.table!r} was built for seq_len {table.spec.seq_len}")
         return await rows_response(request, call.media, table, positions, dtype)
-    spec, _ = await _rope_spec(request, params)
+    spec, table_seq_len = await _rope_spec(request, params)
+    if mrope:  # [3, n] (temporal, height, width): angles per axis, in no table row (a table lends its spec)
+        seq_len = table_seq_len if params.seq_len is None else params.seq_len
+        return await respond(request, call.media, lambda: mrope_rows(positions, spec, seq_len, dtype),
+                             positions.size // 3 * 2 * spec.n_freq)
     return await _from_spec_or_table(request, call, spec_key_for(spec, params.seq_len), positions, dtype,
                                      lambda exact: rope_table(exact, spec, seq_len=params.seq_len, dtype=dtype),
                                      2 * spec.n_freq)
+
+
+def mrope_rows(positions, spec: RopeSpec, seq_len, dtype) -> np.ndarray:
+    """[n, 2*n_freq] = [cos | sin] for M-RoPE positions [3, n] (temporal, height, width): the
+    layout of 1-D rows, each frequency chunk's angles taken from its axis (spec.mrope_section)."""
+    cos, sin = api.rope_cos_sin(positions, spec, seq_len=seq_len, dtype=dtype)
+    return np.concatenate((cos, sin), axis=1)
 
 
 @_route("/rope/apply", RopeApplyRequest, "Rotate q or k by RoPE", binary=True)
@@ -136,11 +153,12 @@ async def rope_apply(request: Request) -> Response:
         raise PosencError("dtype", "applies to a JSON x only (a binary x carries its own dtype)")
     spec, table_seq_len = await _rope_spec(request, params)
     seq_len = table_seq_len if params.seq_len is None else params.seq_len
-    positions = call.arrays.get("positions")
+    limit = service_of(request).config.limits.max_positions
+    positions = call.arrays.get("positions", params.positions)  # the body's, or the query's with a binary x
     if positions is None:
         n = x.shape[-2] if x.ndim >= 2 else 0
-        positions = as_array(range(params.offset, params.offset + n), "positions",
-                             service_of(request).config.limits.max_positions)
+        positions = range(params.offset, params.offset + n)
+    positions = as_array(positions, "positions", limit)
     return await respond(request, call.media,
                          lambda: api.rope_apply(x, positions, spec, layout=params.layout, seq_len=seq_len,
                                                 xpos_role=params.xpos_role, xpos_center=params.xpos_center),

@@ -14,8 +14,10 @@ from ...shm import list_tables
 from ...shm.paths import check_name
 from ...tables import TableSpec
 from ..calls import read_call, service_of
+from ..codecs import JSON, media_type
 from ..errors import HttpError
-from ..openapi import error_responses, request_body
+from ..openapi import error_responses
+from ..uploads import UPLOAD_TYPES, table_request_body, uploaded_table
 from ..schemas import TableCreateRequest, TableInfoResponse, TableListResponse
 
 router = APIRouter(prefix="/v1/tables", tags=["tables"])
@@ -56,12 +58,20 @@ async def table(request: Request, name: Annotated[str, _NAME]) -> dict:
 
 @router.put("/{name}", summary="Create or replace a table", status_code=201, response_model=TableInfoResponse,
             dependencies=[Depends(require_api_key)], responses=error_responses(400, 401, 409, 413, 415, 422),
-            openapi_extra=request_body(TableCreateRequest, binary=False))
+            openapi_extra=table_request_body(TableCreateRequest))
 async def create_table(request: Request, name: Annotated[str, _NAME]) -> dict:
-    """Build the table into shared memory (a new generation if it exists) and publish it."""
+    """Build the table into shared memory (a new generation if it exists) and publish it. A JSON
+    body is a table spec; a .npy or safetensors body is a learned table's values (`http.uploads`)."""
     check_name(name)
-    call = await read_call(request, TableCreateRequest, None)
-    spec = TableSpec.from_dict(call.params.model_dump())
+    media = media_type(request.headers.get("content-type"))
+    if media in UPLOAD_TYPES:
+        spec = await uploaded_table(request, media)
+    elif media != JSON:
+        raise HttpError("unsupported_media_type", f"Content-Type {media!r}: send a JSON table spec, or a learned "
+                        f"table as one of {list(UPLOAD_TYPES)}", "content-type")
+    else:
+        call = await read_call(request, TableCreateRequest, None)
+        spec = TableSpec.from_dict(call.params.model_dump())
     info = await service_of(request).publish(name, spec)
     return info.to_dict()
 

@@ -1,0 +1,56 @@
+"""A model's encodings as shared-memory tables: one `TableSpec` per layer type whose rows can be
+computed (RoPE, ALiBi, sinusoidal), and why the others cannot be (T5 buckets are a function of
+relative position, not a row per position; learned tables live in the checkpoint)."""
+
+from __future__ import annotations
+
+from ..errors import PosencError
+from ..tables import TableSpec
+from .positions import ModelPositions
+
+#: Kinds whose rows `TableSpec.fill` computes from the spec alone.
+COMPUTABLE = ("rope", "alibi", "sinusoidal")
+WHY_NOT = {
+    "t5": "T5 relative-position buckets depend on key - query, not on one position: no table "
+          "(compute them with POST /v1/t5/buckets or posenc.t5_relative_position_bucket)",
+    "learned": "a learned table's values are in the checkpoint: posenc table build model.safetensors "
+               "--config config.json",
+}
+#: Where configs keep the context length, in the order transformers' families use them.
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx",
+                "max_source_positions")
+
+
+def context_length(config: dict) -> int | None:
+    """The model's context length from its config (a multimodal config's text_config first), if any."""
+    for scope in (config.get("text_config"), config):
+        if isinstance(scope, dict):
+            for key in CONTEXT_KEYS:
+                value = scope.get(key)
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    return value
+    return None
+
+
+def layer_tables(model: ModelPositions, *, context: int | None, start: int = 0, stop: int | None = None,
+                 dtype: str = "float32", seq_len: float | None = None
+                 ) -> tuple[dict[str, TableSpec], dict[str, str]]:
+    """({layer_type: table}, {layer_type: why it has none}). Rows are positions start..stop-1;
+    `stop` defaults to the spec's max_position_embeddings (RoPE), else `context`. `seq_len`
+    applies to the RoPE tables only."""
+    tables: dict[str, TableSpec] = {}
+    skipped: dict[str, str] = {}
+    for layer_type, entry in model.encodings.items():
+        kind = entry.spec.KIND
+        if kind not in COMPUTABLE:
+            skipped[layer_type] = WHY_NOT.get(kind, f"posenc has no table for {kind} encodings")
+            continue
+        end = stop if stop is not None else getattr(entry.spec, "max_position_embeddings", None) or context
+        if end is None:
+            skipped[layer_type] = "the config has no context length: give the positions (START:STOP)"
+            continue
+        try:
+            tables[layer_type] = TableSpec(entry.spec, start, end, dtype, seq_len if kind == "rope" else None)
+        except PosencError as exc:
+            raise type(exc)(exc.field, f"layer type {layer_type!r}: {exc.message}") from None
+    return tables, skipped

@@ -1,0 +1,15 @@
+"""posenc for torch and transformers (install `posenc[torch]`; the core package never imports torch).
+
+    import posenc.torch
+    posenc.torch.patch_model(model)     # every rotary module of a loaded transformers model -> exact
+
+`cos_sin` gives exact cos/sin tensors in the layout rotary modules return, `ExactRotaryEmbedding`
+is the drop-in module, `alibi_bias` the exact ALiBi bias as a tensor for BLOOM/MPT/Falcon masks.
+"""
+
+from .cache import CosSinCache
+from .patch import PatchReport, patch_model
+from .rotary import ExactRotaryEmbedding
+from .tensors import alibi_bias, cos_sin
+
+__all__ = ["CosSinCache", "ExactRotaryEmbedding", "PatchReport", "alibi_bias", "cos_sin", "patch_model"]

@@ -1,0 +1,102 @@
+"""posenc.client.HttpClient / AsyncHttpClient against a real `posenc serve`: numpy arrays out,
+equal to the library's, binary on the wire, server errors raised as HttpError with code and field."""
+
+import asyncio
+import shutil
+import tempfile
+
+import numpy as np
+import pytest
+
+import posenc
+from posenc.client import AsyncHttpClient, HttpClient, HttpError
+from posenc.http.launch import ServerProcess
+
+CONFIG = """
+[server]
+workers = 1
+binary_port = 0
+shm_dir = "{shm_dir}"
+
+[[tables]]
+name = "sin64"
+encoding = {{ kind = "sinusoidal", dim = 64 }}
+start = 0
+stop = 4096
+"""
+LLAMA = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "rope_theta": 500000.0,
+         "max_position_embeddings": 8192}
+
+
+@pytest.fixture(scope="module")
+def server():
+    shm_dir = tempfile.mkdtemp(prefix="posenc-client-test-", dir="/dev/shm")
+    process = ServerProcess(CONFIG.format(shm_dir=shm_dir)).start()
+    yield process
+    process.stop()
+    shutil.rmtree(shm_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def client(server):
+    with HttpClient(server.url) as c:
+        yield c
+
+
+def test_rows_are_the_library_values(client):
+    want = posenc.sinusoidal([0, 5, 4095], 64)
+    np.testing.assert_array_equal(client.rows("sin64", [0, 5, 4095]), want)
+    np.testing.assert_array_equal(client.row("sin64", 5), want[1])
+    assert client.rows("sin64", [1], dtype="bfloat16").dtype.name == "bfloat16"
+
+
+def test_computed_requests_match_the_library(client):
+    positions = [0.5, 7, 100000]
+    np.testing.assert_array_equal(client.sinusoidal(positions, {"dim": 32}), posenc.sinusoidal(positions, 32))
+    spec = posenc.RopeSpec.from_hf_config(LLAMA)
+    cos, sin = client.rope_cos_sin(positions, spec)
+    want_cos, want_sin = posenc.rope_cos_sin(positions, spec)
+    np.testing.assert_array_equal(cos, want_cos)
+    np.testing.assert_array_equal(sin, want_sin)
+    cos2, _ = client.rope_cos_sin(positions, hf_config=LLAMA)
+    np.testing.assert_array_equal(cos2, want_cos)
+    inv, factor = client.rope_inv_freq(spec)
+    np.testing.assert_array_equal(inv, posenc.rope_inv_freq(spec)[0])
+    assert factor == 1.0
+
+
+def test_rope_apply_round_trips_npy(client):
+    spec = posenc.RopeSpec(16)
+    x = np.random.default_rng(0).standard_normal((2, 5, 16))
+    got = client.rope_apply(x, spec, offset=100)
+    np.testing.assert_array_equal(got, posenc.rope_apply(x, np.arange(100, 105), spec))
+
+
+def test_alibi_and_t5(client):
+    np.testing.assert_array_equal(client.alibi_slopes(12), posenc.alibi_slopes(12))
+    np.testing.assert_array_equal(client.alibi_bias(2, 3, 4), posenc.alibi_bias(2, 3, 4))
+    rel = np.array([-200, -3, 0, 3, 200])
+    np.testing.assert_array_equal(client.t5_buckets(rel), posenc.t5_relative_position_bucket(rel))
+    assert any(t["name"] == "sin64" for t in client.tables())
+
+
+def test_errors_carry_the_server_code_and_field(client):
+    with pytest.raises(HttpError) as info:
+        client.sinusoidal([1], {"dim": -1})
+    assert info.value.status == 422 and info.value.field == "spec.dim"
+    assert isinstance(info.value, posenc.PosencError)
+    with pytest.raises(HttpError) as info:
+        client.rows("nope", [1])
+    assert info.value.status == 404
+
+
+def test_async_client(server):
+    async def main():
+        async with AsyncHttpClient(server.url) as c:
+            rows, (cos, _) = await asyncio.gather(c.rows("sin64", [1, 2]),
+                                                  c.rope_cos_sin([3], {"head_dim": 8}))
+            return rows, cos
+
+    rows, cos = asyncio.run(main())
+    np.testing.assert_array_equal(rows, posenc.sinusoidal([1, 2], 64))
+    np.testing.assert_array_equal(cos, posenc.rope_cos_sin([3], posenc.RopeSpec(8))[0])
