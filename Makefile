@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.posenc-installed
 # Reinstall when packaging or native sources change (editable install: Python edits need nothing).
 INSTALL_INPUTS := pyproject.toml $(wildcard setup.py native/src/*.c native/src/*.h native/include/*.h)
 
-.PHONY: run test install bench clean wheel native-server bench-qps loadtest bench-http browser
+.PHONY: run test install bench clean wheel native-server bench-qps bench-deps loadtest bench-http browser
 
 $(STAMP): $(INSTALL_INPUTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,8 +41,14 @@ test: install browser
 bench: install
 	$(BIN)/posenc bench tables
 
+# The QPS benchmark's system packages (not needed by `make test`): redis-server (Debian's package)
+# to race against, and perf for per-request CPU time and system calls (optional).
+bench-deps:
+	command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+	command -v perf >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null || true
+
 # Binary protocol vs redis on this machine, server and load generator pinned to different cores.
-bench-qps: install
+bench-qps: install bench-deps
 	$(BIN)/posenc bench qps
 
 # Locust SLO run: starts `posenc serve` (embedded config), 30 s of the realistic mix on 127.0.0.1;

@@ -17,8 +17,9 @@ from typing import Self
 
 import numpy as np
 import posenc
+import pytest
 from conftest import hf_config
-from posenc.client import start_server
+from posenc.client import Client, start_server
 from posenc.client.protocol import HEADER_SIZE, ServerError, parse_header, reply_from, request_frame
 from posenc.shm import TableStore
 from posenc.tables import TableSpec
@@ -70,6 +71,35 @@ def running_server(shm_dir, **kwargs):
         shutil.rmtree(sock_dir, ignore_errors=True)
 
 
+# --- fixtures the test modules import by name -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def store_and_root():
+    """(TableStore, its directory) with TABLES published, for one test module."""
+    with table_store() as pair:
+        yield pair
+
+
+@pytest.fixture(scope="module")
+def tables(store_and_root):
+    """The directory of store_and_root."""
+    return store_and_root[1]
+
+
+@pytest.fixture(scope="module")
+def server(tables):
+    """A two-thread server over `tables` for one test module."""
+    with running_server(tables) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def sin128_rows(tables):
+    """All 4096 rows of sin128, as the server returns them."""
+    with running_server(tables, threads=1) as srv, Client(srv.address) as c:
+        return c.encode("sin128", np.arange(4096))
+
+
 def frame(opcode, request_id=1, **fields) -> bytes:
     return request_frame(opcode, request_id, **fields)
 
@@ -98,14 +128,22 @@ class Raw:
             got += len(chunk)
         return b"".join(chunks)
 
-    def reply(self):
-        """(request_id, Reply or ServerError), or None at EOF."""
+    def raw_reply(self):
+        """(header fields as parse_header gives them, payload bytes), or None at EOF."""
         header = self._read(HEADER_SIZE)
         if header is None:
             return None
         fields = parse_header(header)
         payload = self._read(fields[0] - HEADER_SIZE)
         assert payload is not None, "the server closed the connection inside a reply"
+        return fields, payload
+
+    def reply(self):
+        """(request_id, Reply or ServerError), or None at EOF."""
+        got = self.raw_reply()
+        if got is None:
+            return None
+        fields, payload = got
         try:
             return fields[4], reply_from(fields, payload)
         except ServerError as exc:

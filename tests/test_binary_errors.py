@@ -86,7 +86,7 @@ def test_replies_before_a_bad_frame_are_delivered_first(raw):
     assert raw.reply()[1].aux == b"a"
     assert raw.reply()[1].aux == b"b"
     err = raw.error(Status.BAD_VERSION)
-    assert err.request_id == 3
+    assert err.request_id == 0  # a frame-level error echoes nothing of the bad frame
     assert raw.closed()
 
 
@@ -241,12 +241,19 @@ def test_the_connection_limit_refuses_with_an_error_frame():
         assert stats["connections"]["open"] == 1 and stats["connections"]["rejected"] >= 1
 
 
-def test_idle_connections_are_closed():
+def test_idle_connections_are_told_then_closed():
     with table_store({}) as (_, root), running_server(root, threads=1, idle_timeout_ms=200) as srv:
-        with Raw(srv.address, timeout=10) as conn:
-            assert conn.closed()  # silent: closed by the server after ~0.2 s, well before the 10 s timeout
+        with Raw(srv.address, timeout=10) as silent, Raw(srv.address, timeout=10) as mid_frame:
+            mid_frame.send(header(1000, count=(1000 - 32) // 8)[:20])
+            # silent: told by the server after ~0.2 s, well before the 10 s timeout, then EOF
+            err = silent.error(Status.IDLE_TIMEOUT)
+            assert err.field == "connection" and err.closes and "--idle-timeout-ms" in str(err)
+            assert str(err).endswith("unanswered: nothing") and silent.closed()
+            err = mid_frame.error(Status.IDLE_TIMEOUT)
+            assert str(err).endswith("unanswered: 20 of the 1000 bytes of a frame") and mid_frame.closed()
         with Client(srv.address) as c:
-            assert c.stats()["connections"]["idle_closed"] == 1
+            stats = c.stats()
+    assert stats["connections"]["idle_closed"] == 2 and stats["errors"]["idle_timeout"] == 2
 
 
 def test_a_client_that_does_not_read_is_held_to_bounded_memory():

@@ -2,37 +2,27 @@
 Deterministic checks only (counts, contents, exit codes); nothing here is timed."""
 
 import json
+import socket
+import socketserver
 import subprocess
 import threading
 
 import numpy as np
 import pytest
-from binary_support import Raw, build, frame, positions_bytes, running_server, table_store
+from binary_support import (  # noqa: F401 (fixtures)
+    Raw, build, frame, positions_bytes, running_server, sin128_rows, store_and_root, table_store, tables)
 from posenc.client import Client, ServerError, Status
 from posenc.client.protocol import Opcode
 
 
-@pytest.fixture(scope="module")
-def tables():
-    with table_store() as (_, root):
-        yield root
-
-
-@pytest.fixture(scope="module")
-def expected(tables):
-    """All 4096 rows of sin128, as the server returns them."""
-    with running_server(tables, threads=1) as srv, Client(srv.address) as c:
-        return c.encode("sin128", np.arange(4096))
-
-
-def run_loadgen(*args) -> dict:
+def run_loadgen(*args, ok=True) -> dict:
     result = subprocess.run([str(build() / "posenc-load"), *args, "--json"], capture_output=True, text=True,
                             timeout=120, check=False)
-    assert result.returncode == 0, result.stderr
+    assert (result.returncode == 0) == ok, result.stderr
     return json.loads(result.stdout)
 
 
-def test_many_concurrent_clients_get_their_own_rows(tables, expected):
+def test_many_concurrent_clients_get_their_own_rows(tables, sin128_rows):
     errors = []
 
     def worker(seed, address):
@@ -41,7 +31,7 @@ def test_many_concurrent_clients_get_their_own_rows(tables, expected):
             with Client(address) as c:
                 for _ in range(30):
                     positions = rng.integers(0, 4096, rng.integers(1, 40))
-                    assert np.array_equal(c.encode("sin128", positions), expected[positions])
+                    assert np.array_equal(c.encode("sin128", positions), sin128_rows[positions])
         except Exception as exc:  # noqa: BLE001 - reported below with its thread
             errors.append((seed, exc))
 
@@ -61,6 +51,7 @@ LOADS = {
     "table, 300 connections, pipelined, batched": ["--table", "sin128", "-c", "300", "-P", "8", "-b", "4"],
     "inline spec, bfloat16": ["--spec-dim", "64", "-c", "8", "-P", "4", "--dtype", "bfloat16"],
     "open loop": ["--table", "sin128", "-c", "10", "--rate", "20000"],
+    "PING with a 512-byte payload": ["--ping", "512", "-c", "8", "-P", "4"],
 }
 
 
@@ -78,13 +69,13 @@ def test_load_generator_runs_bounded_and_clean(tables, load, socket_kind):
     assert stats["errors_total"] == 0 and stats["requests_total"] >= n
 
 
-def test_busy_polling_serves_the_same_and_is_reported(tables, expected):
+def test_busy_polling_serves_the_same_and_is_reported(tables, sin128_rows):
     with running_server(tables, threads=1, busy_poll_us=500) as srv, Client(srv.address) as c:
-        assert np.array_equal(c.encode("sin128", [7, 4095]), expected[[7, 4095]])
+        assert np.array_equal(c.encode("sin128", [7, 4095]), sin128_rows[[7, 4095]])
         assert c.stats()["busy_poll_us"] == 500
 
 
-def test_shutdown_while_loaded_answers_what_arrived_and_exits_cleanly(tables, expected):
+def test_shutdown_while_loaded_answers_what_arrived_and_exits_cleanly(tables, sin128_rows):
     outcomes = []
     started = threading.Barrier(9)
     first_batches = threading.Semaphore(0)  # released once by each hammer after its first whole batch
@@ -104,7 +95,7 @@ def test_shutdown_while_loaded_answers_what_arrived_and_exits_cleanly(tables, ex
                     for positions, rows in zip(batch, pipe.execute(raise_on_error=False)):
                         if isinstance(rows, Exception):
                             raise rows
-                        assert np.array_equal(rows, expected[positions])
+                        assert np.array_equal(rows, sin128_rows[positions])
                         answered += 1
                     if answered == len(batch):
                         first_batches.release()
@@ -142,3 +133,49 @@ def test_a_draining_server_answers_a_request_it_already_received(tables):
         assert srv.process.wait(10) == 0
     assert first[0] == 5 and isinstance(first[1], ServerError)  # id 0 is unknown: still an answer
     assert second[0] == 6 and second[1].aux == b"last"
+
+
+class RespResponder(socketserver.ThreadingTCPServer):
+    """A tiny redis stand-in: answers each RESP `GET key` with a bulk string for KEY, nil for any
+    other key, and counts the commands it parsed."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    KEY, VALUE = b"k1", b"v" * 512
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), RespHandler)
+        self.commands = 0
+        self.lock = threading.Lock()
+
+
+class RespHandler(socketserver.StreamRequestHandler):
+    def handle(self):
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            head = self.rfile.readline()
+            if not head:
+                return
+            assert head == b"*2\r\n", head
+            parts = []
+            for _ in range(2):
+                size = int(self.rfile.readline()[1:])
+                parts.append(self.rfile.read(size + 2)[:-2])
+            assert parts[0] == b"GET", parts
+            with self.server.lock:
+                self.server.commands += 1
+            value = self.server.VALUE if parts[1] == self.server.KEY else None
+            self.wfile.write(b"$-1\r\n" if value is None else b"$%d\r\n%s\r\n" % (len(value), value))
+
+
+def test_resp_mode_speaks_redis_get_and_counts_misses():
+    with RespResponder() as responder:
+        threading.Thread(target=responder.serve_forever, daemon=True).start()
+        port = str(responder.server_address[1])
+        hits = run_loadgen("--resp", "--key", "k1", "--port", port, "-c", "4", "-P", "4", "-n", "2000", "--warmup", "0")
+        assert hits["requests"] == 2000 and hits["errors"] == 0 and hits["lost"] == 0
+        assert responder.commands == hits["completed"] >= 2000
+        misses = run_loadgen("--resp", "--key", "nope", "--port", port, "-c", "2", "-n", "100", "--warmup", "0",
+                             ok=False)  # nil replies are errors: exit status 1
+        assert misses["requests"] == 100 and misses["errors"] == misses["completed"]
+        responder.shutdown()

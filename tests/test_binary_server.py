@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 import posenc
 import pytest
-from binary_support import TABLES, running_server, table_store
+from binary_support import TABLES, running_server, server, store_and_root, tables  # noqa: F401 (fixtures)
 from conftest import DTYPES, assert_matches_oracle, hf_config
 from posenc import reference
 from posenc.client import AsyncClient, Client, ServerError, Status
@@ -16,18 +16,6 @@ from posenc.tables import TableSpec
 from shm_support import oracle_rows, poke
 
 RNG = np.random.default_rng(6)
-
-
-@pytest.fixture(scope="module")
-def store_and_root():
-    with table_store() as pair:
-        yield pair
-
-
-@pytest.fixture(scope="module")
-def server(store_and_root):
-    with running_server(store_and_root[1]) as srv:
-        yield srv
 
 
 @pytest.fixture

@@ -7,6 +7,11 @@
  * counted (no coordinated omission). Bounded by a request count and a duration; prints
  * requests/s and P50/P99/P99.9 from an HDR-style histogram (see hdr.h).
  *
+ * What it sends (one kind per run): ENCODE_TABLE (--table), ENCODE_SPEC (--spec-dim), PING with
+ * an N-byte payload echoed back (--ping N: the protocol's own cost, no encoding work), or, with
+ * --resp, redis's `GET key` in RESP, so that the same generator (same connections, same
+ * schedule, same histogram) measures redis and posenc alike.
+ *
  * Run it on its own core (taskset): in open-loop mode it spins between sends. */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,14 +30,15 @@
 #include <unistd.h>
 
 #include "hdr.h"
+#define POSENC_PROTO_WANT_FREQS
 #include "posenc_proto.h"
 
 struct options {
-    const char *host, *unix_path, *table, *dtype_name;
-    int port, connections, depth, batch, spec_dim;
+    const char *host, *unix_path, *table, *dtype_name, *resp_key;
+    int port, connections, depth, batch, spec_dim, ping_bytes;
     uint64_t requests;
     double seconds, warmup, rate;
-    int json;
+    int json, resp;
 };
 
 /* Send times of the requests in flight on one connection, oldest first (replies come in order). */
@@ -57,7 +63,9 @@ struct load {
     int epfd;
     uint8_t *request;       /* one request frame; id and positions patched per send */
     size_t request_len;
+    int n_positions;        /* positions patched per send: --batch for encodes, 0 for PING and GET */
     uint8_t dtype;
+    int resp;               /* --resp: redis GET, replies matched by order (RESP has no ids) */
     uint32_t table_id, width;
     int64_t pos_lo, pos_hi; /* positions drawn uniformly from [lo, hi) */
     uint64_t rng;
@@ -200,28 +208,45 @@ static void resolve_table(struct load *L, int fd) {
     free(json);
 }
 
-/* The request every send copies: ENCODE_TABLE, or ENCODE_SPEC for a Vaswani interleaved
- * sinusoid of --spec-dim (frequencies base^(-2i/d): pow, no trig on this side). */
+/* The request every send copies: ENCODE_TABLE, ENCODE_SPEC for a Vaswani interleaved sinusoid
+ * of --spec-dim (frequencies as the library computes them: posenc_vaswani_freq), PING with
+ * --ping bytes, or RESP `GET key`. */
 static void build_request(struct load *L) {
     const struct options *o = &L->opt;
+    if (L->resp) {
+        size_t n = strlen(o->resp_key);
+        L->request = xrealloc(NULL, n + 32);
+        L->request_len = (size_t)sprintf((char *)L->request, "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n", n, o->resp_key);
+        return;
+    }
     size_t aux = 0;
-    if (!o->table) {
+    uint8_t opcode = POSENC_OP_ENCODE_TABLE;
+    L->n_positions = o->batch;
+    if (o->ping_bytes) {
+        aux = (size_t)o->ping_bytes;
+        opcode = POSENC_OP_PING;
+        L->n_positions = 0;
+    } else if (!o->table) {
         uint32_t n_freq = (uint32_t)(o->spec_dim + 1) / 2;
         aux = POSENC_SPEC_PREFIX_SIZE + 8 * (size_t)n_freq;
+        opcode = POSENC_OP_ENCODE_SPEC;
         L->width = (uint32_t)o->spec_dim;
         L->pos_lo = 0;
         L->pos_hi = 131072;
     }
-    L->request_len = POSENC_HEADER_SIZE + aux + 8 * (size_t)o->batch;
+    L->request_len = POSENC_HEADER_SIZE + aux + 8 * (size_t)L->n_positions;
     L->request = xrealloc(NULL, L->request_len);
+    int encodes = opcode != POSENC_OP_PING;
     struct posenc_request_header h = {
-        .length = (uint32_t)L->request_len, .version = POSENC_PROTO_VERSION,
-        .opcode = o->table ? POSENC_OP_ENCODE_TABLE : POSENC_OP_ENCODE_SPEC, .dtype = L->dtype,
-        .position_kind = POSENC_POSITIONS_INT64, .table_id = L->table_id, .count = (uint32_t)o->batch,
+        .length = (uint32_t)L->request_len, .version = POSENC_PROTO_VERSION, .opcode = opcode,
+        .dtype = encodes ? L->dtype : 0, .position_kind = POSENC_POSITIONS_INT64,
+        .table_id = opcode == POSENC_OP_ENCODE_TABLE ? L->table_id : 0, .count = (uint32_t)L->n_positions,
         .aux_len = (uint32_t)aux,
     };
     posenc_request_encode(L->request, &h);
-    if (!o->table) {
+    if (opcode == POSENC_OP_PING) {
+        memset(L->request + POSENC_HEADER_SIZE, 'x', aux);
+    } else if (opcode == POSENC_OP_ENCODE_SPEC) {
         uint32_t n_freq = (uint32_t)(o->spec_dim + 1) / 2;
         struct posenc_spec_prefix s = {.n_freq = n_freq, .row_width = (uint32_t)o->spec_dim,
                                        .n_cos = (uint32_t)o->spec_dim / 2, .flags = POSENC_SPEC_INTERLEAVED,
@@ -229,7 +254,7 @@ static void build_request(struct load *L) {
         posenc_spec_prefix_encode(L->request + POSENC_HEADER_SIZE, &s);
         for (uint32_t i = 0; i < n_freq; i++)
             posenc_store_f64(L->request + POSENC_HEADER_SIZE + POSENC_SPEC_PREFIX_SIZE + 8 * i,
-                             pow(10000.0, -2.0 * i / o->spec_dim));
+                             posenc_vaswani_freq(10000.0, i, (uint32_t)o->spec_dim));
     }
 }
 
@@ -273,10 +298,11 @@ static void queue_request(struct load *L, struct conn *c, uint64_t scheduled) {
     }
     uint8_t *f = c->out + c->out_len;
     memcpy(f, L->request, L->request_len);
-    posenc_store_u64(f + 8, c->next_id++);
-    uint8_t *pos = f + L->request_len - 8 * (size_t)L->opt.batch;
+    if (!L->resp)
+        posenc_store_u64(f + 8, c->next_id++);
+    uint8_t *pos = f + L->request_len - 8 * (size_t)L->n_positions;
     uint64_t span = (uint64_t)(L->pos_hi - L->pos_lo);
-    for (int k = 0; k < L->opt.batch; k++)
+    for (int k = 0; k < L->n_positions; k++)
         posenc_store_u64(pos + 8 * k, (uint64_t)(L->pos_lo + (int64_t)(next_random(L) % span)));
     c->out_len += L->request_len;
     fifo_push(&c->sent, scheduled);
@@ -309,21 +335,67 @@ static void record(struct load *L, uint64_t scheduled, uint64_t now) {
     }
 }
 
-static void on_reply(struct load *L, struct conn *c, const struct posenc_response_header *h, const uint8_t *aux,
-                     uint64_t now) {
-    if (h->request_id != c->expect_id)
-        die("a reply's request id is not the oldest request in flight on its connection");
-    c->expect_id++;
+/* One reply, whatever the protocol: whether it is what was asked for, and why not. */
+struct reply {
+    size_t length;      /* bytes it takes in the stream */
+    int ok;
+    char why[256];
+};
+
+static void on_reply(struct load *L, struct conn *c, const struct reply *r, uint64_t now) {
     record(L, fifo_pop(&c->sent), now);
-    if (h->status != POSENC_STATUS_OK || h->rows != (uint32_t)L->opt.batch || h->width != L->width) {
+    if (!r->ok) {
         L->errors++;
-        L->status_counts[h->status <= POSENC_STATUS_MAX ? h->status : 0]++;
         if (!L->first_error[0])
-            snprintf(L->first_error, sizeof L->first_error, "status %u, %ux%u rows: %.*s", h->status, h->rows,
-                     h->width, h->status ? (int)(h->aux_len < 200 ? h->aux_len : 200) : 0, (const char *)aux);
+            snprintf(L->first_error, sizeof L->first_error, "%s", r->why);
     }
     if (L->opt.rate <= 0 && L->sending) /* closed loop: one out, one in */
         queue_request(L, c, now);
+}
+
+/* The posenc reply at p (avail bytes): 0 when it has not fully arrived, else its length. */
+static size_t posenc_reply(struct load *L, struct conn *c, const uint8_t *p, size_t avail, struct reply *r) {
+    if (avail < POSENC_HEADER_SIZE)
+        return 0;
+    struct posenc_response_header h;
+    posenc_response_decode(p, &h);
+    if (h.length < POSENC_HEADER_SIZE)
+        die("malformed reply");
+    if (avail < h.length)
+        return 0;
+    if (h.request_id != c->expect_id)
+        die("a reply's request id is not the oldest request in flight on its connection");
+    c->expect_id++;
+    uint32_t rows = L->opt.ping_bytes ? 0 : (uint32_t)L->opt.batch, width = L->opt.ping_bytes ? 0 : L->width;
+    uint32_t aux = L->opt.ping_bytes ? (uint32_t)L->opt.ping_bytes : 0;
+    r->ok = h.status == POSENC_STATUS_OK && h.rows == rows && h.width == width && h.aux_len == aux;
+    if (!r->ok) {
+        L->status_counts[h.status <= POSENC_STATUS_MAX ? h.status : 0]++;
+        snprintf(r->why, sizeof r->why, "status %u, %ux%u rows, aux %u: %.*s", h.status, h.rows, h.width, h.aux_len,
+                 h.status ? (int)(h.aux_len < 200 ? h.aux_len : 200) : 0, (const char *)p + POSENC_HEADER_SIZE);
+    }
+    return h.length;
+}
+
+/* The RESP reply at p: a bulk string ($N\r\n...\r\n) is a hit; nil ($-1), an error (-...) or
+ * any other type is counted as an error. 0 when it has not fully arrived. */
+static size_t resp_reply(const uint8_t *p, size_t avail, struct reply *r) {
+    const uint8_t *eol = avail ? memchr(p, '\n', avail) : NULL;
+    if (!eol)
+        return 0;
+    size_t line = (size_t)(eol - p) + 1;
+    if (line < 3 || p[line - 2] != '\r')
+        die("malformed RESP reply");
+    if (p[0] != '$' || p[1] == '-') {
+        r->ok = 0;
+        snprintf(r->why, sizeof r->why, "redis: %.*s", (int)(line - 2 < 200 ? line - 2 : 200), (const char *)p);
+        return line;
+    }
+    size_t n = (size_t)strtoull((const char *)p + 1, NULL, 10), total = line + n + 2;
+    if (avail < total)
+        return 0;
+    r->ok = 1;
+    return total;
 }
 
 static void on_readable(struct load *L, struct conn *c) {
@@ -341,21 +413,16 @@ static void on_readable(struct load *L, struct conn *c) {
     }
     c->in_len += (size_t)n;
     uint64_t now = now_ns(); /* one timestamp for every reply this read brought */
-    size_t at = 0;
-    while (c->in_len - at >= POSENC_HEADER_SIZE) {
-        struct posenc_response_header h;
-        posenc_response_decode(c->in + at, &h);
-        if (h.length < POSENC_HEADER_SIZE)
-            die("malformed reply");
-        if (c->in_len - at < h.length) {
-            if (h.length > c->in_cap) {
-                c->in_cap = h.length + 65536;
-                c->in = xrealloc(c->in, c->in_cap);
-            }
-            break;
-        }
-        on_reply(L, c, &h, c->in + at + POSENC_HEADER_SIZE, now);
-        at += h.length;
+    size_t at = 0, length;
+    struct reply r;
+    while ((length = L->resp ? resp_reply(c->in + at, c->in_len - at, &r)
+                             : posenc_reply(L, c, c->in + at, c->in_len - at, &r)) != 0) {
+        on_reply(L, c, &r, now);
+        at += length;
+    }
+    if (!L->resp && c->in_len - at >= POSENC_HEADER_SIZE && posenc_load_u32(c->in + at) > c->in_cap) {
+        c->in_cap = posenc_load_u32(c->in + at) + 65536; /* room for one large reply */
+        c->in = xrealloc(c->in, c->in_cap);
     }
     memmove(c->in, c->in + at, c->in_len - at);
     c->in_len -= at;
@@ -420,7 +487,12 @@ static void run(struct load *L) {
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: posenc-load [--host H --port P | --unix PATH] (--table NAME | --spec-dim D) [options]\n"
+            "usage: posenc-load [--host H --port P | --unix PATH] (--table NAME | --spec-dim D | --ping N | --resp)\n"
+            "                   [options]\n"
+            "      --table NAME      ENCODE_TABLE requests for a published table\n"
+            "      --spec-dim D      ENCODE_SPEC requests for a D-wide Vaswani sinusoid\n"
+            "      --ping N          PING requests with N payload bytes (echoed: an N-byte reply)\n"
+            "      --resp            redis: RESP `GET key` (--key, default key:__rand_int__)\n"
             "  -c, --connections N   connections (default 50)\n"
             "  -P, --pipeline N      requests in flight per connection, closed loop (default 1)\n"
             "  -b, --batch N         positions per request (default 1)\n"
@@ -451,11 +523,12 @@ static void parse(struct options *o, int argc, char **argv) {
         {"requests", required_argument, 0, 'n'}, {"seconds", required_argument, 0, 'd'},
         {"warmup", required_argument, 0, 'w'}, {"rate", required_argument, 0, 'r'},
         {"dtype", required_argument, 0, 'T'}, {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'},
+        {"ping", required_argument, 0, 'G'}, {"resp", no_argument, 0, 'R'}, {"key", required_argument, 0, 'K'},
         {0, 0, 0, 0},
     };
     *o = (struct options){.host = "127.0.0.1", .port = POSENC_DEFAULT_PORT, .dtype_name = "float32",
                           .connections = 50, .depth = 1, .batch = 1, .requests = 1000000, .seconds = 10,
-                          .warmup = 1};
+                          .warmup = 1, .resp_key = "key:__rand_int__"};
     int ch;
     while ((ch = getopt_long(argc, argv, "c:P:b:n:d:w:r:h", longs, NULL)) != -1) {
         switch (ch) {
@@ -473,12 +546,17 @@ static void parse(struct options *o, int argc, char **argv) {
         case 'r': o->rate = number("rate", optarg, 1); break;
         case 'T': o->dtype_name = optarg; break;
         case 'j': o->json = 1; break;
+        case 'G': o->ping_bytes = (int)number("ping", optarg, 1); break;
+        case 'R': o->resp = 1; break;
+        case 'K': o->resp_key = optarg; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
     }
-    if (!o->table == !o->spec_dim)
-        die("give exactly one of --table NAME and --spec-dim D");
+    if ((o->table != NULL) + (o->spec_dim != 0) + (o->ping_bytes != 0) + o->resp != 1)
+        die("give exactly one of --table NAME, --spec-dim D, --ping N and --resp");
+    if (o->ping_bytes > (1 << 20))
+        die("--ping: at most 1 MiB");
     if (o->connections > 100000 || o->depth > 65536 || o->batch > 1000000)
         die("--connections, --pipeline or --batch is beyond what a load test needs");
 }
@@ -501,14 +579,15 @@ static void report(const struct load *L) {
     double mean = h->total ? h->sum_ns / (double)h->total / 1e3 : 0;
     unsigned long long lost = L->in_flight, errors = L->errors, measured = L->measured;
     if (L->opt.json) {
-        printf("{\"requests\":%llu,\"seconds\":%.3f,\"rps\":%.1f,\"errors\":%llu,\"lost\":%llu,\"p50_us\":%.2f,"
+        printf("{\"requests\":%llu,\"completed\":%llu,\"seconds\":%.3f,\"rps\":%.1f,\"errors\":%llu,\"lost\":%llu,\"p50_us\":%.2f,"
                "\"p95_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f,\"connections\":%d,"
                "\"pipeline\":%d,\"batch\":%d,\"rate\":%.1f}\n",
-               measured, seconds, rps, errors, lost, p50, p95, p99, p999, max, mean, L->opt.connections, L->opt.depth,
+               measured, (unsigned long long)L->completed, seconds, rps, errors, lost, p50, p95, p99, p999, max, mean, L->opt.connections, L->opt.depth,
                L->opt.batch, L->opt.rate);
     } else {
         printf("%llu requests in %.3f s: %.0f req/s (%s, %d connections, %s %d, batch %d)\n", measured, seconds, rps,
-               L->opt.table ? "table" : "inline spec", L->opt.connections,
+               L->resp ? "redis GET" : L->opt.ping_bytes ? "ping" : L->opt.table ? "table" : "inline spec",
+               L->opt.connections,
                L->opt.rate > 0 ? "open loop, rate" : "pipeline", L->opt.rate > 0 ? (int)L->opt.rate : L->opt.depth,
                L->opt.batch);
         printf("latency us: p50 %.1f  p95 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  mean %.1f\n", p50, p95, p99, p999,
@@ -524,9 +603,10 @@ int main(int argc, char **argv) {
     parse(&L.opt, argc, argv);
     L.dtype = parse_dtype(L.opt.dtype_name);
     L.rng = 0x9E3779B97F4A7C15ull;
+    L.resp = L.opt.resp;
     open_connections(&L);
     build_request(&L);
-    if (L.pos_hi <= L.pos_lo)
+    if (L.n_positions && L.pos_hi <= L.pos_lo)
         die("the table has no rows");
     run(&L);
     report(&L);

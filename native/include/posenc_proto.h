@@ -57,13 +57,15 @@ enum posenc_status {
     POSENC_STATUS_SHUTTING_DOWN = 11,       /* closes: the server is draining */
     POSENC_STATUS_TABLE_UNAVAILABLE = 12,   /* the table exists but its segment failed validation */
     POSENC_STATUS_INTERNAL = 13,            /* out of memory and the like */
-    POSENC_STATUS_MAX = 13
+    POSENC_STATUS_IDLE_TIMEOUT = 14,        /* closes: no traffic for --idle-timeout-ms */
+    POSENC_STATUS_MAX = 14
 };
 
 static inline int posenc_status_closes(unsigned status) {
     return status == POSENC_STATUS_BAD_FRAME || status == POSENC_STATUS_BAD_VERSION ||
            status == POSENC_STATUS_UNKNOWN_OPCODE || status == POSENC_STATUS_FRAME_TOO_LARGE ||
-           status == POSENC_STATUS_TOO_MANY_CONNECTIONS || status == POSENC_STATUS_SHUTTING_DOWN;
+           status == POSENC_STATUS_TOO_MANY_CONNECTIONS || status == POSENC_STATUS_SHUTTING_DOWN ||
+           status == POSENC_STATUS_IDLE_TIMEOUT;
 }
 
 /* ENCODE_SPEC flags. */
@@ -200,6 +202,24 @@ static inline void posenc_spec_prefix_encode(uint8_t *p, const struct posenc_spe
     posenc_store_u32(p + 20, s->flags);
     posenc_store_f64(p + 24, s->amplitude);
 }
+
+/* The frequencies posenc's sinusoidal specs send (docs/protocol.md, "Frequencies"), in the
+ * library's operation order: the exponent (2i)/dim rounded to float64 first, then the C
+ * library's pow (Python's math.pow is the same call), then 1.0 divided by it. Needs <math.h>
+ * and -lm. */
+#ifdef POSENC_PROTO_WANT_FREQS
+#include <math.h>
+static inline double posenc_vaswani_freq(double base, uint32_t i, uint32_t dim) {
+    return 1.0 / pow(base, (2.0 * (double)i) / (double)dim);
+}
+
+/* tensor2tensor timescales: log_inc = log(max_ts / min_ts) / max(n - 1, 1), n = dim / 2. */
+static inline double posenc_t2t_freq(double min_ts, double max_ts, uint32_t i, uint32_t dim) {
+    uint32_t n = dim / 2;
+    double log_inc = log(max_ts / min_ts) / (double)(n > 1 ? n - 1 : 1);
+    return min_ts * exp((double)i * -log_inc);
+}
+#endif
 
 static inline unsigned posenc_dtype_size(unsigned dtype) {
     switch (dtype) {

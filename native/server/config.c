@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "posenc_proto.h"
+#include "tables.h"
 #include "version.h"
 
 /* Flags that take an unsigned integer: where it goes and its bounds. */
@@ -32,6 +33,7 @@ static const struct number_flag NUMBER_FLAGS[] = {
     {"drain-timeout-ms", FIELD(drain_timeout_ms), 0, 1u << 31},
     {"max-dim", FIELD(max_dim), 1, 1u << 20},
     {"busy-poll-us", FIELD(busy_poll_us), 0, 1000000},
+    {"max-table-ids", FIELD(max_table_ids), 1, TABLE_IDS_MAX},
 };
 #define N_NUMBER_FLAGS (sizeof NUMBER_FLAGS / sizeof NUMBER_FLAGS[0])
 
@@ -67,6 +69,8 @@ static void usage(FILE *out) {
             "  --drain-timeout-ms N     shutdown grace for in-flight replies (default 5000)\n"
             "  --max-dim N              widest inline-spec row (default 65536)\n"
             "  --max-abs-position X     |position| bound for inline specs (default 2147483648)\n"
+            "  --max-table-ids N        distinct table names given ids, for the process's life\n"
+            "                           (default and most 4096)\n"
             "  --busy-poll-us N         after traffic, poll this long before sleeping (default 0):\n"
             "                           lower latency on VMs where waking a sleeping CPU is slow,\n"
             "                           at the price of a busy CPU\n"
@@ -139,6 +143,7 @@ static void defaults(struct server_config *cfg) {
     cfg->drain_timeout_ms = 5000;
     cfg->max_dim = 65536;
     cfg->max_abs_position = 2147483648.0;
+    cfg->max_table_ids = TABLE_IDS_MAX;
 }
 
 int config_parse(struct server_config *cfg, int argc, char **argv) {

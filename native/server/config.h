@@ -22,6 +22,7 @@ struct server_config {
     uint32_t max_dim;            /* --max-dim: widest inline-spec row */
     double max_abs_position;     /* --max-abs-position: |p| bound for inline specs */
     uint32_t busy_poll_us;       /* --busy-poll-us: keep polling this long after an event before sleeping */
+    uint32_t max_table_ids;      /* --max-table-ids: distinct table names this process gives ids to */
 };
 
 /* Fill `cfg` from argv. Returns 0 to run, 1 when --help/--version printed, -1 on a bad flag

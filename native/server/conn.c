@@ -12,6 +12,7 @@ size_t conn_out_limit(const struct server_config *cfg) {
 
 enum process_result conn_process(struct worker *w, struct conn *c) {
     const uint32_t max_frame = w->srv->cfg.max_frame;
+    prefetch_table_rows(w, c->in.data + c->in.pos, buf_pending(&c->in));
     while (c->state == CONN_OPEN) {
         if (buf_pending(&c->out) >= OUT_HIGH_WATERMARK)
             return PROCESS_PAUSED;
@@ -26,7 +27,7 @@ enum process_result conn_process(struct worker *w, struct conn *c) {
         case FRAME_NEED_MORE:
             return PROCESS_IDLE;
         case FRAME_FATAL:
-            reply_error(w, c, err.opcode, err.request_id, err.status, "%s", err.message);
+            reply_error(w, c, 0, 0, err.status, "%s", err.message);
             c->in.pos = c->in.len; /* nothing after a bad frame can be trusted */
             return PROCESS_CLOSED;
         case FRAME_READY:

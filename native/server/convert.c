@@ -72,3 +72,13 @@ void convert_values(const void *src, int src_is_f64, void *dst, unsigned wire_dt
     }
     }
 }
+
+int convert_fits(double x, unsigned wire_dtype) {
+    double a = fabs(x);
+    switch (wire_dtype) {
+    case POSENC_DTYPE_FLOAT32: return a < ldexp(2.0 - ldexp(1.0, -24), 127);
+    case POSENC_DTYPE_FLOAT16: return a < ldexp(2.0 - ldexp(1.0, -11), 15);
+    case POSENC_DTYPE_BFLOAT16: return a < ldexp(2.0 - ldexp(1.0, -8), 127);
+    default: return isfinite(a);
+    }
+}

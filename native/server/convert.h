@@ -9,4 +9,8 @@
  * wire dtype POSENC_DTYPE_*; dst needs no alignment. */
 void convert_values(const void *src, int src_is_f64, void *dst, unsigned wire_dtype, size_t n);
 
+/* Whether every value of magnitude <= |x| stays finite once rounded to wire dtype POSENC_DTYPE_*
+ * (round to nearest even overflows to inf at (2 - 2^-p) * 2^emax, p the significand bits). */
+int convert_fits(double x, unsigned wire_dtype);
+
 #endif

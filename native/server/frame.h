@@ -14,10 +14,10 @@ enum frame_result {
     FRAME_FATAL      /* the stream is unusable: reply with err and close */
 };
 
+/* A frame-level error: its reply echoes no opcode or request_id (both 0), since the bytes are
+ * not a request, and so never depends on how much of the header had arrived. */
 struct frame_error {
     uint8_t status;  /* POSENC_STATUS_* that closes the connection */
-    uint8_t opcode;  /* the request's opcode when it was readable, else 0 */
-    uint64_t request_id; /* when it was readable, else 0 */
     char message[160];
 };
 
@@ -26,5 +26,10 @@ struct frame_error {
  * for the rest of the frame. */
 enum frame_result frame_parse(const uint8_t *p, size_t avail, uint32_t max_frame,
                               struct posenc_request_header *h, size_t *need, struct frame_error *err);
+
+/* Describe bytes that were received but will not be answered (at EOF, at shutdown, at the
+ * idle timeout): how many whole frames they hold and how far the last one got, e.g.
+ * "2 whole requests and 20 of the 1056 bytes of a frame". Returns the text length. */
+size_t frame_describe_unanswered(const uint8_t *p, size_t avail, char *text, size_t cap);
 
 #endif

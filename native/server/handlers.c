@@ -15,18 +15,33 @@ static const char *const OPCODE_NAMES[POSENC_OP_MAX + 1] = {
     [POSENC_OP_ENCODE_SPEC] = "ENCODE_SPEC",
 };
 
-/* Fields an operation does not use must be zero, so a client bug is not silently ignored. */
+/* Header fields an operation does not use must be zero, so a client bug is not silently
+ * ignored (docs/protocol.md, "Fields an operation does not use"). */
+enum field_use { USES_AUX = 1, USES_POSITIONS = 2, USES_DTYPE = 4, USES_TABLE_ID = 8 };
+
 static int unused_fields_zero(struct worker *w, struct conn *c, const struct posenc_request_header *h,
-                              int uses_aux, int uses_positions) {
-    if (!uses_positions && h->count) {
-        reply_fail(w, c, h, POSENC_STATUS_BAD_ARGUMENT, "count: must be 0 for %s, got %u", OPCODE_NAMES[h->opcode],
-                   h->count);
-        return 0;
-    }
-    if (!uses_aux && h->aux_len) {
-        reply_fail(w, c, h, POSENC_STATUS_BAD_ARGUMENT, "aux_len: must be 0 for %s, got %u",
-                   OPCODE_NAMES[h->opcode], h->aux_len);
-        return 0;
+                              unsigned uses) {
+    uint32_t unused = ((uses & USES_POSITIONS) ? 0 : h->count | h->position_kind) | ((uses & USES_AUX) ? 0 : h->aux_len) |
+                      ((uses & USES_DTYPE) ? 0 : h->dtype) | ((uses & USES_TABLE_ID) ? 0 : h->table_id);
+    if (unused == 0)
+        return 1; /* the common case: one test per request */
+    const struct {
+        unsigned use;
+        const char *name;
+        uint32_t value;
+    } fields[] = {
+        {USES_POSITIONS, "count", h->count},
+        {USES_AUX, "aux_len", h->aux_len},
+        {USES_DTYPE, "dtype", h->dtype},
+        {USES_POSITIONS, "position_kind", h->position_kind},
+        {USES_TABLE_ID, "table_id", h->table_id},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (!(uses & fields[i].use) && fields[i].value) {
+            reply_fail(w, c, h, POSENC_STATUS_BAD_ARGUMENT, "%s: must be 0 for %s, got %u", fields[i].name,
+                       OPCODE_NAMES[h->opcode], fields[i].value);
+            return 0;
+        }
     }
     return 1;
 }
@@ -179,6 +194,8 @@ static void handle_encode_spec(struct worker *w, struct conn *c, const struct po
     }
     status = positions_to_f64(positions, h->count, h->position_kind, w->srv->cfg.max_abs_position, values, err,
                               sizeof err);
+    if (status == 0)
+        status = inline_spec_check_range(&spec, values, h->count, h->dtype, err, sizeof err);
     if (status) {
         reply_fail(w, c, h, status, "%s", err);
         return;
@@ -193,32 +210,65 @@ static void handle_encode_spec(struct worker *w, struct conn *c, const struct po
     reply_commit(w, c, at, h, h->dtype, h->count, spec.p.row_width, 0, 0, body);
 }
 
+/* Frames looked at and rows prefetched per read at most, and cache lines per row: enough to
+ * cover a pipelined batch without evicting what the first rows brought in. */
+#define PREFETCH_FRAMES 256
+#define PREFETCH_ROWS 64
+#define PREFETCH_LINES_PER_ROW 16
+
+void prefetch_table_rows(struct worker *w, const uint8_t *p, size_t avail) {
+    unsigned budget = PREFETCH_ROWS;
+    for (unsigned frames = 0; avail >= POSENC_HEADER_SIZE && budget && frames < PREFETCH_FRAMES; frames++) {
+        uint32_t length = posenc_load_u32(p);
+        if (length < POSENC_HEADER_SIZE || length > avail)
+            return;
+        struct posenc_request_header h;
+        posenc_request_decode(p, &h);
+        const posenc_shm_table *t = h.table_id <= TABLE_IDS_MAX ? w->tables.by_id[h.table_id] : NULL;
+        if (h.opcode == POSENC_OP_ENCODE_TABLE && h.position_kind == POSENC_POSITIONS_INT64 && t && t->base &&
+            (uint64_t)POSENC_HEADER_SIZE + h.aux_len + 8 * (uint64_t)h.count == length) {
+            const uint8_t *positions = p + POSENC_HEADER_SIZE + h.aux_len;
+            for (uint32_t k = 0; k < h.count && budget; k++, budget--) {
+                uint64_t row = (uint64_t)posenc_load_u64(positions + 8 * (size_t)k) - (uint64_t)t->start;
+                if (row >= t->rows)
+                    continue;
+                const uint8_t *at = t->data + row * t->row_bytes;
+                for (size_t line = 0; line < t->row_bytes && line < 64 * PREFETCH_LINES_PER_ROW; line += 64)
+                    __builtin_prefetch(at + line);
+            }
+        }
+        p += length;
+        avail -= length;
+    }
+}
+
 void handle_request(struct worker *w, struct conn *c, const struct posenc_request_header *h, const uint8_t *aux,
                     const uint8_t *positions) {
     counter_add(&w->counters.requests[h->opcode], 1);
     switch (h->opcode) {
     case POSENC_OP_PING:
-        if (unused_fields_zero(w, c, h, 1, 0))
+        if (unused_fields_zero(w, c, h, USES_AUX))
             reply_aux(w, c, h, aux, h->aux_len, 0, 0, 0, 0);
         break;
     case POSENC_OP_STATS:
-        if (unused_fields_zero(w, c, h, 0, 0))
+        if (unused_fields_zero(w, c, h, 0))
             handle_stats(w, c, h);
         break;
     case POSENC_OP_LIST_TABLES:
-        if (unused_fields_zero(w, c, h, 0, 0))
+        if (unused_fields_zero(w, c, h, 0))
             handle_list(w, c, h);
         break;
     case POSENC_OP_RESOLVE:
-        if (unused_fields_zero(w, c, h, 1, 0))
+        if (unused_fields_zero(w, c, h, USES_AUX))
             handle_resolve(w, c, h, aux);
         break;
     case POSENC_OP_ENCODE_TABLE:
-        if (unused_fields_zero(w, c, h, 0, 1))
+        if (unused_fields_zero(w, c, h, USES_POSITIONS | USES_DTYPE | USES_TABLE_ID))
             handle_encode_table(w, c, h, positions);
         break;
     case POSENC_OP_ENCODE_SPEC:
-        handle_encode_spec(w, c, h, aux, positions);
+        if (unused_fields_zero(w, c, h, USES_AUX | USES_POSITIONS | USES_DTYPE))
+            handle_encode_spec(w, c, h, aux, positions);
         break;
     }
 }

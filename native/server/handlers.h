@@ -12,4 +12,10 @@
 void handle_request(struct worker *w, struct conn *c, const struct posenc_request_header *h, const uint8_t *aux,
                     const uint8_t *positions);
 
+/* Before answering the frames of one read: start loading the table rows their ENCODE_TABLE
+ * requests will copy, so that the cache misses of a pipelined batch overlap instead of
+ * stalling one request after another (random rows of a large table are DRAM misses). Only
+ * looks: frames and positions are checked when they are answered. */
+void prefetch_table_rows(struct worker *w, const uint8_t *p, size_t avail);
+
 #endif

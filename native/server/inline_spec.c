@@ -15,18 +15,34 @@ static int bad(char *err, size_t errlen, const char *field, const char *what, ui
     return POSENC_STATUS_BAD_ARGUMENT;
 }
 
-static int check_finite(const uint8_t *raw, uint64_t n, const char *field, char *err, size_t errlen) {
+/* Check that n float64 values are finite; *max_abs = the largest magnitude (0 when n == 0). */
+static int check_finite(const uint8_t *raw, uint64_t n, const char *field, double *max_abs, char *err,
+                        size_t errlen) {
+    *max_abs = 0;
     for (uint64_t i = 0; i < n; i++) {
-        if (!isfinite(posenc_load_f64(raw + 8 * i))) {
+        double v = posenc_load_f64(raw + 8 * i);
+        if (!isfinite(v)) {
             snprintf(err, errlen, "spec.%s: element %llu is not finite", field, (unsigned long long)i);
             return POSENC_STATUS_BAD_ARGUMENT;
         }
+        if (fabs(v) > *max_abs)
+            *max_abs = fabs(v);
     }
     return 0;
 }
 
 /* The columns [base, base + n) of a block lie inside [0, limit). */
 static int block_fits(uint64_t base, uint64_t n, uint64_t limit) { return base + n <= limit; }
+
+/* A block that runs past the columns the kernel writes, with the true arithmetic. */
+static int bad_block(char *err, size_t errlen, const char *base_name, uint64_t base, const char *n_name, uint64_t n,
+                     uint64_t filled, uint64_t zero_last) {
+    snprintf(err, errlen, "spec.%s: %s %llu + %s %llu = %llu is past the %llu columns sin and cos fill (row_width %llu%s)",
+             base_name, base_name, (unsigned long long)base, n_name, (unsigned long long)n,
+             (unsigned long long)(base + n), (unsigned long long)filled, (unsigned long long)(filled + zero_last),
+             zero_last ? " minus the zero_last column" : "");
+    return POSENC_STATUS_BAD_ARGUMENT;
+}
 
 int inline_spec_parse(const uint8_t *aux, uint32_t aux_len, uint32_t max_dim, struct inline_spec *s, char *err,
                       size_t errlen) {
@@ -55,12 +71,12 @@ int inline_spec_parse(const uint8_t *aux, uint32_t aux_len, uint32_t max_dim, st
             return bad(err, errlen, p->sin_base ? "sin_base" : "cos_base", "must be 0 when interleaved",
                        p->sin_base ? p->sin_base : p->cos_base);
     } else {
+        /* the kernel writes columns [0, filled); an empty cos block (n_cos = 0) places nothing,
+         * so its cos_base is not looked at */
         if (!block_fits(p->sin_base, p->n_freq, filled))
-            return bad(err, errlen, "sin_base", "puts sin columns past the row (sin_base + n_freq > row_width)",
-                       p->sin_base);
-        if (!block_fits(p->cos_base, p->n_cos, filled))
-            return bad(err, errlen, "cos_base", "puts cos columns past the row (cos_base + n_cos > row_width)",
-                       p->cos_base);
+            return bad_block(err, errlen, "sin_base", p->sin_base, "n_freq", p->n_freq, filled, zero_last);
+        if (p->n_cos && !block_fits(p->cos_base, p->n_cos, filled))
+            return bad_block(err, errlen, "cos_base", p->cos_base, "n_cos", p->n_cos, filled, zero_last);
         int disjoint = p->n_cos == 0 || (uint64_t)p->sin_base + p->n_freq <= p->cos_base ||
                        (uint64_t)p->cos_base + p->n_cos <= p->sin_base;
         if (!disjoint)
@@ -77,8 +93,43 @@ int inline_spec_parse(const uint8_t *aux, uint32_t aux_len, uint32_t max_dim, st
     }
     s->freqs = aux + POSENC_SPEC_PREFIX_SIZE;
     s->scale = scale_len ? s->freqs + 8 * (size_t)p->n_freq : NULL;
-    int rc = check_finite(s->freqs, p->n_freq, "freqs", err, errlen);
-    return rc ? rc : check_finite(s->scale, scale_len, "scale", err, errlen);
+    int rc = check_finite(s->freqs, p->n_freq, "freqs", &s->max_freq, err, errlen);
+    if (rc == 0 && s->scale)
+        rc = check_finite(s->scale, scale_len, "scale", &s->max_scale, err, errlen);
+    else
+        s->max_scale = 1.0;
+    return rc;
+}
+
+/* Whether |value| <= |amplitude| * max|scale| stays finite through the arithmetic of
+ * inline_spec_rows: float64 products cast once, or (float32 output with COLUMN_SCALE) the
+ * float32 product of float32(amplitude * sin) and float32(scale[j]). */
+static int values_fit(const struct inline_spec *s, unsigned wire_dtype) {
+    double amp = fabs(s->p.amplitude);
+    if (wire_dtype == POSENC_DTYPE_FLOAT32 && s->scale) {
+        float a = (float)amp, k = (float)s->max_scale;
+        return isfinite(a) && isfinite(k) && isfinite(a * k);
+    }
+    return convert_fits(amp * s->max_scale, wire_dtype);
+}
+
+int inline_spec_check_range(const struct inline_spec *s, const double *positions, uint32_t n, unsigned wire_dtype,
+                            char *err, size_t errlen) {
+    static const char *const DTYPE_NAMES[] = {"float32", "float16", "bfloat16", "float64"};
+    for (uint32_t k = 0; k < n; k++) {
+        if (!isfinite(positions[k] * s->max_freq)) { /* the largest angle this position makes */
+            snprintf(err, errlen, "positions: element %u is %.17g, and times the largest |spec.freqs| (%.17g) the "
+                     "angle overflows float64", k, positions[k], s->max_freq);
+            return POSENC_STATUS_POSITION_OUT_OF_RANGE;
+        }
+    }
+    if (n && !values_fit(s, wire_dtype)) {
+        const char *field = s->scale && convert_fits(s->p.amplitude, wire_dtype) ? "scale" : "amplitude";
+        snprintf(err, errlen, "spec.%s: |amplitude| %.17g times the largest |scale| %.17g overflows %s", field,
+                 s->p.amplitude, s->max_scale, DTYPE_NAMES[wire_dtype]);
+        return POSENC_STATUS_BAD_ARGUMENT;
+    }
+    return 0;
 }
 
 /* Apply the per-column scale and the trailing zero column to `rows` computed rows. */

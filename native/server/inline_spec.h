@@ -14,12 +14,20 @@ struct inline_spec {
     struct posenc_spec_prefix p;
     const uint8_t *freqs; /* n_freq little-endian float64 (in the request, unaligned) */
     const uint8_t *scale; /* row_width float64, or NULL */
+    double max_freq;      /* max |freqs[i]| */
+    double max_scale;     /* max |scale[j]| (1 without COLUMN_SCALE) */
 };
 
 /* Decode and check an aux block: every column written exactly once, finite numbers, widths
  * within max_dim. Returns 0 or POSENC_STATUS_BAD_ARGUMENT with `err` naming the field. */
 int inline_spec_parse(const uint8_t *aux, uint32_t aux_len, uint32_t max_dim, struct inline_spec *s, char *err,
                       size_t errlen);
+
+/* Refuse finite inputs whose rows would not be finite: an angle p * w that overflows float64,
+ * or amplitude * scale beyond what `wire_dtype` holds. Returns 0 or a POSENC_STATUS_* with
+ * `err` naming the field (positions / spec.amplitude / spec.scale). */
+int inline_spec_check_range(const struct inline_spec *s, const double *positions, uint32_t n, unsigned wire_dtype,
+                            char *err, size_t errlen);
 
 /* Rows for n positions, cast to wire_dtype, written to dst (unaligned). Computes in float32
  * for float32 output and float64 otherwise (one rounding to the half types), a chunk of rows

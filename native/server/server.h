@@ -25,9 +25,8 @@ enum conn_state {
 };
 
 enum final_input {
-    INPUT_OPEN,  /* reading */
-    INPUT_EOF,   /* the peer finished sending: answer what arrived, then close */
-    INPUT_DRAIN  /* the server is shutting down: answer what arrived, then close */
+    INPUT_OPEN, /* reading */
+    INPUT_EOF   /* the peer finished sending: answer what arrived, then close */
 };
 
 struct conn {
@@ -60,6 +59,7 @@ struct worker {
     struct conn *conns;        /* every open connection of this thread */
     uint32_t n_conns;
     int draining;
+    uint64_t drain_started_ms;
     uint64_t drain_deadline_ms;
     int spare_fd;              /* given up when out of descriptors, to accept and refuse a client */
     uint64_t next_sweep_ms;
@@ -85,6 +85,10 @@ struct server {
 #define BUF_KEEP_BYTES (64u << 10)
 /* How long a half-closed connection waits for the peer to close before it is dropped. */
 #define LINGER_MS 2000
+/* While draining, a connection with nothing received, unanswered or unsent for this long (and
+ * at least this long after the shutdown began) is finished: bytes a client wrote before the
+ * shutdown are in the kernel's queues and arrive within microseconds of the server reading. */
+#define DRAIN_QUIET_MS 100
 
 uint64_t monotonic_ms(void);
 /* Largest output buffer a connection may hold: the watermark, one reply and its aux text. */

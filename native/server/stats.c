@@ -21,7 +21,7 @@ static const char *const ERROR_KEYS[POSENC_STATUS_MAX + 1] = {
     [POSENC_STATUS_BAD_ARGUMENT] = "bad_argument", [POSENC_STATUS_OUTPUT_TOO_LARGE] = "output_too_large",
     [POSENC_STATUS_TOO_MANY_CONNECTIONS] = "too_many_connections",
     [POSENC_STATUS_SHUTTING_DOWN] = "shutting_down", [POSENC_STATUS_TABLE_UNAVAILABLE] = "table_unavailable",
-    [POSENC_STATUS_INTERNAL] = "internal",
+    [POSENC_STATUS_INTERNAL] = "internal", [POSENC_STATUS_IDLE_TIMEOUT] = "idle_timeout",
 };
 
 /* Sum of one counter over all threads; `field` is its offset inside struct counters. */
@@ -72,9 +72,9 @@ int stats_json(struct server *srv, struct buf *json) {
     rc |= json_string(json, cfg->shm_dir, strlen(cfg->shm_dir));
     rc |= json_printf(json, "},\"limits\":{\"max_frame_bytes\":%u,\"max_positions\":%u,\"max_response_bytes\":%llu,"
                       "\"max_connections\":%u,\"idle_timeout_ms\":%u,\"drain_timeout_ms\":%u,\"max_dim\":%u,"
-                      "\"max_abs_position\":%.17g,\"max_table_ids\":%d}}",
+                      "\"max_abs_position\":%.17g,\"max_table_ids\":%u}}",
                       cfg->max_frame, cfg->max_positions, (unsigned long long)cfg->max_response,
                       cfg->max_connections, cfg->idle_timeout_ms, cfg->drain_timeout_ms, cfg->max_dim,
-                      cfg->max_abs_position, TABLE_IDS_MAX);
+                      cfg->max_abs_position, cfg->max_table_ids);
     return rc ? -1 : 0;
 }

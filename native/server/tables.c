@@ -9,8 +9,9 @@
 #include "json.h"
 #include "posenc_proto.h"
 
-void table_names_init(struct table_names *names) {
+void table_names_init(struct table_names *names, uint32_t limit) {
     pthread_mutex_init(&names->lock, NULL);
+    names->limit = limit;
     atomic_init(&names->count, 0);
 }
 
@@ -30,7 +31,7 @@ static uint32_t assign_id(struct table_names *names, const char *name) {
     pthread_mutex_lock(&names->lock);
     id = find_id(names, name);
     uint32_t count = atomic_load_explicit(&names->count, memory_order_relaxed);
-    if (!id && count < TABLE_IDS_MAX) {
+    if (!id && count < names->limit) {
         struct table_name *entry = &names->entries[count];
         strcpy(entry->name, name);
         atomic_store_explicit(&entry->verified_generation, 0, memory_order_relaxed);
@@ -131,7 +132,8 @@ int tables_resolve(struct table_names *names, struct table_cache *cache, const c
         posenc_shm_detach(&fresh);
         if (*id)
             return out_of_memory("name", err, errlen);
-        snprintf(err, errlen, "name: this server has given out all %d table ids; restart it", TABLE_IDS_MAX);
+        snprintf(err, errlen, "name: this server has given out all %u table ids (--max-table-ids); restart it",
+                 names->limit);
         return POSENC_STATUS_INTERNAL;
     }
     atomic_store_explicit(&names->entries[*id - 1].verified_generation, fresh.generation, memory_order_release);

@@ -17,7 +17,7 @@
 
 #include "buf.h"
 
-/* Distinct table names one server process can give ids to. */
+/* Most distinct table names one server process can give ids to (--max-table-ids). */
 #define TABLE_IDS_MAX 4096
 /* How often a thread checks that the generations it maps are still the current ones. */
 #define TABLE_CHECK_MS 100
@@ -29,6 +29,7 @@ struct table_name {
 
 struct table_names { /* shared by all threads; append-only */
     pthread_mutex_t lock;
+    uint32_t limit;            /* --max-table-ids, <= TABLE_IDS_MAX */
     _Atomic uint32_t count;
     struct table_name entries[TABLE_IDS_MAX];
 };
@@ -38,7 +39,7 @@ struct table_cache { /* one per thread */
     uint64_t next_check_ms;
 };
 
-void table_names_init(struct table_names *names);
+void table_names_init(struct table_names *names, uint32_t limit);
 
 /* The id of a valid, currently published table name (assigning one on first use) and its
  * mapping in this thread. Returns 0 or a POSENC_STATUS_* with `err` naming the field. */

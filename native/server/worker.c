@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "frame.h"
 #include "reply.h"
 
 #define MAX_EVENTS 256
@@ -198,14 +199,13 @@ static int conn_flush(struct worker *w, struct conn *c) {
 static void conn_pump(struct worker *w, struct conn *c) {
     for (;;) {
         enum process_result r = conn_process(w, c);
-        if (r == PROCESS_IDLE && c->final_input != INPUT_OPEN) { /* everything that arrived is answered */
+        if (r == PROCESS_IDLE && c->final_input == INPUT_EOF) { /* everything that arrived is answered */
             size_t partial = buf_pending(&c->in);
-            if (partial && c->final_input == INPUT_DRAIN)
-                reply_error(w, c, 0, 0, POSENC_STATUS_SHUTTING_DOWN,
-                            "server: shutting down; the %zu bytes of an unfinished frame were dropped", partial);
-            else if (partial)
-                reply_error(w, c, 0, 0, POSENC_STATUS_BAD_FRAME,
-                            "length: the stream ended %zu bytes into a %zu-byte frame", partial, c->need);
+            if (partial) {
+                char what[160];
+                frame_describe_unanswered(c->in.data + c->in.pos, partial, what, sizeof what);
+                reply_error(w, c, 0, 0, POSENC_STATUS_BAD_FRAME, "length: the stream ended after %s", what);
+            }
             c->state = CONN_CLOSING;
         }
         if (conn_flush(w, c) < 0)
@@ -247,45 +247,90 @@ static void conn_event(struct worker *w, struct conn *c, uint32_t events) {
     conn_pump(w, c);
 }
 
-/* Shutdown: stop accepting, read what clients already sent, answer it, then close. */
+/* Shutdown: stop accepting. Connections go on being served as before (so every request a
+ * client wrote before the signal is read and answered, even what still sat in the kernel's
+ * queues or behind a paused reader); sweep() finishes each one once it has gone quiet. */
 static void begin_drain(struct worker *w) {
     w->draining = 1;
-    w->drain_deadline_ms = monotonic_ms() + w->srv->cfg.drain_timeout_ms;
+    w->drain_started_ms = monotonic_ms();
+    w->drain_deadline_ms = w->drain_started_ms + w->srv->cfg.drain_timeout_ms;
     unwatch(w, &w->shutdown);
     unwatch(w, &w->unix_sock); /* shared: the main thread closes it */
     unwatch(w, &w->tcp);
     if (w->tcp.fd >= 0)
         close(w->tcp.fd);
     w->tcp.fd = -1;
-    struct conn *next;
-    for (struct conn *c = w->conns; c; c = next) {
-        next = c->next;
-        if (c->state == CONN_OPEN && c->final_input == INPUT_OPEN) {
-            int r;
-            while ((r = conn_read(w, c)) > 0 && conn_process(w, c) == PROCESS_IDLE) {
-            }
-            if (r < 0)
-                continue; /* closed */
-            c->final_input = INPUT_DRAIN;
-        }
-        if (c->state != CONN_LINGER)
-            conn_pump(w, c);
+}
+
+/* Read and drop what the peer sent, so that close() ends the stream with FIN after our
+ * queued bytes, not with a RST that would discard them. */
+static void discard_input(struct conn *c) {
+    char sink[4096];
+    for (int i = 0; i < 256 && read(c->tag.fd, sink, sizeof sink) > 0; i++) {
     }
 }
 
-/* Close connections that were silent too long, and lingering ones whose time is up. */
+/* Tell an open connection why the server ends it: an error frame after the replies already
+ * queued, then the usual half-close (CONN_CLOSING). */
+static void say_why_closing(struct worker *w, struct conn *c, uint8_t status, const char *why) {
+    char what[160];
+    frame_describe_unanswered(c->in.data + c->in.pos, buf_pending(&c->in), what, sizeof what);
+    reply_error(w, c, 0, 0, status, "%s; unanswered: %s", why, what);
+}
+
+/* The drain deadline: say why if the connection is still open, one attempt to send, close. */
+static void close_at_deadline(struct worker *w, struct conn *c) {
+    if (c->state == CONN_OPEN) {
+        char why[128];
+        snprintf(why, sizeof why, "server: shutting down, and the drain timeout (--drain-timeout-ms %u) has passed",
+                 w->srv->cfg.drain_timeout_ms);
+        say_why_closing(w, c, POSENC_STATUS_SHUTTING_DOWN, why);
+        if (conn_flush(w, c) < 0)
+            return;
+    }
+    discard_input(c);
+    conn_close(w, c);
+}
+
+/* The idle timeout: an open connection is told and half-closed; one still closing (its client
+ * reads nothing, not even that frame) is dropped. */
+static void close_idle(struct worker *w, struct conn *c) {
+    if (c->state != CONN_OPEN) {
+        discard_input(c);
+        conn_close(w, c);
+        return;
+    }
+    char why[128];
+    counter_add(&w->counters.idle_closed, 1);
+    snprintf(why, sizeof why, "connection: closed after %u ms without traffic (--idle-timeout-ms)",
+             w->srv->cfg.idle_timeout_ms);
+    say_why_closing(w, c, POSENC_STATUS_IDLE_TIMEOUT, why);
+    conn_pump(w, c);
+}
+
+/* While draining: nothing received, unanswered or unsent for DRAIN_QUIET_MS. */
+static int drained(const struct worker *w, const struct conn *c, uint64_t now) {
+    uint64_t since = c->last_active_ms > w->drain_started_ms ? c->last_active_ms : w->drain_started_ms;
+    return c->state == CONN_OPEN && !buf_pending(&c->in) && !buf_pending(&c->out) && now - since >= DRAIN_QUIET_MS;
+}
+
+/* Close connections that were silent too long and lingering ones whose time is up; while
+ * draining, finish quiet connections and, at the deadline, every one. */
 static void sweep(struct worker *w, uint64_t now) {
     struct conn *next;
     const uint64_t idle = w->srv->cfg.idle_timeout_ms;
     for (struct conn *c = w->conns; c; c = next) {
         next = c->next;
-        int expired = c->state == CONN_LINGER ? now >= c->linger_until_ms : now - c->last_active_ms >= idle;
-        if (w->draining && now >= w->drain_deadline_ms)
-            expired = 1;
-        if (expired) {
-            if (c->state != CONN_LINGER && !w->draining)
-                counter_add(&w->counters.idle_closed, 1);
-            conn_close(w, c);
+        if (c->state == CONN_LINGER) {
+            if (now >= c->linger_until_ms || (w->draining && now >= w->drain_deadline_ms))
+                conn_close(w, c);
+        } else if (w->draining && now >= w->drain_deadline_ms) {
+            close_at_deadline(w, c);
+        } else if (w->draining && drained(w, c, now)) {
+            c->state = CONN_CLOSING; /* everything answered and sent: half-close, EOF for the client */
+            conn_pump(w, c);
+        } else if (now - c->last_active_ms >= idle) {
+            close_idle(w, c);
         }
     }
 }

@@ -1,25 +1,29 @@
-"""`posenc bench qps` (`make bench-qps`): the binary server against redis, in one run.
+"""`posenc bench qps` (`make bench-qps`): the binary server against redis, in one run, with one
+load generator for both.
 
-Each server runs alone on CPU 0 (one event-loop thread), each load generator on CPU 1:
-  1. 50 connections, no pipelining: redis-benchmark GET of a 512-byte value vs posenc-load
-     ENCODE_TABLE of one position of a 128-dim float32 table (a 512-byte row);
-  2. the same with 16 requests in flight per connection (redis-benchmark -P 16);
-  3. posenc at half the saturation rate of (1), offered open-loop at a constant rate, so the
-     P99 includes any queueing (closed-loop generators hide it); once as run above, once with
-     --busy-poll-us (the event loop polls instead of sleeping between requests: on a VM, waking
-     a halted vCPU costs tens of microseconds per request).
-posenc-jitter, spinning on both CPUs meanwhile, says how much time the machine itself takes
-away (interrupts, other tasks, the hypervisor): a P99 target below those stalls cannot be met.
-redis-server comes from the Debian package; it is installed with apt-get when missing.
+posenc-load drives every server: posenc with ENCODE_TABLE (one position of a 128-dim float32
+table: a 512-byte row) and with PING carrying 512 bytes (a reply of the same size and no
+encoding work: the protocol's own ceiling), redis with `GET key` of a 512-byte value in RESP
+(`posenc-load --resp`). Same connections, same schedule, same histogram, so the rows compare.
+Each server runs alone on the server CPU (one event-loop thread), the generator on the other:
+  1. closed loop, 50 connections, 1 and 16 requests in flight per connection, over TCP and a
+     Unix socket; with `perf` present, the server's CPU time and system calls per request are
+     counted meanwhile (perf stat -p: task-clock, raw_syscalls:sys_enter, and cycles where the
+     machine exposes hardware counters: virtual machines often do not);
+  2. the tail race: open loop at constant offered rates (latency from each request's scheduled
+     time, so queueing counts), half of posenc's saturation and half of redis's, P50/P99/P99.9
+     of redis and posenc (also with --busy-poll-us) at each rate, over TCP and the Unix socket.
+posenc-jitter, spinning on both CPUs right after the tail runs, says how much time the machine
+itself takes away (interrupts, other tasks, the hypervisor): a P99 below those stalls cannot be met.
+redis-server comes from the Debian package (`make bench-deps`).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -30,10 +34,10 @@ from pathlib import Path
 from typing import Self
 
 from ..client.process import REPO_BINARY, pinned, start_server
+from ..encodings import SinusoidalSpec
 from ..errors import PosencError
 from ..http.launch import free_port
 from ..shm import TableStore
-from ..encodings import SinusoidalSpec
 from ..tables import TableSpec
 from .timing import machine_line, markdown_table
 
@@ -41,44 +45,44 @@ TABLE = "qps-sin128"
 LOADGEN = REPO_BINARY.with_name("posenc-load")
 JITTER = REPO_BINARY.with_name("posenc-jitter")
 VALUE_BYTES = 512  # a 128-dim float32 row
-SINGLE_TARGET_RATIO = 1.0
-PIPELINED_TARGET = 1_000_000
+REDIS_KEY = "key:posenc-bench"
+PIPELINED_TARGET = 1_200_000
 P99_TARGET_US = 80.0
 BUSY_POLL_US = 200
+FIGURES = ("rps", "p50_us", "p99_us", "p999_us", "cpu_ns", "syscalls", "cycles")
+#: Per-request counters: result key, format, the perf event it needs, column title.
+COUNTER_TITLES = (("cpu_ns", ".0f", "task-clock", "server CPU ns/req"), ("cycles", ",.0f", "cycles", "cycles/req"),
+                  ("syscalls", ".3f", "raw_syscalls:sys_enter", "syscalls/req"))
+COUNTERS = tuple(entry[:3] for entry in COUNTER_TITLES)
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per run (default %(default)s)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each row; medians are reported")
     parser.add_argument("--connections", type=int, default=50, help="connections (default %(default)s)")
-    parser.add_argument("--pipeline", type=int, default=16, help="pipeline depth of run 2 (default %(default)s)")
+    parser.add_argument("--pipeline", type=int, default=16, help="requests in flight per connection (default %(default)s)")
     parser.add_argument("--server-cpu", type=int, default=0, help="CPU for the servers (default %(default)s)")
-    parser.add_argument("--client-cpu", type=int, default=1, help="CPU for the load generators (default %(default)s)")
+    parser.add_argument("--client-cpu", type=int, default=1, help="CPU for the load generator (default %(default)s)")
 
 
-def ensure_redis() -> None:
-    if shutil.which("redis-server") and shutil.which("redis-benchmark"):
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise PosencError("redis", "redis-server / redis-benchmark are missing; install the Debian package "
-                          "redis-server (apt-get install redis-server redis-tools)")
-    print("installing redis-server with apt-get ...", flush=True)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "redis-server", "redis-tools"], check=True, env=env)
+def require_redis() -> None:
+    if not shutil.which("redis-server"):
+        raise PosencError("redis", "redis-server is missing: run `make bench-deps` (the Debian package redis-server)")
 
 
 class Redis:
-    """A throwaway redis-server (no persistence) holding redis-benchmark's GET key with a 512-byte value."""
+    """A throwaway redis-server (no persistence) on a TCP port and a Unix socket, holding REDIS_KEY
+    with a 512-byte value."""
 
     def __init__(self, cpu: int, workdir: Path):
         self.port = free_port()
+        self.unix_path = str(workdir / "redis.sock")
         self.process = subprocess.Popen(
-            pinned({cpu}, ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                           "--appendonly", "no", "--dir", str(workdir), "--daemonize", "no", "--loglevel", "warning"]),
+            pinned({cpu}, ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--unixsocket",
+                           self.unix_path, "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir",
+                           str(workdir), "--daemonize", "no", "--loglevel", "warning"]),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        value = os.urandom(VALUE_BYTES)
-        key = b"key:__rand_int__"  # what `redis-benchmark -t get` reads when -r is not given
+        key, value = REDIS_KEY.encode(), os.urandom(VALUE_BYTES)
         command = b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(key), key, len(value), value)
         deadline = time.monotonic() + 10
         while True:
@@ -93,15 +97,9 @@ class Redis:
                     raise PosencError("redis", "redis-server did not start") from None
                 time.sleep(0.05)
 
-    def benchmark(self, cpu: int, connections: int, pipeline: int, requests: int) -> dict:
-        out = subprocess.run(pinned({cpu}, ["redis-benchmark", "-p", str(self.port), "-t", "get", "-d",
-                                            str(VALUE_BYTES), "-c", str(connections), "-P", str(pipeline), "-n",
-                                            str(requests), "--csv"]),
-                             capture_output=True, text=True, check=True).stdout
-        line = next(r for r in csv.DictReader(io.StringIO(out)) if r["test"] == "GET")
-        return {"rps": float(line["rps"]), "p50_us": 1000 * float(line["p50_latency_ms"]),
-                "p95_us": 1000 * float(line["p95_latency_ms"]), "p99_us": 1000 * float(line["p99_latency_ms"]),
-                "p999_us": None}
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
     def stop(self) -> None:
         self.process.terminate()
@@ -114,49 +112,49 @@ class Redis:
         self.stop()
 
 
-def posenc_load(cpu: int, port: str, *args: str) -> dict:
-    out = subprocess.run(pinned({cpu}, [str(LOADGEN), "--port", port, "--table", TABLE, "--json", *args]),
+class Target:
+    """One server as posenc-load reaches it: which process, which socket, which requests."""
+
+    def __init__(self, label: str, pid: int, where: list[str], what: list[str]):
+        self.label, self.pid, self.where, self.what = label, pid, where, what
+
+
+def perf_events() -> list[str]:
+    """The perf stat events this machine counts (none without perf)."""
+    if not shutil.which("perf"):
+        return []
+    events = []
+    for event in ("task-clock", "raw_syscalls:sys_enter", "cycles"):
+        probe = subprocess.run(["perf", "stat", "-x,", "-e", event, "--", "true"], capture_output=True, text=True,
+                               check=False)
+        if probe.returncode == 0 and "<not supported>" not in probe.stderr and "<not counted>" not in probe.stderr:
+            events.append(event)
+    return events
+
+
+def measure(target: Target, cpu: int, events: list[str], *args: str) -> dict:
+    """One posenc-load run against `target`, with the server's perf counters over the run."""
+    perf = None
+    if events:
+        perf = subprocess.Popen(["perf", "stat", "-x,", "-e", ",".join(events), "-p", str(target.pid)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    out = subprocess.run(pinned({cpu}, [str(LOADGEN), *target.where, *target.what, "--json", *args]),
                          capture_output=True, text=True, check=False)
+    counted = {}
+    if perf is not None:
+        perf.send_signal(signal.SIGINT)
+        for line in perf.communicate(timeout=10)[1].splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and fields[0].replace(".", "", 1).isdigit():
+                counted[fields[2]] = float(fields[0])
     if out.returncode != 0:
-        raise PosencError("posenc-load", out.stderr.strip() or f"exited with {out.returncode}")
-    return json.loads(out.stdout)
-
-
-def run(args) -> str:
-    if not all(path.exists() for path in (REPO_BINARY, LOADGEN, JITTER)):
-        raise PosencError("bench", "native binaries missing: run `make native-server` first")
-    if len(os.sched_getaffinity(0)) < 2 or args.server_cpu == args.client_cpu:
-        raise PosencError("bench", "needs two CPUs, one for the servers and one for the load generators")
-    ensure_redis()
-    samples: dict[str, list[dict]] = defaultdict(list)
-    span = ["--seconds", str(args.seconds), "--warmup", "1", "--requests", str(10**9), "-c", str(args.connections)]
-    client, server_cpus = args.client_cpu, {args.server_cpu}
-    shm_parent = "/dev/shm" if Path("/dev/shm").is_dir() else None
-    with tempfile.TemporaryDirectory(prefix="posenc-qps-", dir=shm_parent) as shm, \
-            tempfile.TemporaryDirectory(prefix="posenc-redis-") as redis_dir:
-        store = TableStore(shm)
-        try:
-            store.publish(TABLE, TableSpec(SinusoidalSpec(128), 0, 131072))
-            # all servers stay up on the server CPU (idle ones cost nothing), so each posenc run
-            # follows its redis run within seconds: the machine's noise hits both alike
-            with Redis(args.server_cpu, Path(redis_dir)) as redis, \
-                    start_server(port=0, shm_dir=shm, threads=1, cpus=server_cpus) as plain, \
-                    start_server(port=0, shm_dir=shm, threads=1, cpus=server_cpus, busy_poll_us=BUSY_POLL_US) as busy:
-                for _ in range(args.repeats):
-                    for depth, key in ((1, "1"), (args.pipeline, "P")):
-                        # redis-benchmark is bounded by a count: size it to last about `seconds`
-                        last = samples[f"redis-{key}"][-1]["rps"] if samples[f"redis-{key}"] else 60_000 * depth
-                        requests = int(last * args.seconds)
-                        samples[f"redis-{key}"].append(redis.benchmark(client, args.connections, depth, requests))
-                        samples[f"posenc-{key}"].append(posenc_load(client, port_of(plain), *span, "-P", str(depth)))
-                rate = f"{statistics.median(r['rps'] for r in samples['posenc-1']) / 2:.0f}"
-                stalls = jitter((args.server_cpu, client), seconds=args.seconds)
-                for _ in range(args.repeats):
-                    samples["posenc-open"].append(posenc_load(client, port_of(plain), *span, "--rate", rate))
-                    samples["posenc-open-busy"].append(posenc_load(client, port_of(busy), *span, "--rate", rate))
-        finally:
-            store.close()
-    return report({key: medians(runs) for key, runs in samples.items()}, stalls, args)
+        raise PosencError("posenc-load", f"{target.label}: " + (out.stderr.strip() or f"exited {out.returncode}"))
+    report = json.loads(out.stdout)
+    done = max(report["completed"], 1)
+    report["cpu_ns"] = counted["task-clock"] * 1e6 / done if "task-clock" in counted else None  # msec
+    report["syscalls"] = counted["raw_syscalls:sys_enter"] / done if "raw_syscalls:sys_enter" in counted else None
+    report["cycles"] = counted["cycles"] / done if "cycles" in counted else None
+    return report
 
 
 def jitter(cpus, seconds: float) -> list[dict]:
@@ -166,59 +164,150 @@ def jitter(cpus, seconds: float) -> list[dict]:
     return [json.loads(run.communicate()[0]) for run in runs]
 
 
+def medians(runs: list[dict]) -> dict:
+    """Each figure's median over the runs (None stays None)."""
+    return {key: None if runs[0][key] is None else statistics.median(r[key] for r in runs) for key in FIGURES}
+
+
+def run(args) -> str:
+    if not all(path.exists() for path in (REPO_BINARY, LOADGEN, JITTER)):
+        raise PosencError("bench", "native binaries missing: run `make native-server` first")
+    if len(os.sched_getaffinity(0)) < 2 or args.server_cpu == args.client_cpu:
+        raise PosencError("bench", "needs two CPUs, one for the servers and one for the load generator")
+    require_redis()
+    events = perf_events()
+    samples: dict[tuple, list[dict]] = defaultdict(list)
+    span = ["--seconds", str(args.seconds), "--warmup", "1", "--requests", str(10**9), "-c", str(args.connections)]
+    client, server_cpus = args.client_cpu, {args.server_cpu}
+    shm_parent = "/dev/shm" if Path("/dev/shm").is_dir() else None
+    with tempfile.TemporaryDirectory(prefix="posenc-qps-", dir=shm_parent) as shm, \
+            tempfile.TemporaryDirectory(prefix="posenc-qps-sock-") as sockets:
+        store = TableStore(shm)
+        try:
+            store.publish(TABLE, TableSpec(SinusoidalSpec(128), 0, 131072))
+            # every server stays up on the server CPU (idle ones cost nothing), so each run follows the
+            # others within seconds and the machine's noise hits all alike
+            with Redis(args.server_cpu, Path(sockets)) as redis, \
+                    start_server(port=0, unix_path=f"{sockets}/posenc.sock", shm_dir=shm, threads=1,
+                                 cpus=server_cpus) as plain, \
+                    start_server(port=0, unix_path=f"{sockets}/busy.sock", shm_dir=shm, threads=1, cpus=server_cpus,
+                                 busy_poll_us=BUSY_POLL_US) as busy:
+                targets = build_targets(redis, plain, busy)
+                for _ in range(args.repeats):  # saturation: closed loop
+                    for depth in (1, args.pipeline):
+                        for key in ("redis", "posenc", "ping"):
+                            for transport in ("tcp", "unix"):
+                                if depth == 1 and transport == "unix":
+                                    continue
+                                samples[("closed", depth, transport, key)].append(
+                                    measure(targets[transport][key], client, events, *span, "-P", str(depth)))
+                saturation = {key: statistics.median(r["rps"] for r in samples[("closed", 1, "tcp", key)])
+                              for key in ("redis", "posenc")}
+                rates = {"half of posenc's saturation": saturation["posenc"] / 2,
+                         "half of redis's saturation": saturation["redis"] / 2}
+                for _ in range(args.repeats):  # the tail race: open loop at the same offered rates
+                    for rate_name, rate in rates.items():
+                        for transport in ("tcp", "unix"):
+                            for key in ("redis", "posenc", "posenc-busy"):
+                                samples[("open", rate_name, transport, key)].append(
+                                    measure(targets[transport][key], client, [], *span, "--rate", f"{rate:.0f}"))
+                stalls = jitter((args.server_cpu, client), seconds=args.seconds)
+        finally:
+            store.close()
+    results = {key: medians(runs) for key, runs in samples.items()}
+    return report(results, rates, stalls, events, args)
+
+
+def build_targets(redis: Redis, plain, busy) -> dict[str, dict[str, Target]]:
+    table, ping, get = ["--table", TABLE], ["--ping", str(VALUE_BYTES)], ["--resp", "--key", REDIS_KEY]
+    tcp = {"redis": Target("redis", redis.pid, ["--port", str(redis.port)], get),
+           "posenc": Target("posenc", plain.pid, ["--port", port_of(plain)], table),
+           "ping": Target("posenc PING", plain.pid, ["--port", port_of(plain)], ping),
+           "posenc-busy": Target("posenc busy-poll", busy.pid, ["--port", port_of(busy)], table)}
+    unix = {"redis": Target("redis", redis.pid, ["--unix", redis.unix_path], get),
+            "posenc": Target("posenc", plain.pid, ["--unix", socket_path(plain)], table),
+            "ping": Target("posenc PING", plain.pid, ["--unix", socket_path(plain)], ping),
+            "posenc-busy": Target("posenc busy-poll", busy.pid, ["--unix", socket_path(busy)], table)}
+    return {"tcp": tcp, "unix": unix}
+
+
 def port_of(server) -> str:
     return server.tcp_address.rpartition(":")[2]
 
 
-def medians(runs: list[dict]) -> dict:
-    """Each figure's median over the runs (None stays None)."""
-    return {key: None if runs[0][key] is None else statistics.median(r[key] for r in runs)
-            for key in ("rps", "p50_us", "p95_us", "p99_us", "p999_us")} | {"rate": runs[0].get("rate")}
+def socket_path(server) -> str:
+    return server.unix_address.removeprefix("unix:")
 
 
-POSENC_ROW = "posenc 1 position, 128-d float32"
+LABELS = {"redis": "redis GET, 512 B value", "posenc": "posenc ENCODE_TABLE, 1 position, 128-d float32",
+          "ping": "posenc PING, 512 B echoed (protocol ceiling)",
+          "posenc-busy": f"posenc ENCODE_TABLE, --busy-poll-us {BUSY_POLL_US}"}
 
 
-def row(load: str, server: str, r: dict, versus: str = "", target: str = "") -> list[str]:
-    latencies = [_us(r[key]) for key in ("p50_us", "p95_us", "p99_us", "p999_us")]
-    return [load, server, f"{r['rps']:,.0f}", *latencies, versus, target]
-
-
-def _us(value) -> str:
-    return "" if value is None else f"{value:.1f}"
+def _num(value, fmt: str) -> str:
+    return "" if value is None else format(value, fmt)
 
 
 def verdict(ok: bool) -> str:
     return "met" if ok else "missed"
 
 
-def report(results: dict, stalls: list[dict], args) -> str:
-    r1, p1, rp, pp = results["redis-1"], results["posenc-1"], results["redis-P"], results["posenc-P"]
-    po, pb = results["posenc-open"], results["posenc-open-busy"]
-    single, pipelined = p1["rps"] / r1["rps"], pp["rps"] / rp["rps"]
-    p99_target = f"P99 < {P99_TARGET_US:.0f} us: "
-    rows = [
-        row(f"{args.connections} conns, no pipelining", "redis GET 512 B", r1, "1.00x"),
-        row("", POSENC_ROW, p1, f"{single:.2f}x",
-            f">= {SINGLE_TARGET_RATIO:.1f}x redis: {verdict(single >= SINGLE_TARGET_RATIO)}"),
-        row(f"{args.connections} conns, pipeline {args.pipeline}", "redis GET 512 B", rp, "1.00x"),
-        row("", POSENC_ROW, pp, f"{pipelined:.2f}x",
-            f">= {PIPELINED_TARGET:,} req/s: {verdict(pp['rps'] >= PIPELINED_TARGET)}"),
-        row(f"open loop, {po['rate']:,.0f} req/s (half of saturation)", POSENC_ROW, po, "",
-            p99_target + verdict(po["p99_us"] < P99_TARGET_US)),
-        row("", f"{POSENC_ROW}, --busy-poll-us {BUSY_POLL_US}", pb, "", p99_target + verdict(pb["p99_us"] < P99_TARGET_US)),
-    ]
-    headers = ["load", "server", "req/s", "P50 us", "P95 us", "P99 us", "P99.9 us", "vs redis", "target"]
-    table = markdown_table(headers, rows)
-    return (f"{table}\n\nMedians of {args.repeats} runs of {args.seconds:g} s (after 1 s warm-up), redis and posenc "
-            f"runs alternating; servers on CPU {args.server_cpu} (one thread), load generators on CPU "
-            f"{args.client_cpu}. Machine: {machine_line()}. Stalls a spinning process saw meanwhile (posenc-jitter, "
-            f"{args.seconds:g} s on each CPU at once): "
-            + "; ".join(f"CPU {cpu}: {j['lost_percent']:.2f}% of the time in {j['stalls_over_50us']} stalls > 50 us, "
-                        f"{j['stalls_over_500us']} > 500 us, longest {j['max_stall_us']:,.0f} us"
-                        for cpu, j in zip((args.server_cpu, args.client_cpu), stalls))
-            + ". "
-            f"redis {redis_version()}, redis-benchmark; posenc-load (loadtest/native).")
+def throughput_table(results: dict, events: list[str], args) -> str:
+    rows = []
+    for depth in (1, args.pipeline):
+        for transport in ("tcp", "unix"):
+            if depth == 1 and transport == "unix":
+                continue
+            redis = results[("closed", depth, transport, "redis")]
+            for key in ("redis", "posenc", "ping"):
+                r = results[("closed", depth, transport, key)]
+                target = ""
+                if key == "posenc" and depth == args.pipeline:
+                    target = f">= {PIPELINED_TARGET / 1e6:.1f} M req/s: {verdict(r['rps'] >= PIPELINED_TARGET)}"
+                first = key == "redis"
+                counters = [_num(r[k], f) for k, f, event in COUNTERS if event in events]
+                rows.append([f"{transport.upper()}, {args.connections} conns, pipeline {depth}" if first else "",
+                             LABELS[key], f"{r['rps']:,.0f}", _num(r["p50_us"], ".1f"), _num(r["p99_us"], ".1f"),
+                             _num(r["p999_us"], ".1f"), *counters, f"{r['rps'] / redis['rps']:.2f}x", target])
+    headers = ["load", "server", "req/s", "P50 us", "P99 us", "P99.9 us",
+               *(title for _, _, event, title in COUNTER_TITLES if event in events), "vs redis", "target"]
+    return markdown_table(headers, rows)
+
+
+def tail_table(results: dict, rates: dict) -> str:
+    rows = []
+    for rate_name, rate in rates.items():
+        for transport in ("tcp", "unix"):
+            redis = results[("open", rate_name, transport, "redis")]
+            for key in ("redis", "posenc", "posenc-busy"):
+                r = results[("open", rate_name, transport, key)]
+                target = ""
+                if key != "redis":
+                    target = (f"P99 <= redis: {verdict(r['p99_us'] <= redis['p99_us'])}; "
+                              f"P99 < {P99_TARGET_US:.0f} us: {verdict(r['p99_us'] < P99_TARGET_US)}")
+                first = key == "redis"
+                rows.append([f"{rate:,.0f} req/s ({rate_name}), {transport.upper()}" if first else "", LABELS[key],
+                             f"{r['p50_us']:.1f}", f"{r['p99_us']:.1f}", f"{r['p999_us']:.1f}",
+                             f"{r['p99_us'] / redis['p99_us']:.2f}x", target])
+    headers = ["offered rate (open loop)", "server", "P50 us", "P99 us", "P99.9 us", "P99 vs redis", "target"]
+    return markdown_table(headers, rows)
+
+
+def report(results: dict, rates: dict, stalls: list[dict], events: list[str], args) -> str:
+    counted = ("server CPU time and system calls per request from `perf stat -p` over each run ("
+               + ", ".join(events) + ")" if events else "no perf: no per-request counters")
+    if events and "cycles" not in events:
+        counted += "; no hardware cycle counter on this machine, so CPU time stands in for cycles"
+    jitter_line = "; ".join(
+        f"CPU {cpu}: {j['lost_percent']:.2f}% of the time in {j['stalls_over_50us']} stalls > 50 us, "
+        f"{j['stalls_over_500us']} > 500 us, longest {j['max_stall_us']:,.0f} us"
+        for cpu, j in zip((args.server_cpu, args.client_cpu), stalls))
+    return (f"{throughput_table(results, events, args)}\n\n{tail_table(results, rates)}\n\n"
+            f"Medians of {args.repeats} runs of {args.seconds:g} s (after 1 s warm-up), every server and load "
+            f"alternating; servers on CPU {args.server_cpu} (one thread), posenc-load (loadtest/native, --resp "
+            f"for redis) on CPU {args.client_cpu}; {counted}. Machine: {machine_line()}. Stalls a spinning "
+            f"process saw right after the tail runs (posenc-jitter, {args.seconds:g} s on each CPU at once): "
+            f"{jitter_line}. redis {redis_version()}.")
 
 
 def redis_version() -> str:

@@ -55,11 +55,12 @@ class Status(IntEnum):
     SHUTTING_DOWN = 11
     TABLE_UNAVAILABLE = 12
     INTERNAL = 13
+    IDLE_TIMEOUT = 14
 
 
 #: Statuses after which the server closes the connection.
 CLOSING_STATUSES = frozenset({Status.BAD_FRAME, Status.BAD_VERSION, Status.UNKNOWN_OPCODE, Status.FRAME_TOO_LARGE,
-                              Status.TOO_MANY_CONNECTIONS, Status.SHUTTING_DOWN})
+                              Status.TOO_MANY_CONNECTIONS, Status.SHUTTING_DOWN, Status.IDLE_TIMEOUT})
 
 
 class WireDtype(IntEnum):
