@@ -23,6 +23,7 @@ from ...limits import LIMITS
 from ...encodings import RopeSpec, SinusoidalSpec
 from ..calls import Call, as_array, fields_under, read_call, respond, service_of
 from ..openapi import array_responses, request_body
+from ..spec_cache import cached
 from ..schemas import (
     AlibiBiasRequest,
     AlibiSlopesRequest,
@@ -60,15 +61,18 @@ def _positions(call: Call) -> np.ndarray:
 
 async def _from_spec_or_table(request: Request, call: Call, key, positions, dtype: np.dtype,
                               compute: Callable[[np.ndarray], np.ndarray], width: int) -> Response:
-    """Rows for a spec: gathered from a covering table when one exists, else computed."""
+    """Rows for a spec: gathered from a covering table when one exists, else computed. The hit or
+    miss is counted once the answer is ready (a request that fails is retried by FastAPI: see fastcompute)."""
     service = service_of(request)
     exact = as_positions(positions)
     table = None if key is None else service.tables.covering(key, exact, dtype)
-    service.metrics.table(hit=table is not None)
     if table is not None:
-        return await respond(request, call.media, lambda: cast_output(table.lookup(exact), dtype),
-                             exact.size * width, gathered=True)
-    return await respond(request, call.media, lambda: compute(exact), exact.size * width)
+        response = await respond(request, call.media, lambda: cast_output(table.lookup(exact), dtype),
+                                 exact.size * width, gathered=True)
+    else:
+        response = await respond(request, call.media, lambda: compute(exact), exact.size * width)
+    service.metrics.table(hit=table is not None)
+    return response
 
 
 async def _rope_spec(request: Request, params) -> tuple[RopeSpec, float | None]:
@@ -80,9 +84,18 @@ async def _rope_spec(request: Request, params) -> tuple[RopeSpec, float | None]:
     if params.layer_type is not None and source != "hf_config":
         raise PosencError("layer_type", "applies to hf_config only")
     if source == "hf_config":
-        return layer_spec(params.hf_config, params.layer_type, "rope"), None
-    with fields_under(source):
-        return as_rope_spec(params.spec), None
+        return cached(layer_spec, params.hf_config, params.layer_type, "rope"), None
+    return cached(_rope_spec_of, params.spec), None
+
+
+def _rope_spec_of(doc) -> RopeSpec:
+    with fields_under("spec"):
+        return as_rope_spec(doc)
+
+
+def _sinusoidal_spec_of(doc) -> SinusoidalSpec:
+    with fields_under("spec"):
+        return SinusoidalSpec.from_dict(doc)
 
 
 @_route("/sinusoidal", SinusoidalRequest, "Sinusoidal encodings for positions", binary=True)
@@ -94,8 +107,7 @@ async def sinusoidal(request: Request) -> Response:
     if _one_source(params, ("table", "spec")) == "table":
         table = await named_table(request, params.table, "sinusoidal")
         return await rows_response(request, call.media, table, positions, dtype)
-    with fields_under("spec"):
-        spec = SinusoidalSpec.from_dict(params.spec)
+    spec = cached(_sinusoidal_spec_of, params.spec)
     return await _from_spec_or_table(request, call, spec_key_for(spec, None), positions, dtype,
                                      lambda exact: sinusoidal_table(exact, spec, dtype), spec.dim)
 
