@@ -108,12 +108,18 @@ def _row_requests(client) -> float:
     return 0.0
 
 
+def _workers(client) -> set[float]:
+    return {s.value for f in text_string_to_metric_families(client.get("/metrics").text)
+            if f.name == "posenc_http_workers" for s in f.samples}
+
+
 def test_metrics_add_up_across_workers(server):
     with httpx.Client(base_url=server.url) as c:
-        before = _row_requests(c)
-        workers = {s.value for f in text_string_to_metric_families(c.get("/metrics").text)
-                   if f.name == "posenc_http_workers" for s in f.samples}
+        deadline = time.monotonic() + 30  # /readyz answered by one worker: the other may still be warming up
+        while (workers := _workers(c)) != {2} and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert workers == {2}
+        before = _row_requests(c)
     for i in range(60):  # a new connection each: the kernel spreads them over both workers
         reply = exchange(server, f"GET /v1/tables/sin64/rows/{i} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
                          .encode())

@@ -89,10 +89,15 @@ def test_length_dependent_scaling_uses_the_largest_position():
     assert_matches_oracle(cos, ref_cos, "float64", angle_max=500.0)
 
 
-def test_spec_reads_hf_scaling_dict_and_keeps_identity():
-    hf = posenc.RopeSpec(128, base=1e6, scaling={"type": "mrope", "mrope_section": [16, 24, 24]})
-    assert hf == QWEN2_VL and hf.rope_type == "default"
+def test_spec_identity_and_the_keyword_only_section():
+    """mrope_section is a spec keyword; inside a HF scaling dict (or as rope_type "mrope") it is refused,
+    so a model whose config uses the key with another meaning (Qwen3-VL interleaves) cannot slip through."""
     assert posenc.RopeSpec.from_dict(QWEN2_VL.to_dict()) == QWEN2_VL
+    for scaling, field in (({"rope_type": "default", "mrope_section": [16, 24, 24]}, "scaling.mrope_section"),
+                           ({"type": "mrope"}, "scaling.rope_type")):
+        with pytest.raises(posenc.PosencError) as info:
+            posenc.RopeSpec(128, base=1e6, scaling=scaling)
+        assert info.value.field == field
     assert "mrope_section" not in posenc.RopeSpec(128).to_dict()  # plain specs hash as before
     assert QWEN2_VL.hash != posenc.RopeSpec(128, base=1e6).hash
     assert QWEN2_VL.mrope_chunks == ((0, 16, 0), (16, 40, 1), (40, 64, 2))

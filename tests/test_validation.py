@@ -27,6 +27,18 @@ CASES = [
     (lambda: posenc.RopeSpec(10, partial_rotary_factor=0.5, scaling={"rope_type": "yarn", "factor": 2},
                              original_max_position_embeddings=100), "head_dim"),  # odd rotary dim 5
     (lambda: posenc.RopeSpec(64, scaling={"rope_type": "linear", "factor": 2, "fcator": 3}), "scaling.fcator"),
+    # found by tests/test_models_fuzz.py: each raised TypeError / OverflowError / ZeroDivisionError before
+    (lambda: posenc.rope_inv_freq(posenc.RopeSpec(64, scaling={"rope_type": "yarn", "factor": 4, "beta_fast": 1e308},
+                                                  original_max_position_embeddings=4096)), "scaling.beta_fast"),
+    (lambda: posenc.RopeSpec(64, scaling={"rope_type": "longrope", "long_factor": [1.0] * 32,
+                                          "short_factor": [1.0] * 32}, max_position_embeddings=10,
+                             original_max_position_embeddings=1), "original_max_position_embeddings"),
+    (lambda: posenc.RopeSpec(64, scaling={"rope_type": "yarn", "factor": 4}, max_position_embeddings=2**63,
+                             original_max_position_embeddings=10**400), "max_position_embeddings"),
+    (lambda: posenc.RopeSpec(64, base=10**400), "base"),
+    (lambda: posenc.RopeSpec(64, scaling={"rope_type": "longrope", "long_factor": [10**400] * 32,
+                                          "short_factor": [1.0] * 32}, original_max_position_embeddings=5,
+                             max_position_embeddings=10), "scaling.long_factor"),
     (lambda: posenc.RopeSpec(64, scaling={"rope_type": ["linear"]}), "scaling.rope_type"),  # was a TypeError
     (lambda: posenc.RopeSpec(64, scaling={"type": {}}), "scaling.rope_type"),
     (lambda: posenc.sinusoidal([1], True), "dim"),  # JSON true is not the integer 1

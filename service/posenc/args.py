@@ -121,7 +121,7 @@ def as_vector(value, field: str, length: int) -> np.ndarray:
     """A finite float64 vector of exactly `length` entries."""
     try:
         arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
         raise PosencError(field, "must be an array of numbers") from None
     if arr.shape != (length,):
         raise PosencError(field, f"must have shape ({length},), got {arr.shape}")

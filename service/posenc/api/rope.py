@@ -19,11 +19,7 @@ from ._tables import fill_cos_sin_pair, fill_sincos
 
 
 def as_rope_spec(spec, field: str = "spec") -> RopeSpec:
-    if isinstance(spec, RopeSpec):
-        return spec
-    if isinstance(spec, dict):
-        return RopeSpec.from_dict(spec)
-    raise PosencError(field, f"must be a RopeSpec or a dict, got {type(spec).__name__}")
+    return RopeSpec.coerce(spec, field)
 
 
 @lru_cache(maxsize=1024)

@@ -11,14 +11,6 @@ from ..limits import LIMITS
 from ..encodings.t5 import T5BucketSpec
 
 
-def as_t5_spec(spec, field: str = "spec") -> T5BucketSpec:
-    if isinstance(spec, T5BucketSpec):
-        return spec
-    if isinstance(spec, dict):
-        return T5BucketSpec.from_dict(spec)
-    raise PosencError(field, f"must be a T5BucketSpec or a dict, got {type(spec).__name__}")
-
-
 def _spec_of(spec, bidirectional, num_buckets, max_distance) -> T5BucketSpec:
     """The spec given, or one built from the keyword arguments (their defaults: T5's 32 / 128 / encoder)."""
     if spec is None:
@@ -27,7 +19,7 @@ def _spec_of(spec, bidirectional, num_buckets, max_distance) -> T5BucketSpec:
                             bidirectional=True if bidirectional is None else bidirectional)
     if (bidirectional, num_buckets, max_distance) != (None, None, None):
         raise PosencError("spec", "give either a spec or bidirectional / num_buckets / max_distance, not both")
-    return as_t5_spec(spec)
+    return T5BucketSpec.coerce(spec)
 
 
 def t5_relative_position_bucket(relative_position, spec=None, *, bidirectional=None, num_buckets=None,
@@ -59,7 +51,7 @@ def t5_position_bias(weight, spec, query_length, key_length=None, *, query_offse
     `weight` is the checkpoint's relative_attention_bias table [num_buckets, n_heads]; query i
     sits at position query_offset + i (the cache length while decoding), key j at j, and
     (i, j) reads weight[bucket(j - (query_offset + i))]. Returned in weight's dtype."""
-    spec = as_t5_spec(spec)
+    spec = T5BucketSpec.coerce(spec)
     try:
         table = np.asarray(weight)
     except (TypeError, ValueError):

@@ -9,13 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from ..api.rope import as_rope_spec
 from ..api.sinusoidal import shifted
 from ..args import as_positions
 from ..encodings import SinusoidalSpec
 from ..errors import PosencError
-from ..api.rope import as_rope_spec
 from .inline import mrope_auxes, mrope_rows, spec_aux
-from ..encodings import SinusoidalSpec
 from .protocol import Opcode, Reply, request_frame, wire_dtype, wire_positions
 
 

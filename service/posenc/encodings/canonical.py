@@ -45,6 +45,15 @@ class Canonical:
                 raise PosencError(key, f"is not a {cls.KIND} spec field; known: {sorted(known)}")
         return cls(d.pop(cls.POSITIONAL), **d)
 
+    @classmethod
+    def coerce(cls, spec, field: str = "spec"):
+        """`spec` as this class: an instance as it is, a dict through from_dict."""
+        if isinstance(spec, cls):
+            return spec
+        if isinstance(spec, dict):
+            return cls.from_dict(spec)
+        raise PosencError(field, f"must be a {cls.__name__} or a dict, got {type(spec).__name__}")
+
     @property
     def canonical_json(self) -> str:
         cached = self.__dict__.get("_canonical_json")

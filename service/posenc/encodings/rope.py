@@ -13,11 +13,10 @@ from .canonical import Canonical
 from .rope_scaling import ALIASES, VARIANTS, RopeDims
 
 LAYOUTS = ("half", "interleaved")
+#: Context lengths beyond 2**53 are not exact in float64 (the scaling math divides them).
+MAX_LENGTH = 2**53
 #: Keys that may sit in a HF scaling dict but are not scaling parameters.
-_PASSTHROUGH_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "original_max_position_embeddings",
-                     "mrope_section"}
-#: M-RoPE position axes, in the order of the rows of [3, n] positions.
-MROPE_AXES = ("temporal", "height", "width")
+_PASSTHROUGH_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "original_max_position_embeddings"}
 
 
 @dataclass(frozen=True, eq=False, init=False)
@@ -30,10 +29,12 @@ class RopeSpec(Canonical):
     "interleaved") is what `rope_apply` uses when it is not told. `xpos_scale_base`
     enables xPos decay in `rope_apply` (None = off).
 
-    `mrope_section` (Qwen2-VL / Qwen2.5-VL M-RoPE, also read from the scaling dict as HF
-    keeps it) splits the n_freq frequencies into consecutive chunks; chunk k takes its angles
-    from position axis k % 3 (temporal, height, width), so such a spec accepts [3, n]
-    positions. The sizes must add up to n_freq.
+    `mrope_section` (Qwen2-VL / Qwen2.5-VL M-RoPE) splits the n_freq frequencies into
+    consecutive chunks; chunk k takes its angles from position axis k % 3 (temporal, height,
+    width), so such a spec accepts [3, n] positions. The sizes must add up to n_freq. It is
+    a keyword only: inside a HF scaling dict it is refused like any unknown key, because
+    other models (Qwen3-VL's interleaved M-RoPE) use the same key with another meaning; the
+    qwen2_vl reader moves it out.
     """
 
     KIND = "rope"  # the "kind" of to_dict(), a table's encoding
@@ -59,7 +60,7 @@ class RopeSpec(Canonical):
         base = as_float(base, "base", exclusive_minimum=1.0)
         prf = as_float(partial_rotary_factor, "partial_rotary_factor", exclusive_minimum=0.0, maximum=1.0)
         max_len = None if max_position_embeddings is None else as_int(
-            max_position_embeddings, "max_position_embeddings", minimum=1)
+            max_position_embeddings, "max_position_embeddings", minimum=1, maximum=MAX_LENGTH)
         scaling = dict(scaling or {})
         if not all(isinstance(k, str) for k in scaling):
             raise PosencError("scaling", "keys must be strings")
@@ -73,9 +74,8 @@ class RopeSpec(Canonical):
         original = original_max_position_embeddings
         if original is None:
             original = scaling.get("original_max_position_embeddings")
-        original = None if original is None else as_int(original, "original_max_position_embeddings", minimum=1)
-        if mrope_section is None:
-            mrope_section = scaling.get("mrope_section")
+        original = None if original is None else as_int(original, "original_max_position_embeddings", minimum=1,
+                                                        maximum=MAX_LENGTH)
         dims = RopeDims(head_dim, int(head_dim * prf), prf, base, max_len, original)
         if dims.rotary_dim < 1:
             raise PosencError("partial_rotary_factor", f"gives a rotary dim of 0 for head_dim {head_dim}")
@@ -229,4 +229,4 @@ def seq_len_for(positions: np.ndarray, seq_len) -> float | None:
     return float(positions.max()) + 1.0 if positions.size else None
 
 
-__all__ = ["RopeSpec", "LAYOUTS", "MROPE_AXES", "seq_len_for"]
+__all__ = ["RopeSpec", "LAYOUTS", "seq_len_for"]

@@ -10,7 +10,8 @@ added to the attention scores. BloomConfig: `n_head` (alias num_attention_heads,
 from ..encodings import AlibiSpec
 from ..limits import LIMITS
 from . import reader
-from .fields import ConfigView
+from .config_keys import aliased_int
+from .fields import MAX_LAYERS, ConfigView
 from .positions import ModelPositions
 
 NOTES = (
@@ -22,9 +23,8 @@ NOTES = (
 @reader("bloom")
 def read_bloom(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
-    heads_key = view.first_key("n_head", "num_attention_heads") or "n_head"
-    heads = view.int(heads_key, 8, maximum=LIMITS.max_dim)
-    layers = view.layers(view.first_key("n_layer", "num_hidden_layers") or "n_layer", 2)
+    heads = aliased_int(view, ("n_head", "num_attention_heads"), 8, maximum=LIMITS.max_dim)
+    layers = aliased_int(view, ("n_layer", "num_hidden_layers"), 2, maximum=MAX_LAYERS)
     notes = NOTES
     if "offset_alibi" in config:  # a Megatron training knob BloomModel never reads
         notes += ("offset_alibi is ignored, as transformers' BloomModel ignores it",)

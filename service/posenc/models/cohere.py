@@ -2,8 +2,9 @@
 
 Both rotate (x_2i, x_2i+1) pairs: their `rotate_half` is the GPT-J one and the rotary
 embedding `repeat_interleave`s the frequencies (modeling_cohere.py, modeling_cohere2.py).
-Cohere: default base 5e5, every layer. Cohere2: default base 1e4, head_dim always
-hidden // heads (its config overwrites any head_dim), and only `sliding_attention` layers
+Cohere: default base 5e5, every layer. Cohere2: default base 1e4, head_dim from `head_dim`
+or hidden // heads (its `__post_init__` sets hidden // heads, then a `head_dim` key in the
+config overrides it), and only `sliding_attention` layers
 are rotated: `full_attention` layers use no position encoding at all (NoPE), which the
 ModelPositions says in a note. Layer types: `layer_types`, else every
 `sliding_window_pattern`-th layer (default 4) is full.
@@ -13,10 +14,10 @@ from . import reader
 from .fields import ConfigView
 from .layer_types import FULL, SLIDING, periodic_layer_types
 from .positions import LayerPositions, ModelPositions
-from .rope_params import SPLIT, RopeFamily, Sizes, read_dims, read_rope, single_rope_reader
+from .rope_params import RopeFamily, Sizes, read_dims, read_rope, single_rope_reader
 
 COHERE = RopeFamily(Sizes(8192, 64, 40, 8192), default_theta=500_000.0, layout="interleaved")
-COHERE2 = RopeFamily(Sizes(8192, 64, 40, 8192), head_dim=SPLIT, layout="interleaved")
+COHERE2 = RopeFamily(Sizes(8192, 64, 40, 8192), layout="interleaved")
 
 reader("cohere")(single_rope_reader(COHERE))
 

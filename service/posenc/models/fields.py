@@ -66,7 +66,7 @@ class ConfigView:
             raise PosencError(self.field(key), f"must be a string, got {value!r}")
         return value
 
-    def obj(self, key: str) -> "ConfigView | None":
+    def obj(self, key: str) -> ConfigView | None:
         """A nested JSON object as a view (None when absent or null)."""
         if not self.has(key):
             return None

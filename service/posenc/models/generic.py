@@ -19,7 +19,7 @@ from ..errors import PosencError
 from . import READERS, reader
 from .fields import ConfigView, head_dim_from
 from .positions import LayerPositions, ModelPositions
-from .rope_params import Default, Dims, build_spec, rope_dict
+from .rope_params import Dims, RopeFamily, Sizes, build_spec, read_rope, rope_dict, top_level_defaults
 
 STANDARD_KEYS = frozenset({
     "model_type", "hidden_size", "num_attention_heads", "head_dim", "num_hidden_layers",
@@ -28,6 +28,8 @@ STANDARD_KEYS = frozenset({
 })
 POSITION_WORDS = re.compile(r"rope|rotary|position|alibi|relative_attention", re.IGNORECASE)
 _ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta")
+#: transformers' RotaryEmbeddingConfigMixin defaults (base 1e4, rotate_half); sizes come from `_dims`.
+GENERIC = RopeFamily(Sizes(0, 0, 0, 0))
 
 
 def unknown_position_keys(view: ConfigView) -> list[str]:
@@ -69,36 +71,31 @@ def _nested_layer_types(view: ConfigView, params: ConfigView | None, layers: int
 @reader("__generic__")
 def read_generic(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
+    _check_keys(view, strict)
     text = view.obj("text_config")
     if text is not None:
         return _read_text_config(view, text, strict)
-    _check_keys(view, strict)
     if not any(view.has(k) for k in _ROPE_KEYS):
         raise PosencError("config.model_type", f"model type {config.get('model_type')!r} has no family reader "
                           f"and its config names no RoPE parameter ({', '.join(_ROPE_KEYS)}); posenc cannot "
                           f"tell its position encoding (known families: {sorted(k for k in READERS if k[0] != '_')})")
     dims = _dims(view)
-    theta = Default(view.raw.get("rope_theta", 10_000.0), view.field("rope_theta"))
-    if theta.value is None:
-        theta = Default(10_000.0, theta.field)
-    prf = Default(view.raw["partial_rotary_factor"], view.field("partial_rotary_factor")) \
-        if view.has("partial_rotary_factor") else None
-    original = Default(view.raw["original_max_position_embeddings"], view.field("original_max_position_embeddings")) \
-        if view.has("original_max_position_embeddings") else None
-    params = rope_dict(view)
     model_type = str(config.get("model_type"))
+    params = rope_dict(view)
     nested = _nested_layer_types(view, params, dims.layers)
     if nested is None:
-        spec = build_spec(params, theta=theta, prf=prf, dims=dims, original=original, layout="half")
+        spec = read_rope(view, GENERIC, dims)
         return ModelPositions.single(model_type, "__generic__", spec, dims.layers)
+    defaults = top_level_defaults(view, GENERIC)
     encodings = {}
     for layer_type in dict.fromkeys(nested):
         sub = params.obj(layer_type)
         if sub is None:
             continue  # a null entry: those layers use no position encoding
-        spec = build_spec(sub, theta=theta, prf=prf, dims=dims, original=original, layout="half")
+        spec = build_spec(sub, theta=defaults.theta, prf=defaults.prf, dims=dims, original=defaults.original,
+                          layout=GENERIC.layout)
         indices = tuple(i for i, t in enumerate(nested) if t == layer_type)
-        encodings[layer_type] = LayerPositions(layer_type, spec, indices, "half")
+        encodings[layer_type] = LayerPositions(layer_type, spec, indices, spec.layout)
     return ModelPositions(model_type, "__generic__", encodings)
 
 

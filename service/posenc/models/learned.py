@@ -20,6 +20,7 @@ from ..encodings import LearnedSpec
 from ..errors import PosencError
 from ..limits import LIMITS
 from . import reader
+from .config_keys import aliased_int, padding_idx
 from .fields import ConfigView
 from .positions import ModelPositions
 
@@ -32,11 +33,6 @@ def _table(model_type: str, family: str, spec: LearnedSpec, *notes: str) -> Mode
     return ModelPositions.single(model_type, family, spec, 0, apply="add", notes=notes)
 
 
-def _int(view: ConfigView, keys: tuple[str, ...], default: int, *, maximum: int = LIMITS.max_abs_position) -> int:
-    """The first present of a key and its attribute_map aliases."""
-    return view.int(view.first_key(*keys) or keys[0], default, maximum=maximum)
-
-
 def _absolute_only(view: ConfigView) -> None:
     kind = view.str("position_embedding_type", "absolute")
     if kind != "absolute":
@@ -47,8 +43,8 @@ def _absolute_only(view: ConfigView) -> None:
 @reader("gpt2")
 def read_gpt2(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
-    spec = LearnedSpec(_int(view, ("n_positions", "max_position_embeddings"), 1024),
-                       dim=_int(view, ("n_embd", "hidden_size"), 768, maximum=LIMITS.max_dim),
+    spec = LearnedSpec(aliased_int(view, ("n_positions", "max_position_embeddings"), 1024),
+                       dim=aliased_int(view, ("n_embd", "hidden_size"), 768, maximum=LIMITS.max_dim),
                        tensor="transformer.wpe.weight")
     return _table("gpt2", "gpt2", spec, "GPT2Model checkpoints (openai-community/gpt2) name it wpe.weight")
 
@@ -59,8 +55,8 @@ def read_opt(config: dict, strict: bool) -> ModelPositions:
     spec = LearnedSpec(view.int("max_position_embeddings", 2048, maximum=LIMITS.max_abs_position),
                        dim=view.int("hidden_size", 768, maximum=LIMITS.max_dim),
                        tensor="model.decoder.embed_positions.weight", offset=2)
-    return _table("opt", "opt", spec, "position p reads row p + 2; p = cumsum(attention_mask) - 1, so left "
-                  "padding does not shift positions and padding tokens read row 1")
+    return _table("opt", "opt", spec, ("position p reads row p + 2; p = cumsum(attention_mask) - 1, so left "
+                                       "padding does not shift positions and padding tokens read row 1"))
 
 
 @reader("bert")
@@ -77,9 +73,7 @@ def read_bert(config: dict, strict: bool) -> ModelPositions:
 def read_roberta(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     _absolute_only(view)
-    if "pad_token_id" in config and config["pad_token_id"] is None:
-        raise PosencError(view.field("pad_token_id"), "is null: RoBERTa counts positions from pad_token_id + 1")
-    offset = view.int("pad_token_id", 1, minimum=0, maximum=LIMITS.max_abs_position - 1) + 1
+    offset = padding_idx(view, "RoBERTa") + 1
     rows = view.int("max_position_embeddings", 512, maximum=LIMITS.max_abs_position)
     if rows <= offset:
         raise PosencError(view.field("max_position_embeddings"), f"must exceed pad_token_id + 1 = {offset} "
@@ -87,5 +81,5 @@ def read_roberta(config: dict, strict: bool) -> ModelPositions:
     spec = LearnedSpec(rows - offset, dim=view.int("hidden_size", 768, maximum=LIMITS.max_dim),
                        tensor="roberta.embeddings.position_embeddings.weight", offset=offset)
     return _table(config["model_type"], "roberta", spec,
-                  f"token i reads row i + pad_token_id + 1 = i + {offset}; padding tokens read row pad_token_id, and "
-                  "positions follow the non-padding tokens, so left padding shifts them")
+                  (f"token i reads row i + pad_token_id + 1 = i + {offset}; padding tokens read row pad_token_id, "
+                   "and positions count only the non-padding tokens, so left padding does not shift them"))

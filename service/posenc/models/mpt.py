@@ -17,7 +17,8 @@ from ..encodings import AlibiSpec
 from ..errors import PosencError
 from ..limits import LIMITS
 from . import reader
-from .fields import ConfigView
+from .config_keys import aliased_int
+from .fields import MAX_LAYERS, ConfigView
 from .positions import ModelPositions
 
 REFERENCE_BIAS_MAX = 8.0
@@ -27,8 +28,8 @@ REFERENCE_BIAS_MAX = 8.0
 def read_mpt(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     attn = view.obj("attn_config") or ConfigView({}, view.field("attn_config"))
-    heads = view.int(view.first_key("n_heads", "num_attention_heads") or "n_heads", 16, maximum=LIMITS.max_dim)
-    layers = view.layers(view.first_key("n_layers", "num_hidden_layers") or "n_layers", 24)
+    heads = aliased_int(view, ("n_heads", "num_attention_heads"), 16, maximum=LIMITS.max_dim)
+    layers = aliased_int(view, ("n_layers", "num_hidden_layers"), 24, maximum=MAX_LAYERS)
     if attn.has("rope") and attn.raw["rope"] is not False:
         raise PosencError(attn.field("rope"), "llm-foundry's rotary MPT is not supported: transformers' MptModel "
                           "has no RoPE (it always applies ALiBi)")
@@ -37,10 +38,10 @@ def read_mpt(config: dict, strict: bool) -> ModelPositions:
                           "(MosaicML's remote code), which transformers' MptModel cannot run (it always applies "
                           "ALiBi); posenc will not guess")
     bias_max = attn.float("alibi_bias_max", REFERENCE_BIAS_MAX, exclusive_minimum=0.0, maximum=1e6)
-    notes = ("bias = -slope * distance (build_mpt_alibi_tensor); posenc's rows are slope * key position, "
-             "the same per query row up to a constant",)
+    notes = (("bias = -slope * distance (build_mpt_alibi_tensor); posenc's rows are slope * key position, "
+              "the same per query row up to a constant"),)
     if bias_max != REFERENCE_BIAS_MAX:
-        notes += (f"alibi_bias_max {bias_max:g} from attn_config; transformers' MptModel would use 8 "
-                  "(it never passes the config's value)",)
+        notes += ((f"alibi_bias_max {bias_max:g} from attn_config; transformers' MptModel would use 8 "
+                   "(it never passes the config's value)"),)
     return ModelPositions.single("mpt", "mpt", AlibiSpec(heads, variant="mpt", alibi_bias_max=bias_max), layers,
                                  apply="bias", notes=notes)

@@ -54,7 +54,7 @@ class ModelPositions:
 
     @classmethod
     def single(cls, model_type: str, reader: str, spec, layers: int, *, apply: str | None = None,
-               notes: tuple[str, ...] = ()) -> "ModelPositions":
+               notes: tuple[str, ...] = ()) -> ModelPositions:
         """A model whose every layer (0..layers-1) uses one encoding, under layer type "default"."""
         entry = LayerPositions("default", spec, tuple(range(layers)), apply or spec.layout, notes)
         return cls(model_type, reader, {"default": entry})

@@ -11,6 +11,8 @@ newer ones (which then wins, as in Qwen2VLConfig); legacy `"type": "mrope"` mean
 Text-config defaults: hidden 8192, 64 heads, 80 layers, max positions 32768, rope_theta 1e6.
 """
 
+from ..encodings import RopeSpec
+from ..errors import PosencError
 from . import reader
 from .fields import ConfigView
 from .positions import ModelPositions
@@ -22,24 +24,35 @@ NOTES = ("positions [3, n] (temporal, height, width) from get_rope_index; text t
          "the vision tower's own 2-D rotary (VisionRotaryEmbedding) is not covered")
 
 
-def _with_section(view: ConfigView) -> tuple[ConfigView, bool]:
-    """The view with mrope_section in its rope dict (the rotary class's default when absent:
-    True), the dict being the one transformers reads (`rope_scaling` if non-empty, else
-    `rope_parameters`)."""
+def _split_section(view: ConfigView) -> tuple[ConfigView, object, str, bool]:
+    """The view with `mrope_section` moved out of its rope dict (the one transformers reads:
+    `rope_scaling` if non-empty, else `rope_parameters`) and legacy type "mrope" read as
+    "default", as Qwen2VLTextConfig.convert_rope_params_to_dict does; then the section (the
+    rotary class's default when absent), the field it came from, and whether it was absent."""
     scaling = view.obj("rope_scaling")
     key = "rope_scaling" if scaling is not None and scaling.raw else "rope_parameters"
     params = view.obj(key)
-    if params is not None and params.has("mrope_section"):
-        return view, False
-    raw = {**(params.raw if params is not None else {}), "mrope_section": list(DEFAULT_SECTION)}
-    return ConfigView({**view.raw, key: raw}, view.path), True
+    raw = dict(params.raw) if params is not None else {}
+    section = raw.pop("mrope_section", None)
+    for type_key in ("rope_type", "type"):
+        if raw.get(type_key) == "mrope":
+            raw[type_key] = "default"
+    absent = section is None
+    return (ConfigView({**view.raw, key: raw}, view.path), list(DEFAULT_SECTION) if absent else section,
+            f"{view.field(key)}.mrope_section", absent)
 
 
 @reader("qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text")
 def read_qwen_vl(config: dict, strict: bool) -> ModelPositions:
     top = ConfigView(config)
-    view, defaulted = _with_section(top.obj("text_config") or top)
+    view, section, section_field, defaulted = _split_section(top.obj("text_config") or top)
     dims = read_dims(view, QWEN2_VL_TEXT)
-    spec = read_rope(view, QWEN2_VL_TEXT, dims)
+    plain = read_rope(view, QWEN2_VL_TEXT, dims)
+    try:
+        spec = RopeSpec.from_dict({**plain.to_dict(), "mrope_section": section})
+    except PosencError as exc:
+        absent = (f"is absent, and the rotary class's default {list(DEFAULT_SECTION)} does not fit head_dim "
+                  f"{dims.head_dim}: ") if defaulted else ""
+        raise PosencError(section_field, absent + exc.message) from None
     notes = NOTES + (("mrope_section absent: the rotary class's default [16, 24, 24]",) if defaulted else ())
     return ModelPositions.single(config["model_type"], "qwen2_vl", spec, dims.layers, notes=notes)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ..encodings import RopeSpec
 from ..errors import PosencError
 from .fields import ConfigView, head_dim_from
+from .positions import ModelPositions
 
 #: rope types that carry an original (pretraining) context length.
 _NEEDS_ORIGINAL = ("llama3", "yarn", "longrope")
@@ -45,9 +46,9 @@ class Sizes:
 
 
 #: head_dim rules: an int is the config class's default for an absent `head_dim`; a (key, default)
-#: pair reads another key (DeepSeek's qk_rope_head_dim); HIDDEN_OVER_HEADS
-#: uses `head_dim` when given, else hidden // heads; SPLIT ignores any `head_dim` key (the attention
-#: always splits hidden_size, e.g. Cohere2 overwrites it, Falcon has a read-only property).
+#: pair reads another key (DeepSeek's qk_rope_head_dim); HIDDEN_OVER_HEADS uses `head_dim` when
+#: given, else hidden // heads; SPLIT ignores any `head_dim` key because the attention always
+#: splits hidden_size (Falcon's read-only property, GPT-NeoX, StableLM, ModernBERT).
 HIDDEN_OVER_HEADS = "hidden_over_heads"
 SPLIT = "split"
 
@@ -80,7 +81,7 @@ class Dims:
 
 def read_dims(view: ConfigView, family: RopeFamily) -> Dims:
     hidden, heads, layers, max_len = family.sizes.read(view)
-    hidden_key, heads_key, _, max_key = family.sizes.keys
+    _, heads_key, _, max_key = family.sizes.keys
     rule = family.head_dim
     if isinstance(rule, tuple):  # (key, default): the rotary slice has its own size key
         key, default = rule
@@ -88,6 +89,8 @@ def read_dims(view: ConfigView, family: RopeFamily) -> Dims:
     if rule != SPLIT and view.has("head_dim"):
         return Dims(view.int("head_dim"), view.field("head_dim"), layers, max_len, view.field(max_key))
     if isinstance(rule, int):
+        if "head_dim" in view.raw:  # an explicit null: the config class (a strict dataclass) rejects it
+            raise PosencError(view.field("head_dim"), f"must be an integer (default {rule}), got null")
         return Dims(rule, view.field("head_dim"), layers, max_len, view.field(max_key))
     return Dims(head_dim_from(view, hidden, heads, heads_key), view.field(heads_key), layers, max_len,
                 view.field(max_key))
@@ -161,12 +164,17 @@ def _config_field(spec_field: str, fields: dict, path: str) -> str:
     return fields.get(spec_field.split(".")[0], f"{path}.{spec_field}")
 
 
-def read_rope(view: ConfigView, family: RopeFamily, dims: Dims | None = None, *, layout: str | None = None,
-              theta: Default | None = None) -> RopeSpec:
-    """The one RoPE of a single-RoPE family (Llama, Qwen, Mistral, ...); `layout` / `theta`
-    override the family's for readers that decide them from other keys."""
-    dims = dims or read_dims(view, family)
-    theta = theta or top_level(view, family.theta_keys, family.default_theta, view.field(family.theta_keys[0]))
+@dataclass(frozen=True)
+class TopLevel:
+    """What a rope dict falls back to: the config's top-level keys, else the family's defaults."""
+
+    theta: Default
+    prf: Default | None  # None: no partial rotary unless the rope dict says so
+    original: Default | None  # None: the rope dict's own, else max_position_embeddings
+
+
+def top_level_defaults(view: ConfigView, family: RopeFamily) -> TopLevel:
+    theta = top_level(view, family.theta_keys, family.default_theta, view.field(family.theta_keys[0]))
     prf = None
     if view.first_key(*family.prf_keys) or family.default_prf is not None:
         prf = top_level(view, family.prf_keys, family.default_prf, view.field(family.prf_keys[0]))
@@ -174,18 +182,25 @@ def read_rope(view: ConfigView, family: RopeFamily, dims: Dims | None = None, *,
     if view.has("original_max_position_embeddings") or family.default_original is not None:
         original = top_level(view, ("original_max_position_embeddings",), family.default_original,
                              view.field("original_max_position_embeddings"))
-    return build_spec(rope_dict(view), theta=theta, prf=prf, dims=dims, original=original,
+    return TopLevel(theta, prf, original)
+
+
+def read_rope(view: ConfigView, family: RopeFamily, dims: Dims | None = None, *, layout: str | None = None) -> RopeSpec:
+    """The one RoPE of a single-RoPE family (Llama, Qwen, Mistral, ...); `layout` overrides the
+    family's for readers that decide it from another key (DeepSeek-V3's rope_interleave)."""
+    dims = dims or read_dims(view, family)
+    defaults = top_level_defaults(view, family)
+    return build_spec(rope_dict(view), theta=defaults.theta, prf=defaults.prf, dims=dims, original=defaults.original,
                       layout=layout or family.layout, aliases=family.rope_type_aliases)
 
 
-def single_rope_reader(family: RopeFamily, *, notes: tuple[str, ...] = ()):
+def single_rope_reader(family: RopeFamily):
     """A reader for a family whose every layer uses the one RoPE `read_rope` finds."""
-    from .positions import ModelPositions
 
     def read(config: dict, strict: bool) -> ModelPositions:
         view = ConfigView(config)
         dims = read_dims(view, family)
         spec = read_rope(view, family, dims)
-        return ModelPositions.single(config["model_type"], config["model_type"], spec, dims.layers, notes=notes)
+        return ModelPositions.single(config["model_type"], config["model_type"], spec, dims.layers)
 
     return read

@@ -8,7 +8,8 @@ once, at the input of each stack (layer types "encoder" and "decoder", apply "ad
   positions from 0. transformers forms the angles in float64 numpy and stores float32.
 * M2M100 / NLLB (`M2M100SinusoidalPositionalEmbedding`): tensor2tensor sinusoids (layout
   "t2t", zero column for an odd d_model), positions counted from padding_idx + 1, so token i
-  reads row i + pad_token_id + 1 (offset); padding tokens read the zero row padding_idx.
+  reads row i + pad_token_id + 1 (offset), i counting only non-padding tokens; padding tokens
+  read the zero row padding_idx.
   transformers forms the angles in float32.
 * Whisper: the encoder adds `sinusoids(max_source_positions, d_model)` (t2t, float32 angles;
   stored in the checkpoint too, frozen), the decoder a learned table of max_target_positions.
@@ -21,7 +22,7 @@ from ..encodings import LearnedSpec, SinusoidalSpec
 from ..errors import PosencError
 from ..limits import LIMITS
 from . import reader
-from .config_errors import renamed
+from .config_keys import aliased_int, padding_idx
 from .fields import ConfigView
 from .positions import LayerPositions, ModelPositions
 
@@ -33,9 +34,11 @@ def _pair(model_type: str, family: str, encoder: LayerPositions, decoder: LayerP
     return ModelPositions(model_type, family, {"encoder": encoder, "decoder": decoder})
 
 
-def _d_model(view: ConfigView, default: int, *, minimum: int = 1) -> int:
-    return view.int(view.first_key("d_model", "hidden_size") or "d_model", default, minimum=minimum,
-                    maximum=LIMITS.max_dim)
+D_MODEL = ("d_model", "hidden_size")  # the config classes' key and its attribute_map alias
+
+
+def _d_model(view: ConfigView, default: int) -> int:
+    return aliased_int(view, D_MODEL, default, maximum=LIMITS.max_dim)
 
 
 def _learned(view: ConfigView, stack: str, rows_key: str, rows_default: int, dim: int, offset: int) -> LayerPositions:
@@ -69,12 +72,15 @@ def read_marian(config: dict, strict: bool) -> ModelPositions:
     return _pair("marian", "marian", _sinusoidal("encoder", spec, notes), _sinusoidal("decoder", spec, notes))
 
 
-def _t2t_dim(view: ConfigView, default: int) -> int:
-    """d_model for t2t sinusoids: the reference divides by d_model // 2 - 1."""
-    dim = _d_model(view, default)
+def _t2t_dim(view: ConfigView, default: int, *, even: bool = False) -> int:
+    """d_model for t2t sinusoids: the reference divides by d_model // 2 - 1 (Whisper's
+    sinusoids() also refuses an odd one)."""
+    dim, field = _d_model(view, default), view.field(view.first_key(*D_MODEL) or D_MODEL[0])
     if dim < 4:
-        raise PosencError(view.field("d_model"), f"must be >= 4 for tensor2tensor sinusoids (the reference divides "
-                          f"by d_model // 2 - 1), got {dim}")
+        raise PosencError(field, f"must be >= 4 for tensor2tensor sinusoids (the reference divides by "
+                          f"d_model // 2 - 1), got {dim}")
+    if even and dim % 2:
+        raise PosencError(field, f"must be even: Whisper's sinusoids() refuses odd channels, got {dim}")
     return dim
 
 
@@ -82,26 +88,21 @@ def _t2t_dim(view: ConfigView, default: int) -> int:
 def read_m2m100(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     dim = _t2t_dim(view, 1024)
-    if "pad_token_id" in config and config["pad_token_id"] is None:
-        raise PosencError(view.field("pad_token_id"), "is null: M2M100 counts positions from pad_token_id + 1")
-    pad = view.int("pad_token_id", 1, minimum=0, maximum=LIMITS.max_abs_position - 1)
-    with renamed({"offset": view.field("pad_token_id")}):
-        spec = SinusoidalSpec(dim, layout="t2t", offset=pad + 1)
+    pad = padding_idx(view, "M2M100")
+    spec = SinusoidalSpec(dim, layout="t2t", offset=pad + 1)
     notes = (f"fixed t2t table (not in the checkpoint); token i reads row i + pad_token_id + 1 = i + {pad + 1}",
-             "padding tokens read an all-zero row (padding_idx); positions follow the non-padding tokens "
-             "(create_position_ids_from_input_ids), so left padding shifts them")
+             ("padding tokens read an all-zero row (padding_idx); positions count only the non-padding tokens "
+              "(create_position_ids_from_input_ids), so left padding does not shift them"))
     return _pair("m2m_100", "m2m_100", _sinusoidal("encoder", spec, notes), _sinusoidal("decoder", spec, notes))
 
 
 @reader("whisper")
 def read_whisper(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
-    dim = _t2t_dim(view, 384)
-    if dim % 2:
-        raise PosencError(view.field("d_model"), f"must be even: Whisper's sinusoids() refuses odd channels, got {dim}")
+    dim = _t2t_dim(view, 384, even=True)
     encoder = _sinusoidal("encoder", SinusoidalSpec(dim, layout="t2t"), (
-        "sinusoids(max_source_positions, d_model): fixed, also stored (frozen) in the checkpoint as "
-        "model.encoder.embed_positions.weight",
+        ("sinusoids(max_source_positions, d_model): fixed, also stored (frozen) in the checkpoint as "
+         "model.encoder.embed_positions.weight"),
         f"the encoder always adds all {view.int('max_source_positions', 1500)} rows (30 s of audio)"))
     decoder = _learned(view, "decoder", "max_target_positions", 448, dim, offset=0)
     return _pair("whisper", "whisper", encoder, decoder)

@@ -12,12 +12,18 @@ classes): `relative_attention_num_buckets` (32), `relative_attention_max_distanc
 
 from ..encodings import T5BucketSpec
 from . import reader
-from .config_errors import renamed
-from .fields import ConfigView
+from .config_keys import aliased_int, renamed
+from .fields import MAX_LAYERS, ConfigView
 from .positions import LayerPositions, ModelPositions
 
 DEFAULT_LAYERS = {"t5": 6, "mt5": 8, "umt5": 8}
 TENSOR = "{stack}.block.{layer}.layer.0.SelfAttention.relative_attention_bias.weight"
+
+
+def bias_tensors(model_type: str, stack: str, layers: int) -> tuple[str, ...]:
+    """The checkpoint tensors holding a stack's bias tables: layer 0's (T5, mT5) or every layer's (UMT5)."""
+    holders = range(layers) if model_type == "umt5" else range(min(layers, 1))
+    return tuple(TENSOR.format(stack=stack, layer=i) for i in holders)
 
 
 def _stack(view: ConfigView, model_type: str, stack: str, layers: int) -> LayerPositions:
@@ -26,13 +32,14 @@ def _stack(view: ConfigView, model_type: str, stack: str, layers: int) -> LayerP
         spec = T5BucketSpec(view.int("relative_attention_num_buckets", 32),
                             max_distance=view.int("relative_attention_max_distance", 128),
                             bidirectional=stack == "encoder")
+    tables = bias_tensors(model_type, stack, layers)
     if model_type == "umt5":
-        shared = f"every layer has its own bias table: {TENSOR.format(stack=stack, layer='{i}')}"
+        shared = f"every layer has its own bias table: {tables[0]} .. {tables[-1]}"
     else:
-        shared = f"one bias table, {TENSOR.format(stack=stack, layer=0)}, computed in layer 0 and reused by all"
+        shared = f"one bias table, {tables[0]}, computed in layer 0 and reused by every layer"
     direction = "bidirectional" if stack == "encoder" else "causal: keys after the query all read bucket 0"
-    notes = (f"self-attention bias = table[bucket(key - query)] ([num_buckets, n_heads], from the checkpoint); "
-             f"{direction}", shared)
+    notes = ((f"self-attention bias = table[bucket(key - query)] ([num_buckets, n_heads], from the checkpoint); "
+              f"{direction}"), shared)
     if stack == "decoder":
         notes += ("cross-attention has no position bias",)
     return LayerPositions(stack, spec, tuple(range(layers)), "bias", notes)
@@ -42,8 +49,8 @@ def _stack(view: ConfigView, model_type: str, stack: str, layers: int) -> LayerP
 def read_t5(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     model_type = config["model_type"]
-    encoder_layers = view.layers(view.first_key("num_layers", "num_hidden_layers") or "num_layers",
-                                 DEFAULT_LAYERS[model_type])
+    encoder_layers = aliased_int(view, ("num_layers", "num_hidden_layers"), DEFAULT_LAYERS[model_type],
+                                 maximum=MAX_LAYERS)
     decoder_layers = view.layers("num_decoder_layers", encoder_layers)
     return ModelPositions(model_type, "t5", {"encoder": _stack(view, model_type, "encoder", encoder_layers),
                                              "decoder": _stack(view, model_type, "decoder", decoder_layers)})

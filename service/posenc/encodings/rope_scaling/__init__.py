@@ -42,4 +42,4 @@ VARIANTS: dict[str, ModuleType] = {
 }
 
 #: Names older configs use for the same variants.
-ALIASES = {"su": "longrope", "mrope": "default"}  # Qwen2-VL's "mrope": default frequencies, mrope_section split
+ALIASES = {"su": "longrope"}

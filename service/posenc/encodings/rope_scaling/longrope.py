@@ -20,6 +20,8 @@ KEYS = {"required": ("long_factor", "short_factor"), "optional": ("factor", "att
 
 def validate(params, dims):
     original = require(dims.original_or_max, "original_max_position_embeddings", "for LongRoPE")
+    if original < 2:  # the default attention factor divides by ln(original)
+        raise PosencError("original_max_position_embeddings", f"must be >= 2 for LongRoPE, got {original}")
     n_freq = (dims.rotary_dim + 1) // 2
     out = {
         key: tuple(float(v) for v in as_vector(params[key], f"scaling.{key}", n_freq))

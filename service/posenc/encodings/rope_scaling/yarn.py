@@ -9,6 +9,8 @@ from ...args import as_float
 from ...errors import PosencError
 from ._common import default_inv_freq, require
 
+MAX_ROTATIONS = 1e12
+
 KEYS = {
     "required": (),
     "optional": ("factor", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"),
@@ -30,9 +32,12 @@ def validate(params, dims):
     for key in ("attention_factor", "mscale", "mscale_all_dim"):
         if params.get(key) is not None:
             out[key] = as_float(params[key], f"scaling.{key}", minimum=0.0)
-    # HF reads beta_fast/beta_slow with `or`, so 0 means the default too.
-    out["beta_fast"] = as_float(params.get("beta_fast") or 32.0, "scaling.beta_fast", exclusive_minimum=0.0)
-    out["beta_slow"] = as_float(params.get("beta_slow") or 1.0, "scaling.beta_slow", exclusive_minimum=0.0)
+    # HF reads beta_fast/beta_slow with `or`, so 0 means the default too. They count rotations
+    # over the original context (32 and 1); past MAX_ROTATIONS, log(original / (beta * 2 pi)) underflows.
+    out["beta_fast"] = as_float(params.get("beta_fast") or 32.0, "scaling.beta_fast", exclusive_minimum=0.0,
+                                maximum=MAX_ROTATIONS)
+    out["beta_slow"] = as_float(params.get("beta_slow") or 1.0, "scaling.beta_slow", exclusive_minimum=0.0,
+                                maximum=MAX_ROTATIONS)
     truncate = params.get("truncate", True)
     if not isinstance(truncate, bool):
         raise PosencError("scaling.truncate", f"must be true or false, got {truncate!r}")
