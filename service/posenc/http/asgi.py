@@ -99,11 +99,8 @@ class ServiceApp:
             return metrics.route(scope["method"], scope["path"]), 499, 0
         recorder = _Recorder(send)
         computed = self.computed.route_of(scope)
-        if computed is not None:
-            response = await self.computed.answer(scope, body, computed)
-            if response is not None:
-                await response(scope, receive, recorder)
-                return metrics.layout.index[("POST", computed[0])], recorder.status, recorder.nbytes
+        if computed is not None and await self.computed.serve(scope, receive, recorder, body, computed):
+            return metrics.layout.index[("POST", computed[0])], recorder.status, recorder.nbytes
         await self.api(scope, replay(body, receive), recorder)
         return metrics.route(scope["method"], scope["path"]), recorder.status, recorder.nbytes
 

@@ -20,8 +20,8 @@ import inspect
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.requests import Request
-from starlette.responses import Response
 
+from . import fastspec
 from .routes import ROUTERS
 
 #: The POST routes answered here, when their endpoints take only what this module passes.
@@ -78,11 +78,22 @@ class FastComputed:
                 return _ROWS, (name,)
         return None
 
-    async def answer(self, scope, body: bytes, route: tuple[str, tuple]) -> Response | None:
-        """The endpoint's response to a request of `route` (from route_of), or None if it raised."""
+    async def serve(self, scope, receive, send, body: bytes, route: tuple[str, tuple]) -> bool:
+        """Answer a request of `route` (from route_of): True when it was answered, False when it must
+        go to FastAPI. The plainest spec requests are answered by fastspec, the rest by the endpoint."""
+        plain = fastspec.answer(self.service, scope, body)
+        if plain is not None:
+            payload, headers = plain
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [*((k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()),
+                                    (b"content-length", str(len(payload)).encode("ascii"))]})
+            await send({"type": "http.response.body", "body": payload})
+            return True
         template, args = route
         scope["app"] = self.api  # what Starlette sets before any endpoint runs; request.app reads it
         try:
-            return await self.endpoints[template](_Request(scope, body), *args)
+            response = await self.endpoints[template](_Request(scope, body), *args)
         except Exception:  # noqa: BLE001 - FastAPI answers it again and its handlers give the error
-            return None
+            return False
+        await response(scope, receive, send)
+        return True

@@ -59,19 +59,35 @@ def _positions(call: Call) -> np.ndarray:
     return call.arrays["positions"]
 
 
-async def _from_spec_or_table(request: Request, call: Call, key, positions, dtype: np.dtype,
-                              compute: Callable[[np.ndarray], np.ndarray], width: int) -> Response:
-    """Rows for a spec: gathered from a covering table when one exists, else computed. The hit or
-    miss is counted once the answer is ready (a request that fails is retried by FastAPI: see fastcompute)."""
-    service = service_of(request)
-    exact = as_positions(positions)
+def spec_job(service, key, exact: np.ndarray, dtype: np.dtype, compute: Callable[[np.ndarray], np.ndarray],
+             width: int) -> tuple[Callable[[], np.ndarray], int, bool]:
+    """(job, elements, gathered) for a spec's rows at validated positions: a gather from a covering
+    table when one exists (gathered), else the kernels. The endpoints and http.fastspec share it."""
     table = None if key is None else service.tables.covering(key, exact, dtype)
     if table is not None:
-        response = await respond(request, call.media, lambda: cast_output(table.lookup(exact), dtype),
-                                 exact.size * width, gathered=True)
-    else:
-        response = await respond(request, call.media, lambda: compute(exact), exact.size * width)
-    service.metrics.table(hit=table is not None)
+        return (lambda: cast_output(table.lookup(exact), dtype)), exact.size * width, True
+    return (lambda: compute(exact)), exact.size * width, False
+
+
+def sinusoidal_plan(spec: SinusoidalSpec, dtype: np.dtype):
+    """(table key, compute, row width) of a sinusoidal spec request."""
+    return spec_key_for(spec, None), (lambda exact: sinusoidal_table(exact, spec, dtype)), spec.dim
+
+
+def rope_plan(spec: RopeSpec, seq_len, dtype: np.dtype):
+    """(table key, compute, row width) of a 1-D RoPE cos/sin spec request."""
+    return (spec_key_for(spec, seq_len), (lambda exact: rope_table(exact, spec, seq_len=seq_len, dtype=dtype)),
+            2 * spec.n_freq)
+
+
+async def _from_spec_or_table(request: Request, call: Call, plan, positions, dtype: np.dtype) -> Response:
+    """Rows for a spec (see spec_job). The hit or miss is counted once the answer is ready (a
+    request that fails is retried by FastAPI: see fastcompute)."""
+    service = service_of(request)
+    key, compute, width = plan
+    job, elements, gathered = spec_job(service, key, as_positions(positions), dtype, compute, width)
+    response = await respond(request, call.media, job, elements, gathered=gathered)
+    service.metrics.table(hit=gathered)
     return response
 
 
@@ -85,15 +101,15 @@ async def _rope_spec(request: Request, params) -> tuple[RopeSpec, float | None]:
         raise PosencError("layer_type", "applies to hf_config only")
     if source == "hf_config":
         return cached(layer_spec, params.hf_config, params.layer_type, "rope"), None
-    return cached(_rope_spec_of, params.spec), None
+    return cached(rope_spec_of, params.spec), None
 
 
-def _rope_spec_of(doc) -> RopeSpec:
+def rope_spec_of(doc) -> RopeSpec:
     with fields_under("spec"):
         return as_rope_spec(doc)
 
 
-def _sinusoidal_spec_of(doc) -> SinusoidalSpec:
+def sinusoidal_spec_of(doc) -> SinusoidalSpec:
     with fields_under("spec"):
         return SinusoidalSpec.from_dict(doc)
 
@@ -107,9 +123,8 @@ async def sinusoidal(request: Request) -> Response:
     if _one_source(params, ("table", "spec")) == "table":
         table = await named_table(request, params.table, "sinusoidal")
         return await rows_response(request, call.media, table, positions, dtype)
-    spec = cached(_sinusoidal_spec_of, params.spec)
-    return await _from_spec_or_table(request, call, spec_key_for(spec, None), positions, dtype,
-                                     lambda exact: sinusoidal_table(exact, spec, dtype), spec.dim)
+    spec = cached(sinusoidal_spec_of, params.spec)
+    return await _from_spec_or_table(request, call, sinusoidal_plan(spec, dtype), positions, dtype)
 
 
 def spec_key_for(encoding, seq_len):
@@ -137,9 +152,7 @@ async def rope_cos_sin(request: Request) -> Response:
         seq_len = table_seq_len if params.seq_len is None else params.seq_len
         return await respond(request, call.media, lambda: mrope_rows(positions, spec, seq_len, dtype),
                              positions.size // 3 * 2 * spec.n_freq)
-    return await _from_spec_or_table(request, call, spec_key_for(spec, params.seq_len), positions, dtype,
-                                     lambda exact: rope_table(exact, spec, seq_len=params.seq_len, dtype=dtype),
-                                     2 * spec.n_freq)
+    return await _from_spec_or_table(request, call, rope_plan(spec, params.seq_len, dtype), positions, dtype)
 
 
 def mrope_rows(positions, spec: RopeSpec, seq_len, dtype) -> np.ndarray:
