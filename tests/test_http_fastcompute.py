@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from posenc.config import ServiceConfig
 from posenc.http import create_app
+from posenc.http import fastspec
 from posenc.http.fastcompute import ROUTES
 from posenc.shm import TableStore
 from prometheus_client.parser import text_string_to_metric_families
@@ -199,6 +200,12 @@ BAD = [
     ("/v1/tables/sin64/rows", {"positions": [2048]}, None, JSON),
     ("/v1/tables/sin64/rows", {"positions": [1], "dtype": "float64"}, None, JSON),  # wider than the table
     ("/v1/tables/nope/rows", {"positions": [1]}, None, JSON),
+    ("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [True]}, None, JSON),
+    ("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [2**40]}, None, JSON),
+    ("/v1/sinusoidal", {"spec": [64], "positions": [1]}, None, JSON),
+    ("/v1/sinusoidal", _raw([1]), [("spec", '{"dim": 64}'), ("spec", '{"dim": 64}')], JSON),  # given twice
+    ("/v1/rope/cos_sin", _raw([1]), {"spec": '{"head_dim": 32}', "dtype": "float8"}, JSON),
+    ("/v1/rope/cos_sin", {"spec": ROPE32, "positions": list(range(301))}, None, JSON),
 ]
 
 
@@ -209,6 +216,32 @@ def test_bad_requests_get_fastapis_error(both, path, body, query, accept):
     _same(fast, _request(fastapi_client, path, body, accept, query))
     assert 400 <= fast.status_code < 500 and set(fast.json()["error"]) == {"code", "message", "field"}
     assert counting.calls == 1  # answered by FastAPI
+
+
+PLAIN = [("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [1, 2]}, None, JSON),
+         ("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [5], "dtype": "float16"}, None, NPY),
+         ("/v1/sinusoidal", _raw([1, 2, 3]), {"spec": '{"dim": 48}', "dtype": "float64"}, RAW),
+         ("/v1/rope/cos_sin", {"spec": ROPE32, "positions": [0, 2047]}, None, RAW),
+         ("/v1/rope/cos_sin", _raw([9]), {"spec": orjson.dumps(ROPE32).decode()}, JSON)]
+NOT_PLAIN = [("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [1.5]}, None, JSON),  # a float position
+             ("/v1/sinusoidal", {"table": "sin64", "positions": [1]}, None, JSON),
+             ("/v1/sinusoidal", (npy(np.arange(3)), NPY), {"spec": '{"dim": 64}'}, JSON),
+             ("/v1/rope/cos_sin", {"spec": ROPE32, "positions": [1], "seq_len": 100}, None, JSON),
+             ("/v1/sinusoidal", _raw([1.5], "<f8"), {"spec": '{"dim": 10}', "positions_dtype": "float64"}, JSON)]
+
+
+@pytest.mark.parametrize("path, body, query, accept, plain", [(*case, True) for case in PLAIN] +
+                         [(*case, False) for case in NOT_PLAIN])
+def test_plain_spec_requests_are_parsed_by_hand_and_the_rest_by_the_endpoint(both, monkeypatch, path, body, query,
+                                                                             accept, plain):
+    service_client, fastapi_client, counting = both
+    answered = []
+    real = fastspec.answer
+    monkeypatch.setattr(fastspec, "answer", lambda *args: answered.append(real(*args)) or answered[-1])
+    fast = _request(service_client, path, body, accept, query)
+    _same(fast, _request(fastapi_client, path, body, accept, query))
+    assert fast.status_code == 200 and counting.calls == 0
+    assert (answered[0] is not None) == plain
 
 
 def _metrics(client) -> dict:
