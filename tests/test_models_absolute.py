@@ -18,23 +18,42 @@ def assert_float32_sinusoids(ours: np.ndarray, theirs: np.ndarray, spec, positio
 
 
 # --- sinusoidal ---------------------------------------------------------------------------
-def test_marian_config():
-    positions = model("opus-mt-en-de")
-    expected = meta("opus-mt-en-de")
+@pytest.mark.parametrize("name, cls", [("opus-mt-en-de", "MarianSinusoidalPositionalEmbedding"),
+                                       ("pegasus-xsum", "PegasusSinusoidalPositionalEmbedding")])
+def test_marian_and_pegasus_config(name, cls):
+    positions = model(name)
+    expected = meta(name)
     for stack in ("encoder", "decoder"):
         entry = positions[stack]
-        assert expected[f"{stack}_class"] == "MarianSinusoidalPositionalEmbedding" and expected[f"{stack}_offset"] == 0
+        assert expected[f"{stack}_class"] == cls and expected[f"{stack}_offset"] == 0
         assert entry.spec == posenc.SinusoidalSpec(expected["d_model"], layout="halves")
         assert entry.apply == "add" and entry.layers == ()
 
 
+@pytest.mark.parametrize("family", ["marian", "pegasus"])
 @pytest.mark.parametrize("dim", [16, 17])
-def test_marian_table_is_exact(dim):
-    """Marian forms the angles in float64 (numpy) and stores float32: posenc's float32 rows are identical."""
+def test_marian_table_is_exact(family, dim):
+    """Marian / Pegasus form the angles in float64 (numpy) and store float32: posenc's float32 rows are identical."""
     ours = posenc.sinusoidal(np.arange(64), dim, layout="halves")
-    np.testing.assert_array_equal(ours, array(f"marian/table_d{dim}"))
+    np.testing.assert_array_equal(ours, array(f"{family}/table_d{dim}"))
     np.testing.assert_array_equal(posenc.sinusoidal(np.arange(5, 15), dim, layout="halves"),
-                                  array(f"marian/forward_d{dim}_cache5"))  # positions continue after the cache
+                                  array(f"{family}/forward_d{dim}_cache5"))  # positions continue after the cache
+
+
+@pytest.mark.parametrize("dim", [16, 17])
+def test_distilbert_sinusoidal_option(dim):
+    """`sinusoidal_pos_embds`: create_sinusoidal_embeddings's interleaved table, float64 angles: exact."""
+    spec = posenc.from_hf_config({"model_type": "distilbert", "dim": dim, "sinusoidal_pos_embds": True}).get().spec
+    assert spec == posenc.SinusoidalSpec(dim, layout="interleaved")
+    np.testing.assert_array_equal(posenc.sinusoidal(np.arange(64), dim, layout=spec.layout),
+                                  array(f"distilbert/sinusoidal_d{dim}"))
+
+
+def test_distilbert_model_initialises_its_table_to_the_sinusoids():
+    """DistilBertModel(sinusoidal_pos_embds) starts from these values, and in transformers 5.24 the
+    table stays trainable (older versions froze it): a fine-tuned checkpoint may hold others."""
+    np.testing.assert_array_equal(posenc.sinusoidal(np.arange(16), 8), array("distilbert/tiny_sinusoidal_table"))
+    assert meta("distilbert-sinusoidal")["trainable"] is True
 
 
 def test_m2m100_config():
@@ -63,6 +82,33 @@ def test_m2m100_rows_and_padding(dim):
     assert_float32_sinusoids(first[:4], forward[1, 2:], spec, np.arange(4) + 2)
     cached = posenc.sinusoidal(np.arange(3, 9), dim, layout="t2t", offset=spec.offset, dtype="float64")
     assert_float32_sinusoids(cached, array(f"m2m100/forward_d{dim}_cache3")[0], spec, np.arange(3, 9) + 2)
+
+
+@pytest.mark.parametrize("dim", [16, 17])
+def test_nllb_moe_positions_are_m2m100s(dim):
+    spec = posenc.from_hf_config({"model_type": "nllb-moe", "d_model": dim})["encoder"].spec
+    assert spec == posenc.from_hf_config({"model_type": "m2m_100", "d_model": dim})["encoder"].spec
+    forward = array(f"nllb_moe/forward_d{dim}")
+    first = posenc.sinusoidal(np.arange(6), dim, layout="t2t", offset=spec.offset, dtype="float64")
+    assert_float32_sinusoids(first, forward[0], spec, np.arange(6) + 2)
+    assert not forward[1, :2].any()
+    assert_float32_sinusoids(first[:4], forward[1, 2:], spec, np.arange(4) + 2)
+
+
+def test_xglm_config_and_rows():
+    entry = model("xglm-564m").get()
+    expected = meta("xglm-564m")
+    assert expected["decoder_class"] == "XGLMSinusoidalPositionalEmbedding" and expected["tensors"] == {}
+    assert entry.spec == posenc.SinusoidalSpec(expected["d_model"], layout="t2t", offset=expected["decoder_offset"])
+    for dim in (16, 17):
+        spec = posenc.from_hf_config({"model_type": "xglm", "d_model": dim}).get().spec
+        for positions, key in ((np.arange(6), f"xglm/forward_d{dim}"), (np.arange(3, 9), f"xglm/forward_d{dim}_cache3")):
+            ours = posenc.sinusoidal(positions, dim, layout="t2t", offset=spec.offset, dtype="float64")
+            assert_float32_sinusoids(ours, array(key)[0], spec, positions + 2)
+    noted = posenc.from_hf_config({"model_type": "xglm", "pad_token_id": 5}).get()
+    assert any("position 3 adds nothing" in note for note in noted.notes)
+    quirk = array("xglm/forward_d16_pad5")[0]  # the reference's own: position 3 reads the zeroed row 5
+    assert not quirk[3].any() and all(quirk[i].any() for i in (0, 1, 2, 4, 5))
 
 
 def test_m2m100_real_size_rows():
@@ -99,7 +145,7 @@ def test_whisper_encoder_sinusoids():
 
 # --- learned tables -------------------------------------------------------------------------
 LEARNED = {  # fixture -> layer type holding the learned table
-    "gpt2": "default", "opt-125m": "default", "bert-base-uncased": "default", "roberta-base": "default",
+    "gpt2": "default", "distilbert-base-uncased": "default", "gpt-neo-125m": "default", "starcoderbase-1b": "default", "opt-125m": "default", "bert-base-uncased": "default", "roberta-base": "default",
     "xlm-roberta-base": "default", "camembert-base": "default", "bart-large": "encoder", "mbart-large-50": "encoder", "whisper-tiny": "decoder",
 }
 

@@ -97,3 +97,12 @@ def test_bad_configs_name_the_field(config, field):
     with pytest.raises(posenc.PosencError) as info:
         posenc.from_hf_config({"model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28, **config})
     assert info.value.field == field
+
+
+def test_a_text_config_alone_reads_the_same():
+    """`qwen2_5_vl_text` (the language model's own config) gives the wrapper's encoding."""
+    from conftest import hf_config
+
+    wrapper = hf_config("qwen2.5-vl-3b-v5")
+    alone = posenc.from_hf_config(wrapper["text_config"]).get()
+    assert alone.spec == model("qwen2.5-vl-3b-v5").get().spec and alone.layers == tuple(range(36))

@@ -14,7 +14,8 @@ CONFIGS = ["llama-3.1-8b", "qwen2-7b-yarn", "mistral-7b", "phi-3-mini-128k", "de
 
 
 def default_inv(base, d):
-    return 1.0 / base ** (np.arange(0, d, 2) / d)
+    """1/base^(2i/d) with libm's pow per value, as the specs compute it (encodings/libm.py)."""
+    return 1.0 / np.array([math.pow(base, i / d) for i in range(0, d, 2)])
 
 
 def test_yarn_correction_range_golden():

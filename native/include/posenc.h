@@ -58,10 +58,18 @@ typedef struct posenc_layout {
 } posenc_layout;
 
 /* amp_i*sin(p_r*w_i) and amp_i*cos(p_r*w_i) for n_rows positions and n_sin frequencies.
- * Runs with a constant step (p[r]-p[r-1] == p[1]-p[0]) use an angle-addition recurrence,
- * re-anchored from exact sin/cos every POSENC_ANCHOR_EVERY rows and wherever the step
- * breaks; other positions (fractional, shuffled) get a vectorised sincos with float64
- * range reduction (Cody-Waite, |angle| <= 2^27; libm beyond). */
+ *
+ * Batch invariance: every value is a pure function of (p_r, w_i, amp_i) -- the same whatever
+ * the other positions of the call, their order, the row range a caller splits a job into, the
+ * code path (scalar, AVX2, AVX-512, and posenc's numba kernels) or the CPU. Definition:
+ *   integer p (|p| < 2^53): coarse = 1024*floor(p/1024), mid = 16*floor((p - coarse)/16),
+ *     fine = p - coarse - mid; with (s_x, c_x) = sincos(fl(x*w)) for each part,
+ *     (S, C) = (fma(s_c, c_m, c_c*s_m), fma(c_c, c_m, -(s_c*s_m))) then (A, B) = (amp*S, amp*C),
+ *     sin = fma(A, c_f, B*s_f), cos = fma(B, c_f, -(A*s_f))
+ *   other p: sin = amp*s_p, cos = amp*c_p with (s_p, c_p) = sincos(fl(p*w))
+ * where sincos is src/vsincos.h (Cody-Waite reduction with FMA for |angle| <= 2^40, fdlibm
+ * polynomials; libm beyond). Parts repeat across rows, so contiguous ranges cost about one
+ * angle addition per value (no per-call recurrence state that a neighbour could disturb). */
 typedef int (*posenc_sincos_rows_fn)(const double *positions, int64_t n_rows, const double *freqs,
                                      const double *amp, int64_t n_sin, const posenc_layout *layout,
                                      void *out, int dtype);
@@ -94,11 +102,12 @@ typedef struct posenc_kernels {
     posenc_gather_rows_fn gather_rows;
 } posenc_kernels;
 
-/* Bumped whenever a signature or struct above changes. */
-#define POSENC_ABI_VERSION 1
+/* Bumped whenever a signature or struct above changes, or the values sincos_rows defines. */
+#define POSENC_ABI_VERSION 2
 
-/* Rows between re-anchors of the recurrence (float64 drift stays below 1e-12). */
-#define POSENC_ANCHOR_EVERY 1024
+/* The absolute split of integer positions (see posenc_sincos_rows_fn). */
+#define POSENC_SPLIT_COARSE 1024
+#define POSENC_SPLIT_FINE 16
 
 /* ---- dispatch queries ----------------------------------------------------------------- */
 

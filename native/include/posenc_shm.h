@@ -12,7 +12,10 @@
  *     posenc_shm_detach(&t);
  *
  * A reader never writes, locks or unlinks anything; the mapping stays valid after the
- * service replaces or removes the table. Needs POSIX mmap, GCC/Clang __atomic builtins and
+ * service replaces or removes the table. Attaching makes every check of the doc's
+ * "Validating a segment" list except the spec-JSON step (posenc_shm__check_segment), with
+ * the same words as the Python reader; the data checksum is CRC-32 or CRC-32C as the
+ * header's `checksum` field says (CRC-32C with the SSE4.2 instruction where available). Needs POSIX mmap, GCC/Clang __atomic builtins and
  * a little-endian host. All functions are static inline: include it in as many files as you like.
  */
 #ifndef POSENC_SHM_H
@@ -48,13 +51,17 @@
 #define POSENC_SHM_REGISTRY_HEADER 128u
 #define POSENC_SHM_REGISTRY_SLOT 128u
 #define POSENC_SHM_REGISTRY_SIZE (POSENC_SHM_REGISTRY_HEADER + POSENC_SHM_REGISTRY_CAPACITY * POSENC_SHM_REGISTRY_SLOT)
+#define POSENC_SHM_MAX_GENERATION 0x7fffffffffffffffull /* generations are 1..2^63-1 */
+#define POSENC_SHM_RESERVED_AT 180u                      /* header bytes 180..255 are zero */
 
 /* Segment states (header offset 12) and dtype codes (offset 24). */
 enum { POSENC_SHM_EMPTY = 0, POSENC_SHM_BUILDING = 1, POSENC_SHM_READY = 2 };
 enum { POSENC_SHM_FLOAT32 = 1, POSENC_SHM_FLOAT64 = 2 };
+/* Data checksum algorithms (header offset 176). */
+enum { POSENC_SHM_CRC32 = 0, POSENC_SHM_CRC32C = 1 };
 
 /* Flags for attach. */
-#define POSENC_SHM_VERIFY 1 /* recompute the data CRC-32 (one pass over the table) */
+#define POSENC_SHM_VERIFY 1 /* recompute the data checksum (one pass over the table) */
 
 /* Return codes: 0 or a negative POSENC_SHM_E*. `t->error` holds the detailed message. */
 enum {
@@ -66,8 +73,8 @@ enum {
     POSENC_SHM_EMAGIC = -5,     /* not a posenc segment */
     POSENC_SHM_EVERSION = -6,   /* a format version this reader does not know */
     POSENC_SHM_ESTATE = -7,     /* not READY (BUILDING: being written, or its writer died) */
-    POSENC_SHM_EHEADER = -8,    /* inconsistent header or header CRC mismatch */
-    POSENC_SHM_ECHECKSUM = -9,  /* data CRC mismatch */
+    POSENC_SHM_EHEADER = -8,    /* inconsistent header, trailing bytes, padding or header CRC mismatch */
+    POSENC_SHM_ECHECKSUM = -9,  /* data checksum mismatch */
     POSENC_SHM_EREGISTRY = -10, /* registry file unreadable or of an unknown layout */
     POSENC_SHM_EBUSY = -11      /* registry slot stayed mid-update, or the table kept being replaced */
 };
@@ -86,6 +93,7 @@ typedef struct posenc_shm_table {
     uint32_t writer_pid;
     int64_t created_ns;    /* unix time, nanoseconds */
     uint32_t data_crc;
+    uint32_t checksum;     /* POSENC_SHM_CRC32 or POSENC_SHM_CRC32C: what data_crc is */
     const char *spec_json; /* canonical spec JSON, NOT NUL-terminated */
     uint32_t spec_json_len;
     char spec_hash[17];
@@ -99,6 +107,14 @@ typedef struct posenc_shm_table {
 static inline uint32_t posenc_shm__u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline uint64_t posenc_shm__u64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
+/* True if n bytes at p are all zero. */
+static inline int posenc_shm__zero(const uint8_t *p, size_t n)
+{
+    while (n--)
+        if (*p++) return 0;
+    return 1;
+}
+
 __attribute__((format(printf, 3, 4))) static inline int posenc_shm__fail(posenc_shm_table *t, int code,
                                                                           const char *fmt, ...)
 {
@@ -109,21 +125,30 @@ __attribute__((format(printf, 3, 4))) static inline int posenc_shm__fail(posenc_
     return code;
 }
 
-/* CRC-32 (zlib / IEEE 802.3, reflected 0xEDB88320), slice-by-8. Same value as zlib's crc32(). */
+/* CRC-32 (zlib / IEEE 802.3, reflected 0xEDB88320) and CRC-32C (Castagnoli, reflected
+ * 0x82F63B78), slice-by-8 in software. Both start and end with ~crc, so chaining works like
+ * zlib's crc32(crc, p, n). CRC-32 is the header checksum and data checksum 0; CRC-32C is
+ * data checksum 1, computed with the SSE4.2 crc32 instruction where the CPU has it. */
 typedef struct { uint32_t t[8][256]; } posenc_shm_crc_tables;
 
-static inline void posenc_shm_crc_init(posenc_shm_crc_tables *c)
+#define POSENC_SHM_CRC32_POLY 0xEDB88320u
+#define POSENC_SHM_CRC32C_POLY 0x82F63B78u
+
+static inline void posenc_shm_crc_init_poly(posenc_shm_crc_tables *c, uint32_t poly)
 {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t v = i;
-        for (int k = 0; k < 8; k++) v = (v & 1u) ? (v >> 1) ^ 0xEDB88320u : v >> 1;
+        for (int k = 0; k < 8; k++) v = (v & 1u) ? (v >> 1) ^ poly : v >> 1;
         c->t[0][i] = v;
     }
     for (uint32_t i = 0; i < 256; i++)
         for (int k = 1; k < 8; k++) c->t[k][i] = (c->t[k - 1][i] >> 8) ^ c->t[0][c->t[k - 1][i] & 0xffu];
 }
 
-/* Continue `crc` (0 to start) over n bytes, like zlib's crc32(crc, p, n). */
+/* Tables of CRC-32 (zlib's). */
+static inline void posenc_shm_crc_init(posenc_shm_crc_tables *c) { posenc_shm_crc_init_poly(c, POSENC_SHM_CRC32_POLY); }
+
+/* Continue `crc` (0 to start) over n bytes with the CRC whose tables `c` holds. */
 static inline uint32_t posenc_shm_crc32(const posenc_shm_crc_tables *c, uint32_t crc, const void *buf, size_t n)
 {
     const uint8_t *p = (const uint8_t *)buf;
@@ -138,6 +163,84 @@ static inline uint32_t posenc_shm_crc32(const posenc_shm_crc_tables *c, uint32_t
     }
     while (n--) crc = c->t[0][(crc ^ *p++) & 0xffu] ^ (crc >> 8);
     return ~crc;
+}
+
+/* a * b modulo the CRC-32C polynomial, both reflected (x^0 is bit 31): zlib's multmodp. */
+static inline uint32_t posenc_shm__crc32c_mulmod(uint32_t a, uint32_t b)
+{
+    uint32_t m = 1u << 31, p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0) break;
+        }
+        m >>= 1;
+        b = (b & 1u) ? (b >> 1) ^ POSENC_SHM_CRC32C_POLY : b >> 1;
+    }
+    return p;
+}
+
+/* x^(8n) modulo the polynomial: appending n zero bytes to a message multiplies its CRC
+ * register by this. */
+static inline uint32_t posenc_shm__crc32c_shift(uint64_t n)
+{
+    uint32_t power = 1u << 31, square = 1u << 30; /* x^0, x^1 */
+    for (uint64_t e = n << 3; e; e >>= 1) {
+        if (e & 1u) power = posenc_shm__crc32c_mulmod(square, power);
+        square = posenc_shm__crc32c_mulmod(square, square);
+    }
+    return power;
+}
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define POSENC_SHM_HAVE_CRC32C_HW 1
+/* Bytes per lane: three lanes run at once (the crc32 instruction has a latency of 3 cycles
+ * and a throughput of 1), then are joined with two multiplications modulo the polynomial. */
+#define POSENC_SHM__CRC32C_LANE 32768u
+
+__attribute__((target("sse4.2"))) static inline uint32_t posenc_shm__crc32c_hw(uint32_t crc, const uint8_t *p,
+                                                                               size_t n)
+{
+    uint64_t r = (uint32_t)~crc;
+    for (; n && ((uintptr_t)p & 7u); n--) r = __builtin_ia32_crc32qi((uint32_t)r, *p++);
+    if (n >= 3 * (size_t)POSENC_SHM__CRC32C_LANE) {
+        const uint32_t one = posenc_shm__crc32c_shift(POSENC_SHM__CRC32C_LANE);
+        const uint32_t two = posenc_shm__crc32c_shift(2 * (uint64_t)POSENC_SHM__CRC32C_LANE);
+        const size_t lane = POSENC_SHM__CRC32C_LANE;
+        for (; n >= 3 * lane; n -= 3 * lane, p += 3 * lane) {
+            uint64_t a = r, b = 0, c = 0;
+            for (size_t i = 0; i < lane; i += 8) {
+                a = __builtin_ia32_crc32di(a, posenc_shm__u64(p + i));
+                b = __builtin_ia32_crc32di(b, posenc_shm__u64(p + lane + i));
+                c = __builtin_ia32_crc32di(c, posenc_shm__u64(p + 2 * lane + i));
+            }
+            r = posenc_shm__crc32c_mulmod(two, (uint32_t)a) ^ posenc_shm__crc32c_mulmod(one, (uint32_t)b) ^ (uint32_t)c;
+        }
+    }
+    for (; n >= 8; n -= 8, p += 8) r = __builtin_ia32_crc32di(r, posenc_shm__u64(p));
+    for (; n; n--) r = __builtin_ia32_crc32qi((uint32_t)r, *p++);
+    return ~(uint32_t)r;
+}
+#endif
+
+/* CRC-32C continuing `crc` (0 to start). "123456789" gives 0xE3069283. */
+static inline uint32_t posenc_shm_crc32c(uint32_t crc, const void *buf, size_t n)
+{
+#ifdef POSENC_SHM_HAVE_CRC32C_HW
+    if (__builtin_cpu_supports("sse4.2")) return posenc_shm__crc32c_hw(crc, (const uint8_t *)buf, n);
+#endif
+    posenc_shm_crc_tables c;
+    posenc_shm_crc_init_poly(&c, POSENC_SHM_CRC32C_POLY);
+    return posenc_shm_crc32(&c, crc, buf, n);
+}
+
+/* The data checksum `algorithm` (POSENC_SHM_CRC32 or POSENC_SHM_CRC32C) of n bytes. */
+static inline uint32_t posenc_shm_checksum(uint32_t algorithm, const void *buf, size_t n)
+{
+    if (algorithm == POSENC_SHM_CRC32C) return posenc_shm_crc32c(0, buf, n);
+    posenc_shm_crc_tables c;
+    posenc_shm_crc_init(&c);
+    return posenc_shm_crc32(&c, 0, buf, n);
 }
 
 /* ---- names and the registry ------------------------------------------------------------ */
@@ -183,10 +286,21 @@ static inline int posenc_shm__lookup(posenc_shm_table *t, const char *dir, const
         return posenc_shm__fail(t, POSENC_SHM_EOS, "%s: cannot open: %s", path, strerror(errno));
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size < POSENC_SHM_REGISTRY_SIZE) {
+    if (fstat(fd, &st) != 0) {
+        t->os_errno = errno;
         close(fd);
-        return posenc_shm__fail(t, POSENC_SHM_ENOTFOUND, "%s: registry not initialised (no table named '%s')", path,
-                                name);
+        return posenc_shm__fail(t, POSENC_SHM_EOS, "%s: cannot stat: %s", path, strerror(errno));
+    }
+    if ((size_t)st.st_size < POSENC_SHM_REGISTRY_SIZE) {
+        /* Being created (its magic is stored last), unless it has a magic: then it was cut short. */
+        uint8_t magic[8] = {0};
+        ssize_t got = pread(fd, magic, sizeof magic, 0);
+        close(fd);
+        if (got > 0 && !posenc_shm__zero(magic, (size_t)got))
+            return posenc_shm__fail(t, POSENC_SHM_EREGISTRY, "%s: truncated registry (%lld bytes, expected %u)", path,
+                                    (long long)st.st_size, POSENC_SHM_REGISTRY_SIZE);
+        return posenc_shm__fail(t, POSENC_SHM_ENOTFOUND, "%s: registry not initialised yet (no table named '%s')",
+                                path, name);
     }
     const uint8_t *reg = (const uint8_t *)mmap(NULL, POSENC_SHM_REGISTRY_SIZE, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
@@ -195,10 +309,15 @@ static inline int posenc_shm__lookup(posenc_shm_table *t, const char *dir, const
         return posenc_shm__fail(t, POSENC_SHM_EOS, "%s: cannot map: %s", path, strerror(errno));
     }
     int rc = POSENC_SHM_OK;
-    if (memcmp(reg, POSENC_SHM_REGISTRY_MAGIC, 8) != 0 || posenc_shm__u32(reg + 8) != POSENC_SHM_REGISTRY_VERSION ||
-        posenc_shm__u32(reg + 12) != POSENC_SHM_REGISTRY_CAPACITY ||
-        posenc_shm__u32(reg + 16) != POSENC_SHM_REGISTRY_SLOT) {
-        rc = posenc_shm__fail(t, POSENC_SHM_EREGISTRY, "%s: bad magic or unknown registry layout", path);
+    if (posenc_shm__zero(reg, 8)) {
+        rc = posenc_shm__fail(t, POSENC_SHM_ENOTFOUND, "%s: registry not initialised yet (no table named '%s')", path,
+                              name);
+    } else if (memcmp(reg, POSENC_SHM_REGISTRY_MAGIC, 8) != 0) {
+        rc = posenc_shm__fail(t, POSENC_SHM_EREGISTRY, "%s: bad magic: corrupted registry", path);
+    } else if (posenc_shm__u32(reg + 8) != POSENC_SHM_REGISTRY_VERSION ||
+               posenc_shm__u32(reg + 12) != POSENC_SHM_REGISTRY_CAPACITY ||
+               posenc_shm__u32(reg + 16) != POSENC_SHM_REGISTRY_SLOT) {
+        rc = posenc_shm__fail(t, POSENC_SHM_EREGISTRY, "%s: unknown registry layout", path);
     } else {
         uint64_t want[8] = {0}, got[8];
         memcpy(want, name, strlen(name));
@@ -216,7 +335,10 @@ static inline int posenc_shm__lookup(posenc_shm_table *t, const char *dir, const
                 nanosleep(&ms, NULL);
             }
             if (rc != POSENC_SHM_OK) break;
-            if (gen != 0 && memcmp(want, got, sizeof want) == 0) {
+            if (gen != 0 && memcmp(want, got, sizeof want) == 0) { /* the first slot naming it wins */
+                if (gen > POSENC_SHM_MAX_GENERATION)
+                    rc = posenc_shm__fail(t, POSENC_SHM_EREGISTRY, "%s: corrupted slot: '%s' has generation %llu",
+                                          path, name, (unsigned long long)gen);
                 *generation = gen;
                 break;
             }
@@ -228,8 +350,93 @@ static inline int posenc_shm__lookup(posenc_shm_table *t, const char *dir, const
 
 /* ---- segments ------------------------------------------------------------------------- */
 
-/* Map `path` read-only and validate it (magic, version, state READY, sizes, header CRC;
- * the data CRC too with POSENC_SHM_VERIFY). On success fills *t; on failure *t holds only
+/* True if the n bytes at p are all of [0-9a-f]. */
+static inline int posenc_shm__lower_hex(const uint8_t *p, size_t n)
+{
+    while (n--) {
+        uint8_t ch = *p++;
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return 0;
+    }
+    return 1;
+}
+
+/* True if the 64 name bytes are a valid table name followed by NUL padding only. */
+static inline int posenc_shm__valid_name_field(const uint8_t *field)
+{
+    char name[POSENC_SHM_NAME_MAX + 1];
+    size_t n = 0;
+    while (n < POSENC_SHM_NAME_MAX && field[n]) n++;
+    memcpy(name, field, n);
+    name[n] = 0;
+    return posenc_shm_valid_name(name) && posenc_shm__zero(field + n, POSENC_SHM_NAME_MAX - n);
+}
+
+/* The checks of docs/shm-format.md "Validating a segment", in its order (steps 2-8), on a
+ * mapped file of `size` bytes whose state was read with an acquire load. */
+static inline int posenc_shm__check_segment(posenc_shm_table *t, const uint8_t *b, size_t size, uint32_t state,
+                                            const char *path)
+{
+    uint32_t dtype = posenc_shm__u32(b + 24), itemsize = posenc_shm__u32(b + 28), spec_len = posenc_shm__u32(b + 92);
+    uint64_t rows = posenc_shm__u64(b + 32), width = posenc_shm__u64(b + 40), start = posenc_shm__u64(b + 48);
+    uint64_t data_offset = posenc_shm__u64(b + 56), data_nbytes = posenc_shm__u64(b + 64);
+    uint64_t generation = posenc_shm__u64(b + 72);
+    uint32_t checksum = posenc_shm__u32(b + 176);
+    uint64_t aligned = (POSENC_SHM_HEADER_SIZE + (uint64_t)spec_len + 63u) / 64u * 64u;
+    const char *bad = NULL;
+    if (memcmp(b, POSENC_SHM_MAGIC, 8) != 0)
+        return posenc_shm__fail(t, POSENC_SHM_EMAGIC, "%s: bad magic: not a posenc table", path);
+    if (posenc_shm__u32(b + 8) != POSENC_SHM_VERSION)
+        return posenc_shm__fail(t, POSENC_SHM_EVERSION, "%s: unknown format version %u (this reader knows %u)", path,
+                                posenc_shm__u32(b + 8), POSENC_SHM_VERSION);
+    if (!((dtype == POSENC_SHM_FLOAT32 && itemsize == 4) || (dtype == POSENC_SHM_FLOAT64 && itemsize == 8)))
+        bad = "unknown dtype code or itemsize";
+    else if (rows == 0 || width == 0)
+        bad = "rows and width must be >= 1";
+    else if (width > UINT64_MAX / itemsize / rows || data_nbytes != rows * width * itemsize)
+        bad = "data_nbytes is not rows * width * itemsize";
+    else if (rows > (uint64_t)INT64_MAX || (int64_t)start > INT64_MAX - (int64_t)rows)
+        bad = "start + rows overflows int64";
+    else if (spec_len == 0 || data_offset != aligned)
+        bad = "data_offset does not follow spec_len";
+    else if (generation == 0 || generation > POSENC_SHM_MAX_GENERATION)
+        bad = "generation outside 1..2^63-1";
+    else if (checksum != POSENC_SHM_CRC32 && checksum != POSENC_SHM_CRC32C)
+        bad = "unknown checksum algorithm";
+    else if (!posenc_shm__lower_hex(b + 96, 16))
+        bad = "spec_hash is not 16 lowercase hex digits";
+    else if (!posenc_shm__valid_name_field(b + 112))
+        bad = "name is not a valid NUL-padded table name";
+    else if (!posenc_shm__zero(b + POSENC_SHM_RESERVED_AT, POSENC_SHM_HEADER_SIZE - POSENC_SHM_RESERVED_AT))
+        bad = "reserved bytes are not zero";
+    if (bad) return posenc_shm__fail(t, POSENC_SHM_EHEADER, "%s: inconsistent header: %s", path, bad);
+    if (state == POSENC_SHM_EMPTY || state == POSENC_SHM_BUILDING)
+        return posenc_shm__fail(t, POSENC_SHM_ESTATE, "%s: not READY (state %s): being written, or its writer died",
+                                path, state == POSENC_SHM_BUILDING ? "BUILDING" : "EMPTY");
+    if (state != POSENC_SHM_READY)
+        return posenc_shm__fail(t, POSENC_SHM_ESTATE, "%s: not READY (state %u): being written, or its writer died",
+                                path, state);
+    if (data_nbytes > size || data_offset > size - data_nbytes)
+        return posenc_shm__fail(t, POSENC_SHM_ETRUNCATED, "%s: truncated: %zu bytes, the header says %llu", path, size,
+                                (unsigned long long)(data_offset + data_nbytes));
+    if (size != data_offset + data_nbytes)
+        return posenc_shm__fail(t, POSENC_SHM_EHEADER, "%s: trailing bytes: %zu bytes, the header says %llu", path,
+                                size, (unsigned long long)(data_offset + data_nbytes));
+    posenc_shm_crc_tables crc;
+    posenc_shm_crc_init(&crc);
+    uint8_t header[POSENC_SHM_HEADER_SIZE];
+    memcpy(header, b, sizeof header);
+    memset(header + 12, 0, 8); /* state and header_crc are not covered */
+    uint32_t h = posenc_shm_crc32(&crc, posenc_shm_crc32(&crc, 0, header, sizeof header), b + POSENC_SHM_HEADER_SIZE,
+                                  spec_len);
+    if (h != posenc_shm__u32(b + 16))
+        return posenc_shm__fail(t, POSENC_SHM_EHEADER, "%s: header checksum mismatch", path);
+    if (!posenc_shm__zero(b + POSENC_SHM_HEADER_SIZE + spec_len, data_offset - POSENC_SHM_HEADER_SIZE - spec_len))
+        return posenc_shm__fail(t, POSENC_SHM_EHEADER, "%s: non-zero padding after the spec JSON", path);
+    return POSENC_SHM_OK;
+}
+
+/* Map `path` read-only and validate it (posenc_shm__check_segment; the data checksum too
+ * with POSENC_SHM_VERIFY). On success fills *t; on failure *t holds only
  * the error. */
 static inline int posenc_shm_attach_path(posenc_shm_table *t, const char *path, int flags)
 {
@@ -264,41 +471,13 @@ static inline int posenc_shm_attach_path(posenc_shm_table *t, const char *path, 
     }
     /* Acquire: everything the writer stored before READY is visible after this load. */
     uint32_t state = __atomic_load_n((const uint32_t *)(b + 12), __ATOMIC_ACQUIRE);
-    int rc = POSENC_SHM_OK;
-    uint32_t dtype = posenc_shm__u32(b + 24), itemsize = posenc_shm__u32(b + 28), spec_len = posenc_shm__u32(b + 92);
-    uint64_t rows = posenc_shm__u64(b + 32), width = posenc_shm__u64(b + 40);
+    int rc = posenc_shm__check_segment(t, b, size, state, path);
     uint64_t data_offset = posenc_shm__u64(b + 56), data_nbytes = posenc_shm__u64(b + 64);
-    uint64_t aligned = (POSENC_SHM_HEADER_SIZE + (uint64_t)spec_len + 63u) / 64u * 64u;
-    if (memcmp(b, POSENC_SHM_MAGIC, 8) != 0)
-        rc = posenc_shm__fail(t, POSENC_SHM_EMAGIC, "%s: bad magic: not a posenc table", path);
-    else if (posenc_shm__u32(b + 8) != POSENC_SHM_VERSION)
-        rc = posenc_shm__fail(t, POSENC_SHM_EVERSION, "%s: unknown format version %u (this reader knows %u)", path,
-                              posenc_shm__u32(b + 8), POSENC_SHM_VERSION);
-    else if (!((dtype == POSENC_SHM_FLOAT32 && itemsize == 4) || (dtype == POSENC_SHM_FLOAT64 && itemsize == 8)) ||
-             rows == 0 || width == 0 || width > UINT64_MAX / itemsize / rows || data_offset != aligned ||
-             data_nbytes != rows * width * itemsize)
-        rc = posenc_shm__fail(t, POSENC_SHM_EHEADER, "%s: inconsistent header (dtype, shape or offsets)", path);
-    else if (state != POSENC_SHM_READY)
-        rc = posenc_shm__fail(t, POSENC_SHM_ESTATE, "%s: not READY (state %s): being written, or its writer died",
-                              path, state == POSENC_SHM_BUILDING ? "BUILDING" : "EMPTY/unknown");
-    else if (data_nbytes > size || data_offset > size - data_nbytes)
-        rc = posenc_shm__fail(t, POSENC_SHM_ETRUNCATED, "%s: truncated: %zu bytes, the header says %llu", path, size,
-                              (unsigned long long)(data_offset + data_nbytes));
-    if (rc == POSENC_SHM_OK) {
-        posenc_shm_crc_tables crc;
-        posenc_shm_crc_init(&crc);
-        uint8_t header[POSENC_SHM_HEADER_SIZE];
-        memcpy(header, b, sizeof header);
-        memset(header + 12, 0, 8); /* state and header_crc are not covered */
-        uint32_t h = posenc_shm_crc32(&crc, posenc_shm_crc32(&crc, 0, header, sizeof header),
-                                      b + POSENC_SHM_HEADER_SIZE, spec_len);
-        if (h != posenc_shm__u32(b + 16))
-            rc = posenc_shm__fail(t, POSENC_SHM_EHEADER, "%s: header checksum mismatch", path);
-        else if ((flags & POSENC_SHM_VERIFY) &&
-                 posenc_shm_crc32(&crc, 0, b + data_offset, (size_t)data_nbytes) != posenc_shm__u32(b + 20))
-            rc = posenc_shm__fail(t, POSENC_SHM_ECHECKSUM,
-                                  "%s: data checksum mismatch: the table was modified or corrupted", path);
-    }
+    uint32_t checksum = posenc_shm__u32(b + 176);
+    if (rc == POSENC_SHM_OK && (flags & POSENC_SHM_VERIFY) &&
+        posenc_shm_checksum(checksum, b + data_offset, (size_t)data_nbytes) != posenc_shm__u32(b + 20))
+        rc = posenc_shm__fail(t, POSENC_SHM_ECHECKSUM,
+                              "%s: data checksum mismatch: the table was modified or corrupted", path);
     if (rc != POSENC_SHM_OK) {
         munmap((void *)b, size);
         return rc;
@@ -306,14 +485,17 @@ static inline int posenc_shm_attach_path(posenc_shm_table *t, const char *path, 
     t->base = b;
     t->map_size = size;
     t->data = b + data_offset;
+    uint64_t rows = posenc_shm__u64(b + 32), width = posenc_shm__u64(b + 40);
+    uint32_t itemsize = posenc_shm__u32(b + 28), spec_len = posenc_shm__u32(b + 92);
     t->rows = rows;
     t->width = width;
-    t->dtype = dtype;
+    t->dtype = posenc_shm__u32(b + 24);
     t->itemsize = itemsize;
     t->row_bytes = (size_t)(width * itemsize);
     t->start = (int64_t)posenc_shm__u64(b + 48);
-    t->stop = t->start + (int64_t)rows;
+    t->stop = t->start + (int64_t)rows; /* checked: no overflow */
     t->data_crc = posenc_shm__u32(b + 20);
+    t->checksum = checksum;
     t->generation = posenc_shm__u64(b + 72);
     t->created_ns = (int64_t)posenc_shm__u64(b + 80);
     t->writer_pid = posenc_shm__u32(b + 88);
@@ -361,13 +543,11 @@ static inline const void *posenc_shm_row(const posenc_shm_table *t, int64_t posi
     return row < t->rows ? t->data + row * t->row_bytes : NULL;
 }
 
-/* Recompute the data CRC of an attached table: POSENC_SHM_OK or POSENC_SHM_ECHECKSUM. */
+/* Recompute the data checksum of an attached table: POSENC_SHM_OK or POSENC_SHM_ECHECKSUM. */
 static inline int posenc_shm_verify(const posenc_shm_table *t)
 {
-    posenc_shm_crc_tables crc;
-    posenc_shm_crc_init(&crc);
-    return posenc_shm_crc32(&crc, 0, t->data, t->rows * t->row_bytes) == t->data_crc ? POSENC_SHM_OK
-                                                                                      : POSENC_SHM_ECHECKSUM;
+    return posenc_shm_checksum(t->checksum, t->data, t->rows * t->row_bytes) == t->data_crc ? POSENC_SHM_OK
+                                                                                         : POSENC_SHM_ECHECKSUM;
 }
 
 static inline void posenc_shm_detach(posenc_shm_table *t)

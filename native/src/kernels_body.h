@@ -109,14 +109,40 @@ static int can_stream(const void *out, size_t total_bytes, const int64_t *offset
 
 /* ---- sin/cos rows ------------------------------------------------------------------------ */
 
-/* Rows built in L1 before a streaming copy-out (at least 2: rotate_rows writes pairs). */
-#define TILE_BYTES ((size_t)16 << 10)
+/* Every value is a pure function of (p, w_i, amp_i), the same on every path (numba too:
+ * service/posenc/kernels/trig.py) and whatever else is in the call (posenc.h, "Batch
+ * invariance"). Integer positions are split at absolute boundaries,
+ *     p = coarse + mid + fine,  coarse = 1024*floor(p/1024), mid = 16*floor((p-coarse)/16),
+ * and combined by angle addition from exactly reduced sincos of each part: the parts repeat
+ * across rows (fine: 16 values, mid: 64, coarse: one per 1024 rows), so a contiguous range
+ * costs about one multiply-add pair per value and arbitrary integers hit small caches.
+ * Other positions (fractional, beyond 2^53) get one direct sincos. Caches only decide
+ * whether a part is recomputed, never its value. */
 
-/* Per-call scratch: state (s, c), step rotation (cs, ss), w and amp, padded to whole
- * vectors; then the tile (streaming only), `tile_rows` rows of the compact layout. */
+/* Rows built in L1 before a streaming copy-out. */
+#define TILE_BYTES ((size_t)8 << 10)
+/* Above this many frequencies the mid/fine caches keep one row each (bounded scratch). */
+#define CACHE_MAX_FREQS 2048
+#define MID_ROWS (POSENC_SPLIT_COARSE / POSENC_SPLIT_FINE)
+
+/* sincos(j * unit * w) rows for j < rows, computed on first use: `slots` rows of storage
+ * (rows, or 1 for very wide tables), tag[slot] = the j it holds (-1: none). */
 typedef struct {
-    double *s, *c, *cs, *ss, *w, *amp;
-    int64_t n_vec;
+    double *data; /* slot k: sin at data + 2k*padded, cos at data + (2k+1)*padded */
+    int64_t *tag;
+    int64_t slots;
+    double unit;
+} part_cache;
+
+/* Per-call scratch, padded to whole vectors: w and amp; sincos of the current coarse part
+ * (cs, cc) and its coarse value; the amp-scaled (coarse + mid) anchor (as, ac) and its key;
+ * the mid and fine caches; then the tile (streaming only), `tile_rows` compact rows. */
+typedef struct {
+    double *w, *amp, *cs, *cc, *as, *ac;
+    int64_t n_vec, padded;
+    double coarse_at, anchor_coarse;
+    int64_t anchor_mid;
+    part_cache mid, fine;
     char *tile;
     int64_t tile_rows;
     void *block;
@@ -125,32 +151,77 @@ typedef struct {
 static int trig_state_init(trig_state *st, const double *freqs, const double *amp, int64_t n_sin,
                            size_t tile_row_bytes) {
     int64_t padded = (n_sin + VW - 1) / VW * VW;
-    size_t state_bytes = (size_t)(6 * padded) * sizeof(double);
+    int64_t mid_slots = n_sin <= CACHE_MAX_FREQS ? MID_ROWS : 1;
+    int64_t fine_slots = n_sin <= CACHE_MAX_FREQS ? POSENC_SPLIT_FINE : 1;
+    size_t state_bytes = (size_t)((6 + 2 * (mid_slots + fine_slots)) * padded) * sizeof(double);
+    size_t tag_bytes = (size_t)(mid_slots + fine_slots) * sizeof(int64_t);
     st->tile_rows = tile_row_bytes ? (int64_t)(TILE_BYTES / tile_row_bytes) : 0;
-    if (tile_row_bytes && st->tile_rows < 2)
-        st->tile_rows = 2;
-    size_t bytes = state_bytes + (size_t)st->tile_rows * tile_row_bytes;
+    if (tile_row_bytes && st->tile_rows < 1)
+        st->tile_rows = 1;
+    size_t bytes = state_bytes + tag_bytes + (size_t)st->tile_rows * tile_row_bytes;
     st->block = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!st->block)
         return POSENC_ENOMEM;
     double *p = (double *)st->block;
-    st->s = p; st->c = p + padded; st->cs = p + 2 * padded; st->ss = p + 3 * padded;
-    st->w = p + 4 * padded; st->amp = p + 5 * padded;
+    st->w = p; st->amp = p + padded; st->cs = p + 2 * padded; st->cc = p + 3 * padded;
+    st->as = p + 4 * padded; st->ac = p + 5 * padded;
+    st->mid = (part_cache){p + 6 * padded, (int64_t *)((char *)st->block + state_bytes), mid_slots,
+                           (double)POSENC_SPLIT_FINE};
+    st->fine = (part_cache){st->mid.data + 2 * mid_slots * padded, st->mid.tag + mid_slots, fine_slots, 1.0};
     st->n_vec = padded / VW;
-    st->tile = (char *)st->block + state_bytes;
-    memset(st->block, 0, state_bytes);
+    st->padded = padded;
+    st->tile = (char *)st->block + state_bytes + tag_bytes;
+    memset(st->block, 0, 6 * (size_t)padded * sizeof(double)); /* padding lanes: w = amp = 0 */
+    for (int64_t k = 0; k < mid_slots + fine_slots; k++)
+        st->mid.tag[k] = -1;
     memcpy(st->w, freqs, (size_t)n_sin * sizeof(double));
     memcpy(st->amp, amp, (size_t)n_sin * sizeof(double));
+    st->coarse_at = st->anchor_coarse = NAN; /* never equal: the first row computes them */
+    st->anchor_mid = -1;
     return POSENC_OK;
 }
 
-static void trig_state_set_step(trig_state *st, double step) {
+/* sin/cos(fl(a * w_i)) for every frequency into (s, c). */
+INLINE void sincos_of(const trig_state *st, double a, double *s, double *c) {
+    vd av = v_set1(a);
     for (int64_t v = 0; v < st->n_vec; v++) {
-        vd s, c;
-        v_sincos(v_mul(v_set1(step), v_load(st->w + v * VW)), &s, &c);
-        v_store(st->ss + v * VW, s);
-        v_store(st->cs + v * VW, c);
+        vd sv, cv;
+        v_sincos(v_mul(av, v_load(st->w + v * VW)), &sv, &cv);
+        v_store(s + v * VW, sv);
+        v_store(c + v * VW, cv);
     }
+}
+
+/* Row j of a part cache: sin at the result, cos `padded` doubles after it. */
+INLINE const double *part_row(const trig_state *st, part_cache *pc, int64_t j) {
+    int64_t slot = pc->slots > 1 ? j : 0;
+    double *row = pc->data + 2 * slot * st->padded;
+    if (pc->tag[slot] != j) {
+        sincos_of(st, (double)j * pc->unit, row, row + st->padded);
+        pc->tag[slot] = j;
+    }
+    return row;
+}
+
+/* (as, ac) = amp * [sin, cos](coarse + mid*16) by angle addition (the row anchor). */
+INLINE void set_anchor(trig_state *st, double coarse, int64_t mid) {
+    if (coarse == st->anchor_coarse && mid == st->anchor_mid)
+        return;
+    if (coarse != st->coarse_at) {
+        sincos_of(st, coarse, st->cs, st->cc);
+        st->coarse_at = coarse;
+    }
+    const double *m = part_row(st, &st->mid, mid);
+    for (int64_t v = 0; v < st->n_vec; v++) {
+        vd hs = v_load(st->cs + v * VW), hc = v_load(st->cc + v * VW);
+        vd ms = v_load(m + v * VW), mc = v_load(m + st->padded + v * VW), amp = v_load(st->amp + v * VW);
+        vd s = v_fmadd(hs, mc, v_mul(hc, ms)); /* sin(a+b) = sa*cb + ca*sb */
+        vd c = v_fmsub(hc, mc, v_mul(hs, ms)); /* cos(a+b) = ca*cb - sa*sb */
+        v_store(st->as + v * VW, v_mul(amp, s));
+        v_store(st->ac + v * VW, v_mul(amp, c));
+    }
+    st->anchor_coarse = coarse;
+    st->anchor_mid = mid;
 }
 
 /* Frequencies i0.. of one row whose vector reaches past n_cos: element by element. */
@@ -183,36 +254,60 @@ INLINE void emit(void *row, int64_t i0, vd s, vd c, ROW_ARGS) {
     }
 }
 
-/* Row = amp * sincos(p * w), exact (the anchor, and every row of arbitrary positions). */
-INLINE void anchor_row(trig_state *st, double p, void *row, ROW_ARGS) {
+/* Row = amp * sincos(fl(p * w)): positions that are not split (fractional, huge). */
+INLINE void direct_row(const trig_state *st, double p, void *row, ROW_ARGS) {
     vd pv = v_set1(p);
     for (int64_t v = 0; v < st->n_vec; v++) {
         vd s, c, amp = v_load(st->amp + v * VW);
         v_sincos(v_mul(pv, v_load(st->w + v * VW)), &s, &c);
-        s = v_mul(s, amp);
-        c = v_mul(c, amp);
-        v_store(st->s + v * VW, s);
-        v_store(st->c + v * VW, c);
-        emit(row, v * VW, s, c, lay, n_sin, interleaved, f32, stream);
+        emit(row, v * VW, v_mul(s, amp), v_mul(c, amp), lay, n_sin, interleaved, f32, stream);
     }
 }
 
-/* The next `count` rows (1 or 2), each the previous one rotated by step*w (angle addition).
- * Two rows per pass halve the state traffic through L1, which bounds this loop. */
-INLINE void rotate_rows(trig_state *st, void *row, size_t row_bytes, int count, ROW_ARGS) {
+/* The absolute parts of an integer position: p = coarse + 16*mid + fine. */
+typedef struct {
+    double coarse;
+    int64_t mid, fine;
+} split_parts;
+
+INLINE split_parts split_of(double p) {
+    split_parts sp;
+    sp.coarse = floor(p * (1.0 / POSENC_SPLIT_COARSE)) * POSENC_SPLIT_COARSE;
+    double rest = p - sp.coarse; /* exact: an integer in [0, 1024) */
+    sp.mid = (int64_t)(rest * (1.0 / POSENC_SPLIT_FINE));
+    sp.fine = (int64_t)rest - sp.mid * POSENC_SPLIT_FINE;
+    return sp;
+}
+
+/* Rows computed per pass over the frequencies when they share an anchor: the anchor is loaded
+ * once for all of them (the loop is bound by loads through L1). split_rows takes 1 to 4. */
+#define ROWS_PER_PASS 4
+
+/* `count` rows sharing one anchor: the (coarse + mid) anchor advanced by each row's fine
+ * part (one angle addition). */
+INLINE void split_row_at(const trig_state *st, const double *fine, int64_t v, vd as, vd ac, char *row, ROW_ARGS) {
+    vd fs = v_load(fine + v * VW), fc = v_load(fine + st->padded + v * VW);
+    emit(row, v * VW, v_fmadd(as, fc, v_mul(ac, fs)), v_fmsub(ac, fc, v_mul(as, fs)), lay, n_sin, interleaved, f32,
+         stream);
+}
+
+/* Written out row by row, not as a loop over rows: the compiler would interchange such a loop
+ * with the one over frequencies and load the anchor once per row again. */
+INLINE void split_rows(trig_state *st, const double *const *fine, int count, char *row, size_t row_bytes, ROW_ARGS) {
     for (int64_t v = 0; v < st->n_vec; v++) {
-        vd s = v_load(st->s + v * VW), c = v_load(st->c + v * VW);
-        vd cs = v_load(st->cs + v * VW), ss = v_load(st->ss + v * VW);
-        for (int k = 0; k < count; k++) {
-            vd s_next = v_fmadd(s, cs, v_mul(c, ss));
-            c = v_fnmadd(s, ss, v_mul(c, cs));
-            s = s_next;
-            emit((char *)row + k * row_bytes, v * VW, s, c, lay, n_sin, interleaved, f32, stream);
-        }
-        v_store(st->s + v * VW, s);
-        v_store(st->c + v * VW, c);
+        vd as = v_load(st->as + v * VW), ac = v_load(st->ac + v * VW);
+        split_row_at(st, fine[0], v, as, ac, row, lay, n_sin, interleaved, f32, stream);
+        if (count > 1)
+            split_row_at(st, fine[1], v, as, ac, row + row_bytes, lay, n_sin, interleaved, f32, stream);
+        if (count > 2)
+            split_row_at(st, fine[2], v, as, ac, row + 2 * row_bytes, lay, n_sin, interleaved, f32, stream);
+        if (count > 3)
+            split_row_at(st, fine[3], v, as, ac, row + 3 * row_bytes, lay, n_sin, interleaved, f32, stream);
     }
 }
+
+/* Positions split into parts: integers of magnitude below 2^53 (every integer float64 there). */
+INLINE int is_split(double p) { return fabs(p) < 0x1p53 && p == floor(p); }
 
 /* The tile's layout: the destination's, packed ([sin | cos] for blocks). */
 static posenc_layout compact_layout(const posenc_layout *lay, int64_t n_sin) {
@@ -240,35 +335,38 @@ static void flush_tile(const trig_state *st, int64_t count, char *out, int64_t r
 }
 
 INLINE void sincos_loop(trig_state *st, const double *positions, int64_t n_rows, void *out, ROW_ARGS) {
-    double step = (n_rows > 1 && positions[1] != positions[0]) ? positions[1] - positions[0] : 1.0;
     int tiled = stream == STREAM_TILE;
     size_t es = elem_size(f32);
     posenc_layout tile_lay = compact_layout(lay, n_sin);
     const posenc_layout *row_lay = tiled ? &tile_lay : lay;
     size_t row_bytes = (size_t)row_lay->row_stride * es;
-    trig_state_set_step(st, step);
-    int64_t since_anchor = POSENC_ANCHOR_EVERY;
-    double prev = 0.0;
     for (int64_t r0 = 0; r0 < n_rows;) { /* one pass, or one per tile */
         int64_t end = tiled && n_rows - r0 > st->tile_rows ? r0 + st->tile_rows : n_rows;
         char *base = tiled ? st->tile : (char *)out + (size_t)r0 * row_bytes;
         for (int64_t r = r0; r < end;) {
             double p = positions[r];
             char *row = base + (size_t)(r - r0) * row_bytes;
-            if (since_anchor >= POSENC_ANCHOR_EVERY || p - prev != step) {
-                anchor_row(st, p, row, row_lay, n_sin, interleaved, f32, stream);
-                since_anchor = 1;
+            if (!is_split(p)) {
+                direct_row(st, p, row, row_lay, n_sin, interleaved, f32, stream);
                 r += 1;
-            } else if (r + 1 < end && since_anchor + 1 < POSENC_ANCHOR_EVERY && positions[r + 1] - p == step) {
-                rotate_rows(st, row, row_bytes, 2, row_lay, n_sin, interleaved, f32, stream);
-                since_anchor += 2;
-                r += 2;
-            } else {
-                rotate_rows(st, row, row_bytes, 1, row_lay, n_sin, interleaved, f32, stream);
-                since_anchor += 1;
-                r += 1;
+                continue;
             }
-            prev = positions[r - 1];
+            /* a run of consecutive integers sharing this anchor (at most the 16 fine values) */
+            split_parts sp = split_of(p);
+            set_anchor(st, sp.coarse, sp.mid);
+            int64_t run = 1, most = st->fine.slots > 1 ? POSENC_SPLIT_FINE - sp.fine : 1;
+            while (run < most && r + run < end && positions[r + run] == p + (double)run)
+                run++;
+            const double *fine[POSENC_SPLIT_FINE];
+            for (int64_t k = 0; k < run; k++)
+                fine[k] = part_row(st, &st->fine, sp.fine + k);
+            int64_t k = 0;
+            for (; k + ROWS_PER_PASS <= run; k += ROWS_PER_PASS)
+                split_rows(st, fine + k, ROWS_PER_PASS, row + k * row_bytes, row_bytes, row_lay, n_sin, interleaved,
+                           f32, stream);
+            for (; k < run; k++)
+                split_rows(st, fine + k, 1, row + k * row_bytes, row_bytes, row_lay, n_sin, interleaved, f32, stream);
+            r += run;
         }
         if (tiled)
             flush_tile(st, end - r0, (char *)out, r0, lay, n_sin, es);
@@ -319,7 +417,8 @@ static int sincos_rows(const double *positions, int64_t n_rows, const double *fr
 
 /* ---- RoPE rotation ------------------------------------------------------------------------ */
 
-/* (a, b) -> (a cos - b sin, b cos + a sin) */
+/* (a, b) -> (a cos - b sin, b cos + a sin), rounded as fma(-b, sin, a*cos), fma(a, sin, b*cos) on
+ * every path (the tail loop below and kernels/rope.py too): a value never depends on its lane. */
 INLINE void rotate_pair(vd a, vd b, vd c, vd s, vd *ra, vd *rb) {
     *ra = v_fnmadd(b, s, v_mul(a, c));
     *rb = v_fmadd(a, s, v_mul(b, c));
@@ -354,7 +453,7 @@ INLINE void rope_row(const void *x, void *out, const double *cos, const double *
             xa = interleaved ? xd[2 * i] : xd[i];
             xb = interleaved ? xd[2 * i + 1] : xd[i + n_freq];
         }
-        double ra = xa * cos[i] - xb * sin[i], rb = xb * cos[i] + xa * sin[i];
+        double ra = fma(-xb, sin[i], xa * cos[i]), rb = fma(xa, sin[i], xb * cos[i]); /* as rotate_pair */
         put_elem(out, interleaved ? 2 * i : i, ra, f32);
         put_elem(out, interleaved ? 2 * i + 1 : i + n_freq, rb, f32);
     }

@@ -18,6 +18,7 @@ static inline vd v_sub(vd a, vd b) { return _mm256_sub_pd(a, b); }
 static inline vd v_mul(vd a, vd b) { return _mm256_mul_pd(a, b); }
 static inline vd v_fmadd(vd a, vd b, vd c) { return _mm256_fmadd_pd(a, b, c); }
 static inline vd v_fnmadd(vd a, vd b, vd c) { return _mm256_fnmadd_pd(a, b, c); }
+static inline vd v_fmsub(vd a, vd b, vd c) { return _mm256_fmsub_pd(a, b, c); }
 static inline vd v_abs(vd a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
 static inline int v_all_le(vd a, vd b) { return _mm256_movemask_pd(_mm256_cmp_pd(a, b, _CMP_LE_OQ)) == 0xF; }
 static inline vd v_select_le(vd a, vd b, vd x, vd y) { return _mm256_blendv_pd(y, x, _mm256_cmp_pd(a, b, _CMP_LE_OQ)); }

@@ -34,6 +34,7 @@ static inline vd v_sub(vd a, vd b) { return X(_mm512_sub_pd)(a, b); }
 static inline vd v_mul(vd a, vd b) { return X(_mm512_mul_pd)(a, b); }
 static inline vd v_fmadd(vd a, vd b, vd c) { return X(_mm512_fmadd_pd)(a, b, c); }
 static inline vd v_fnmadd(vd a, vd b, vd c) { return X(_mm512_fnmadd_pd)(a, b, c); }
+static inline vd v_fmsub(vd a, vd b, vd c) { return X(_mm512_fmsub_pd)(a, b, c); }
 static inline vd v_abs(vd a) { return X(_mm512_abs_pd)(a); }
 static inline int v_all_le(vd a, vd b) { return X(_mm512_cmp_pd_mask)(a, b, X_CMP_LE_OQ) == 0xFF; }
 static inline vd v_select_le(vd a, vd b, vd x, vd y) {

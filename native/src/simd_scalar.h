@@ -1,9 +1,11 @@
 /* The scalar "vector" layer: one double per vector, baseline x86-64 (or any CPU).
- * No FMA here: v_fmadd rounds twice, which the kernels are written to tolerate
- * (Cody-Waite constants are short enough for exact products, see vsincos.h). */
+ * v_fmadd and friends are true fused multiply-adds (C99 fma: one rounding), as on the
+ * AVX2 and AVX-512 paths, so every path rounds the same way and gives the same bits
+ * (batch invariance across paths and CPUs). Without an FMA unit libm emulates it exactly. */
 #ifndef POSENC_SIMD_SCALAR_H
 #define POSENC_SIMD_SCALAR_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -17,8 +19,9 @@ static inline void v_store(double *p, vd x) { memcpy(p, &x, sizeof x); }
 static inline vd v_add(vd a, vd b) { return a + b; }
 static inline vd v_sub(vd a, vd b) { return a - b; }
 static inline vd v_mul(vd a, vd b) { return a * b; }
-static inline vd v_fmadd(vd a, vd b, vd c) { return a * b + c; }
-static inline vd v_fnmadd(vd a, vd b, vd c) { return c - a * b; }
+static inline vd v_fmadd(vd a, vd b, vd c) { return fma(a, b, c); }   /* a*b + c */
+static inline vd v_fnmadd(vd a, vd b, vd c) { return fma(-a, b, c); } /* c - a*b */
+static inline vd v_fmsub(vd a, vd b, vd c) { return fma(a, b, -c); }  /* a*b - c */
 static inline vd v_abs(vd a) { return a < 0 ? -a : a; }
 static inline int v_all_le(vd a, vd b) { return a <= b; }
 static inline vd v_select_le(vd a, vd b, vd x, vd y) { return a <= b ? x : y; }

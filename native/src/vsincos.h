@@ -1,22 +1,27 @@
 /* Vectorised float64 sin and cos of the same angles, ISA-neutral (uses a simd_*.h layer).
  *
- * Range reduction: x = k*(pi/2) + r with k = round(x*2/pi) and pi/2 split Cody-Waite style
- * into PIO2_1 + PIO2_2 + PIO2_3. PIO2_1 and PIO2_2 have 25 significant bits, so k*PIO2_1 and
- * k*PIO2_2 are exact for |k| < 2^28 with or without FMA, and the three parts carry 103 bits
- * of pi/2: |r| is exact to ~2^-75 absolute for |x| <= REDUCE_MAX = 2^27. Beyond that (far
- * outside posenc's accurate range) lanes go to libm. The polynomials are fdlibm's
- * __kernel_sin / __kernel_cos (error < 1 ulp on |r| <= pi/4).
+ * This is the one sincos of posenc: service/posenc/kernels/trig.py spells out the same
+ * operation sequence for numba, so every path (numba, scalar, AVX2, AVX-512) gives the same
+ * bits for the same angle. Each lane depends only on its own angle (no cross-lane choices).
+ *
+ * Range reduction: x = k*(pi/2) + r with k = round(x*2/pi) (the 1.5*2^52 trick) and pi/2 split
+ * into three float64 parts PIO2_1 + PIO2_2 + PIO2_3 (159 bits), subtracted with fused
+ * multiply-adds: x - k*PIO2_1 is exact (both are multiples of 2^-52 and the difference is
+ * below 2), the next two steps round once each, so r is within ~1 ulp of the true reduced
+ * angle for |x| <= REDUCE_MAX = 2^40 (k*2/pi rounding keeps |r| <= pi/4 + 2^-12 there).
+ * Lanes beyond it, and NaN/inf, take libm sin/cos (far outside posenc's accurate range).
+ * The polynomials are fdlibm's __kernel_sin / __kernel_cos (error < 1 ulp on |r| <= pi/4).
  */
 #ifndef POSENC_VSINCOS_H
 #define POSENC_VSINCOS_H
 
 #include <math.h>
 
-#define REDUCE_MAX 0x1p27
+#define REDUCE_MAX 0x1p40
 #define TWO_OVER_PI 0x1.45f306dc9c883p-1
-#define PIO2_1 0x1.921fb5p+0
-#define PIO2_2 0x1.110b46p-26
-#define PIO2_3 0x1.1a62633145c07p-54
+#define PIO2_1 0x1.921fb54442d18p+0
+#define PIO2_2 0x1.1a62633145c07p-54
+#define PIO2_3 -0x1.f1976b7ed8fbcp-110
 /* adding 1.5*2^52 rounds to an integer and leaves it in the low mantissa bits */
 #define ROUND_MAGIC 0x1.8p52
 
@@ -63,17 +68,21 @@ static inline void v_sincos_reduced(vd x, vd *sin_out, vd *cos_out) {
     *cos_out = v_xor_bits(c, vi_and(vi_shl(vi_add(q, vi_set1(1)), 62), sign));
 }
 
-/* sin and cos of every lane of x; lanes beyond REDUCE_MAX (or NaN) take the libm path. */
+/* sin and cos of every lane of x; lanes beyond REDUCE_MAX (or NaN) take libm, lane by lane,
+ * so a lane's result never depends on its neighbours (the vector width differs per path). */
 static inline void v_sincos(vd x, vd *sin_out, vd *cos_out) {
-    if (v_all_le(v_abs(x), v_set1(REDUCE_MAX))) {
-        v_sincos_reduced(x, sin_out, cos_out);
+    v_sincos_reduced(x, sin_out, cos_out);
+    if (v_all_le(v_abs(x), v_set1(REDUCE_MAX)))
         return;
-    }
     double xs[VW], ss[VW], cs[VW];
     v_store(xs, x);
+    v_store(ss, *sin_out);
+    v_store(cs, *cos_out);
     for (int lane = 0; lane < VW; lane++) {
-        ss[lane] = sin(xs[lane]);
-        cs[lane] = cos(xs[lane]);
+        if (!(fabs(xs[lane]) <= REDUCE_MAX)) {
+            ss[lane] = sin(xs[lane]);
+            cs[lane] = cos(xs[lane]);
+        }
     }
     *sin_out = v_load(ss);
     *cos_out = v_load(cs);

@@ -35,5 +35,43 @@ def kernel_dtype(out: np.dtype) -> np.dtype:
     return out if out in (OUTPUT_DTYPES["float32"], OUTPUT_DTYPES["float64"]) else np.dtype(np.float64)
 
 
+BFLOAT16 = OUTPUT_DTYPES["bfloat16"]
+
+
 def cast_output(arr: np.ndarray, out: np.dtype) -> np.ndarray:
-    return arr if arr.dtype == out else arr.astype(out)
+    """`arr` as `out`, each value rounded once (to nearest even) from its value in `arr`.
+
+    numpy rounds float64 -> float16 directly; ml_dtypes' float64 -> bfloat16 goes through
+    float32 (two roundings: 1 + 2^-8 + 2^-30 becomes 1.0, not 1.0078125), so that one is done
+    here by rounding to float32 *to odd* first, which makes the second rounding exact."""
+    if arr.dtype == out:
+        return arr
+    if out == BFLOAT16 and arr.dtype == np.float64:
+        return _float64_to_bfloat16(arr)
+    return arr.astype(out)
+
+
+def _float64_to_bfloat16(x: np.ndarray) -> np.ndarray:
+    """Round-to-odd into float32 (truncate toward zero, set the last bit if inexact), then
+    float32 -> bfloat16 to nearest even: with 24 >= 8 + 2 bits that equals one rounding."""
+    with np.errstate(over="ignore"):  # beyond float32: inf, stepped back to the largest float32 below
+        y = x.astype(np.float32)
+    away = np.abs(y.astype(np.float64)) > np.abs(x)  # rounded up in magnitude: step back toward zero
+    y[away] = np.nextafter(y[away], np.float32(0))
+    inexact = (y.astype(np.float64) != x).view(np.uint8).astype(np.uint32)  # NaN stays NaN
+    return (y.view(np.uint32) | inexact).view(np.float32).astype(BFLOAT16)
+
+
+#: (stored mantissa bits, smallest normal exponent) of the 16-bit output types
+HALF_FORMATS = {OUTPUT_DTYPES["float16"]: (10, -14), BFLOAT16: (7, -126)}
+
+
+def half_midpoints(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Which values lie exactly halfway between two neighbours of the 16-bit `dtype` grid
+    (subnormals and the overflow threshold included): the ones whose rounding to `dtype`
+    depends on digits a float32 no longer has."""
+    mant, emin = HALF_FORMATS[dtype]
+    x = np.abs(values.astype(np.float64))
+    _, e = np.frexp(x)  # x = f * 2^e, f in [0.5, 1): the grid step at x is 2^(max(e-1, emin) - mant)
+    scaled = np.ldexp(x, mant - np.maximum(e - 1, emin))  # exact: x in units of the grid step
+    return scaled - np.floor(scaled) == 0.5

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .args import as_int
-from .dtypes import OUTPUT_DTYPES, kernel_dtype, output_dtype
+from .dtypes import OUTPUT_DTYPES, cast_output, half_midpoints, kernel_dtype, output_dtype
 from .errors import PosencError
 from .limits import LIMITS
 from .encodings import AlibiSpec, LearnedSpec, RopeSpec, SinusoidalSpec
@@ -95,24 +95,64 @@ class TableSpec(Canonical):
 
     def fill(self, out: np.ndarray, lo: int = 0, hi: int | None = None) -> None:
         """Compute rows lo..hi (relative to start) into out[lo:hi] (C-contiguous, self.dtype)."""
-        from .api.rope import rope_table
-        from .api.sinusoidal import sinusoidal_table
-
         hi = self.rows if hi is None else hi
-        positions = np.arange(self.start + lo, self.start + hi, dtype=np.float64)
-        block = out[lo:hi]
-        if self.kind == "sinusoidal":
-            sinusoidal_table(positions, self.encoding, self.np_dtype, out=block)
-        elif self.kind == "alibi":
-            np.multiply(positions[:, None], self.encoding.slopes[None, :], out=block, casting="same_kind")
-        elif self.kind == "learned":
+        self.fill_block(out[lo:hi], lo, hi)
+
+    def fill_block(self, block: np.ndarray, lo: int, hi: int) -> None:
+        """Compute rows lo..hi (relative to start) into `block`, shape [hi - lo, width]: a
+        buffer that holds one block only (the shm writer reuses one cache-sized buffer). The
+        rows do not depend on the block (TableSpec.compute)."""
+        if self.kind == "learned":
             if self.source is None:
                 raise PosencError("source", "a learned table is published from its checkpoint rows "
                                   "(posenc.checkpoint.learned_table)")
             first = self.encoding.offset + self.start
             block[...] = self.source[first + lo:first + hi]
-        else:
-            rope_table(positions, self.encoding, seq_len=self.seq_len, dtype=self.dtype, out=block)
+            return
+        positions = np.arange(self.start + lo, self.start + hi, dtype=np.float64)
+        self.compute(positions, self.np_dtype, out=block)
+
+    def compute(self, positions: np.ndarray, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
+        """This table's rows for any validated float64 positions, as `dtype` (into `out`, of the
+        kernel dtype, when given): bit for bit the rows the table holds, since a row depends only
+        on (spec, position, dtype), whatever block it is built in. Not for learned tables (their
+        rows are given, not computed)."""
+        from .api.rope import rope_table_at
+        from .api.sinusoidal import sinusoidal_table
+
+        if self.kind == "sinusoidal":
+            return sinusoidal_table(positions, self.encoding, dtype, out=out)
+        if self.kind == "rope":
+            return rope_table_at(positions, self.encoding, self.seq_len, dtype, out=out)
+        if out is None:  # alibi: BLOOM's m_h * key position, formed in float64 and rounded once
+            return cast_output(positions[:, None] * self.encoding.slopes[None, :], dtype)
+        return np.multiply(positions[:, None], self.encoding.slopes[None, :], out=out, casting="same_kind")
+
+    @property
+    def rounds_once(self) -> bool:
+        """Whether every stored value is the single rounding of its float64 value, which
+        `cast_rows` relies on: not so for float32 sinusoidal tables with a per-column `scale`
+        (applied in float32 after the kernel's rounding, as the binary server does too)."""
+        return self.dtype == "float64" or not (self.kind == "sinusoidal" and self.encoding.scale is not None)
+
+    def cast_rows(self, rows: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """Rows read from this table at `positions` as `dtype`, each value rounded once from its
+        float64 value, exactly as the computed answer (cast once, never f64 -> f32 -> f16).
+
+        A float32 value y = round32(x) rounds to the same 16-bit value as x unless y is exactly
+        a midpoint of the 16-bit grid (every such midpoint is a float32, and rounding is
+        monotonic): then x's side of it is lost, so those rows alone are recomputed in float64
+        (about 1 row in 60 for float16 at width 128, 1 in 500 for bfloat16). A learned table's
+        stored rows are its values (copied from the checkpoint): they are cast directly."""
+        if rows.dtype == dtype or rows.dtype == np.float64 or dtype.itemsize != 2 or self.kind == "learned":
+            return cast_output(rows, dtype)
+        if not self.rounds_once:
+            raise PosencError("dtype", f"this float32 table cannot give single-rounded {dtype.name} rows")
+        out = cast_output(rows, dtype)
+        redo = np.flatnonzero(half_midpoints(rows, dtype).reshape(rows.shape[0], -1).any(axis=1))
+        if redo.size:
+            out[redo] = self.compute(np.asarray(positions, dtype=np.float64).reshape(-1)[redo], dtype)
+        return out
 
     def to_dict(self) -> dict:
         return {"encoding": self.encoding.to_dict(), "start": self.start, "stop": self.stop, "dtype": self.dtype,

@@ -5,7 +5,7 @@
  *   shm_reader_test name DIR NAME VERIFY POSITION...   attach by name through the registry
  *   shm_reader_test path FILE VERIFY POSITION...       attach one segment file
  *
- * Prints "ok generation=G start=S stop=E width=W dtype=D hash=H name=N", then one line
+ * Prints "ok generation=G start=S stop=E width=W dtype=D hash=H name=N checksum=C", then one line
  * per position: "row P" and the row's values as C99 hex floats (exact), or "row P none"
  * outside the table. On refusal prints "error CODE MESSAGE" and exits 3.
  */
@@ -22,6 +22,14 @@ static int crc_self_test(void)
     uint32_t split = posenc_shm_crc32(&crc, posenc_shm_crc32(&crc, 0, "123", 3), "456789", 6);
     if (whole != 0xCBF43926u || split != whole) {
         printf("error crc32 self-test: %08x %08x\n", whole, split);
+        return 0;
+    }
+    /* CRC-32C: the check value, RFC 3720's 32 zero bytes, and chaining across a split. */
+    static const uint8_t zeros[32];
+    uint32_t c_whole = posenc_shm_crc32c(0, "123456789", 9);
+    uint32_t c_split = posenc_shm_crc32c(posenc_shm_crc32c(0, "1234", 4), "56789", 5);
+    if (c_whole != 0xE3069283u || c_split != c_whole || posenc_shm_crc32c(0, zeros, 32) != 0x8A9136AAu) {
+        printf("error crc32c self-test: %08x %08x\n", c_whole, c_split);
         return 0;
     }
     return 1;
@@ -50,9 +58,9 @@ int main(int argc, char **argv)
         printf("error verify %d\n", posenc_shm_verify(&t));
         return 3;
     }
-    printf("ok generation=%llu start=%lld stop=%lld width=%llu dtype=%u hash=%s name=%s\n",
+    printf("ok generation=%llu start=%lld stop=%lld width=%llu dtype=%u hash=%s name=%s checksum=%u\n",
            (unsigned long long)t.generation, (long long)t.start, (long long)t.stop, (unsigned long long)t.width,
-           t.dtype, t.spec_hash, t.name);
+           t.dtype, t.spec_hash, t.name, t.checksum);
     for (int i = first; i < argc; i++) {
         long long position = strtoll(argv[i], NULL, 10);
         const void *row = posenc_shm_row(&t, position);

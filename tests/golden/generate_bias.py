@@ -41,9 +41,14 @@ MODEL_CLASSES = {
     "opus-mt-en-de": "MarianMTModel",
     "m2m100-418m": "M2M100ForConditionalGeneration",
     "whisper-tiny": "WhisperForConditionalGeneration",
+    "xglm-564m": "XGLMForCausalLM",
     "gpt2": "GPT2LMHeadModel",
+    "gpt-neo-125m": "GPTNeoForCausalLM",
+    "starcoderbase-1b": "GPTBigCodeForCausalLM",
+    "pegasus-xsum": "PegasusForConditionalGeneration",
     "opt-125m": "OPTForCausalLM",
     "bert-base-uncased": "BertForMaskedLM",
+    "distilbert-base-uncased": "DistilBertForMaskedLM",
     "roberta-base": "RobertaForMaskedLM",
     "xlm-roberta-base": "XLMRobertaForMaskedLM",
     "camembert-base": "CamembertForMaskedLM",
@@ -160,21 +165,34 @@ def t5(g: Goldens) -> None:
 
 # --- sinusoidal ------------------------------------------------------------------------------------
 def sinusoidal(g: Goldens) -> None:
+    from transformers.models.distilbert.modeling_distilbert import create_sinusoidal_embeddings
     from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding
     from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
+    from transformers.models.nllb_moe.modeling_nllb_moe import NllbMoeSinusoidalPositionalEmbedding
+    from transformers.models.pegasus.modeling_pegasus import PegasusSinusoidalPositionalEmbedding
     from transformers.models.whisper.modeling_whisper import WhisperPositionalEmbedding, sinusoids
+    from transformers.models.xglm.modeling_xglm import XGLMSinusoidalPositionalEmbedding
 
     for dim in (16, 17):
-        marian = MarianSinusoidalPositionalEmbedding(64, dim)
-        with torch.no_grad():
-            marian.weight.copy_(marian.create_weight())  # what _init_weights does
-            g.add(f"marian/table_d{dim}", np32(marian.weight))
-            g.add(f"marian/forward_d{dim}_cache5", np32(marian((1, 10), cache_length=5)))  # rows 5..14
+        for family, cls in (("marian", MarianSinusoidalPositionalEmbedding),
+                            ("pegasus", PegasusSinusoidalPositionalEmbedding)):
+            module = cls(64, dim)
+            with torch.no_grad():
+                module.weight.copy_(module.create_weight())  # what _init_weights does
+                g.add(f"{family}/table_d{dim}", np32(module.weight))
+                g.add(f"{family}/forward_d{dim}_cache5", np32(module((1, 10), cache_length=5)))  # rows 5..14
         m2m = M2M100SinusoidalPositionalEmbedding(64, dim, padding_idx=1)
         g.add(f"m2m100/table_d{dim}", np32(m2m.weights))  # 66 rows: position p + 2
         ids = torch.tensor([[7, 8, 9, 10, 11, 12], [1, 1, 9, 10, 11, 12]])  # the second left-padded (pad id 1)
         g.add(f"m2m100/forward_d{dim}", np32(m2m(ids)))
         g.add(f"m2m100/forward_d{dim}_cache3", np32(m2m(ids[:1], cache_length=3)))
+        g.add(f"nllb_moe/forward_d{dim}", np32(NllbMoeSinusoidalPositionalEmbedding(64, dim, padding_idx=1)(ids)))
+        xglm = XGLMSinusoidalPositionalEmbedding(64, dim, padding_idx=1)
+        g.add(f"xglm/forward_d{dim}", np32(xglm(torch.arange(6)[None])))  # XGLMModel: arange(cache, cache + n)
+        g.add(f"xglm/forward_d{dim}_cache3", np32(xglm(torch.arange(3, 9)[None], cache_length=3)))
+        g.add(f"distilbert/sinusoidal_d{dim}", np32(create_sinusoidal_embeddings(64, dim, torch.empty(64, dim))))
+    quirk = XGLMSinusoidalPositionalEmbedding(64, 16, padding_idx=5)  # pad id >= 2: a position reads the zero row
+    g.add("xglm/forward_d16_pad5", np32(quirk(torch.arange(6)[None])))
     big = M2M100SinusoidalPositionalEmbedding(1024, 1024, padding_idx=1).weights
     m2m_rows = [0, 1, 2, 3, 100, 1000, 1025]
     g.add("m2m100/table_d1024_rows", np32(big[m2m_rows]))
@@ -193,12 +211,12 @@ def sinusoidal(g: Goldens) -> None:
     g.add("whisper/decoder_weight", np32(decoder.weight))
     g.add("whisper/decoder_forward_cache3", np32(decoder(torch.zeros(1, 4, dtype=torch.long), cache_length=3)))
 
-    for name in ("opus-mt-en-de", "m2m100-418m", "whisper-tiny"):
+    for name in ("opus-mt-en-de", "pegasus-xsum", "m2m100-418m", "whisper-tiny", "xglm-564m"):
         model = meta_model(name)
         base = model.model
         info = {"tensors": position_tensors(model), "d_model": model.config.d_model}
-        for stack in ("encoder", "decoder"):
-            emb = getattr(base, stack).embed_positions
+        for stack in ("encoder", "decoder") if hasattr(base, "encoder") else ("decoder",):
+            emb = (getattr(base, stack) if hasattr(base, "encoder") else base).embed_positions
             info[f"{stack}_class"] = type(emb).__name__
             info[f"{stack}_padding_idx"] = getattr(emb, "padding_idx", None)
             info[f"{stack}_offset"] = getattr(emb, "offset", 0)
@@ -211,9 +229,16 @@ def learned(g: Goldens) -> None:
     from transformers.models.opt.modeling_opt import OPTLearnedPositionalEmbedding
     from transformers.models.roberta.modeling_roberta import RobertaEmbeddings
 
-    for name in ("gpt2", "opt-125m", "bert-base-uncased", "roberta-base", "xlm-roberta-base", "camembert-base",
-                 "bart-large", "mbart-large-50"):
+    for name in ("gpt2", "gpt-neo-125m", "starcoderbase-1b", "opt-125m", "bert-base-uncased",
+                 "distilbert-base-uncased", "roberta-base", "xlm-roberta-base", "camembert-base", "bart-large",
+                 "mbart-large-50"):
         g.meta[name] = {"tensors": position_tensors(meta_model(name))}
+
+    tiny = AutoConfig.for_model("distilbert", dim=8, n_heads=2, n_layers=1, hidden_dim=8, max_position_embeddings=16,
+                                vocab_size=32, sinusoidal_pos_embds=True)
+    table = transformers.DistilBertModel(tiny).embeddings.position_embeddings.weight
+    g.meta["distilbert-sinusoidal"] = {"trainable": table.requires_grad}
+    g.add("distilbert/tiny_sinusoidal_table", np32(table))  # what the model initialises its table to
 
     opt = OPTLearnedPositionalEmbedding(16, 4)
     g.add("opt/weight", np32(opt.weight))

@@ -32,8 +32,9 @@ def _simde_flags(include: str) -> list[str]:
     # SIMDe implements each AVX-512 intrinsic with the widest native vectors the compiler
     # may use: AVX2 where this CPU has it (faster tests), plain SSE2 otherwise.
     isa = ["-mavx2", "-mfma"] if "avx2" in native.cpu_features().split() else []
-    return ["-std=c11", "-O2", "-fPIC", "-shared", "-Wall", "-Wno-psabi", "-DPOSENC_SIMDE", f"-I{include}",
-            f"-I{ROOT / 'native' / 'include'}", f"-I{NATIVE_SRC}", *isa]
+    # -ffp-contract=off as setup.py: FMA only where the kernels ask for it (bitwise equal paths)
+    return ["-std=c11", "-O2", "-fPIC", "-shared", "-Wall", "-Wno-psabi", "-ffp-contract=off", "-DPOSENC_SIMDE",
+            f"-I{include}", f"-I{ROOT / 'native' / 'include'}", f"-I{NATIVE_SRC}", *isa]
 
 
 def build_simde_library(out_dir: Path) -> Path:

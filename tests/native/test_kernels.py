@@ -19,7 +19,7 @@ GOLDEN = json.loads((Path(__file__).with_name("golden_sincos.json")).read_text()
 LAYOUTS = ["interleaved", "halves", "t2t"]
 DTYPES = ["float32", "float64"]
 PAIR_PLAN = ColumnPlan(row_stride=2, sin_base=0, cos_base=1, interleaved=True, n_cos=1)
-# Cody-Waite with a 103-bit pi/2 leaves at most ~2^-76 absolute error for |angle| <= 2^27
+# slack for the reduced angle's own rounding (vsincos.h: within ~1 ulp of r, 2^-70 is far below)
 REDUCTION_ERROR = 2.0**-70
 
 
@@ -42,16 +42,45 @@ def check_sinusoidal(kernels, positions, dim, layout, dtype, base=10000.0):
                           reference.sinusoidal(positions, dim, base=base, layout=layout), dtype, angle_max=angle_max)
 
 
-def test_golden_sin_cos_of_hard_angles(kernels):
-    """Near multiples of pi/2, quadrant edges, 2^24 and 2^27, libm-fallback angles: one row each."""
+def golden_case(case) -> tuple[float, float, np.ndarray]:
+    p, w = float.fromhex(case["position"]), float.fromhex(case["freq"])
+    return p, w, np.array([float(case["sin"]), float(case["cos"])])
+
+
+def pair_row(kernels, p: float, w: float, dtype) -> np.ndarray:
+    out = np.empty(2, dtype=dtype)
+    kernels.sincos_rows(np.array([p]), np.array([w]), np.ones(1), out, PAIR_PLAN, 0, 1)
+    return out
+
+
+def test_golden_sin_cos_of_hard_angles_direct(kernels):
+    """The sincos itself (the direct path: a fractional position whose angle is the golden
+    x = fl(p*w) exactly): near multiples of pi/2, quadrant edges, 2^24, 2^27, 2^31, libm
+    angles, to 2 ulp of the value."""
     for case in GOLDEN:
-        p, w = float.fromhex(case["position"]), float.fromhex(case["freq"])
-        expected = np.array([float(case["sin"]), float(case["cos"])])
+        p, w, expected = golden_case(case)
+        x = p * w
+        # integer angles go through the position x*2^-60 (fractional, exact) and frequency 2^60
+        position, freq = (x, 1.0) if x != np.floor(x) else (x * 2.0**-60, 2.0**60)
         for dtype in DTYPES:
-            out = np.empty(2, dtype=dtype)
-            kernels.sincos_rows(np.array([p]), np.array([w]), np.ones(1), out, PAIR_PLAN, 0, 1)
+            out = pair_row(kernels, position, freq, dtype)
             if dtype == "float64":
                 tolerance = 2 * np.spacing(np.abs(expected)) + REDUCTION_ERROR
+                assert (np.abs(out - expected) <= tolerance).all(), (case, out.tolist())
+            else:
+                assert_matches_oracle(out, expected, dtype)
+
+
+def test_golden_sin_cos_of_hard_angles_split(kernels):
+    """The same (p, w) as given: integer p takes the angle addition of its absolute parts,
+    whose float64 error is absolute: the part products' rounding (|x| 2^-53 each, as the
+    oracle's own fl(p*w)) plus a few eps, so 4 * 2^-53 * (1 + |x|)."""
+    for case in GOLDEN:
+        p, w, expected = golden_case(case)
+        for dtype in DTYPES:
+            out = pair_row(kernels, p, w, dtype)
+            if dtype == "float64":
+                tolerance = 4 * 2.0**-53 * (1 + abs(p * w))
                 assert (np.abs(out - expected) <= tolerance).all(), (case, out.tolist())
             else:
                 assert_matches_oracle(out, expected, dtype)

@@ -1,7 +1,8 @@
 """Fill sin/cos tables with the trig kernel: shared by sinusoidal and RoPE.
 
-The native SIMD kernel (posenc.native) runs when the library is loaded, the numba one
-otherwise; both are exact to the same tolerance, so callers never see which ran.
+The native SIMD kernel (posenc.native) runs when the library is loaded and the job is big
+enough, the numba one otherwise; both compute the same bits (kernels/trig.py), so callers
+never see which ran and a row never depends on the rest of its call.
 """
 
 from __future__ import annotations
@@ -13,13 +14,6 @@ from ..kernels import run_rows, sincos_rows
 from ..encodings.columns import ColumnPlan
 
 
-def position_step(positions: np.ndarray) -> float:
-    """The step the recurrence assumes: the first difference (runs that break it re-anchor)."""
-    if positions.size > 1 and positions[1] != positions[0]:
-        return float(positions[1] - positions[0])
-    return 1.0
-
-
 def fill_sincos(positions: np.ndarray, freqs: np.ndarray, amplitude: np.ndarray, flat: np.ndarray,
                 plan: ColumnPlan) -> None:
     """Write every row of `positions` into the contiguous 1-D buffer `flat` following `plan`."""
@@ -28,8 +22,8 @@ def fill_sincos(positions: np.ndarray, freqs: np.ndarray, amplitude: np.ndarray,
     if fast is not None:
         run_rows(fast, n_rows, width, positions, freqs, amplitude, flat, plan)
     else:
-        run_rows(sincos_rows, n_rows, width, positions, freqs, amplitude, position_step(positions), flat,
-                 plan.row_stride, plan.sin_base, plan.cos_base, plan.interleaved, plan.n_cos)
+        run_rows(sincos_rows, n_rows, width, positions, freqs, amplitude, flat, plan.row_stride, plan.sin_base,
+                 plan.cos_base, plan.interleaved, plan.n_cos)
 
 
 def fill_cos_sin_pair(positions: np.ndarray, freqs: np.ndarray, amplitude: float, dtype) -> tuple[np.ndarray, np.ndarray]:

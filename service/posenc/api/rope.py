@@ -10,7 +10,7 @@ from .. import native
 from ..args import as_choice, as_float, as_positions
 from ..dtypes import OUTPUT_DTYPES, cast_output, kernel_dtype, output_dtype
 from ..errors import PosencError
-from ..kernels import rope_rotate_rows, run_rows
+from ..kernels import rope_rotate_rows, run_rows, xpos_decay_rows
 from ..limits import LIMITS
 from ..encodings import RopeSpec
 from ..encodings.rope import LAYOUTS, seq_len_for
@@ -104,8 +104,21 @@ def rope_table(positions, spec, *, seq_len=None, dtype="float32", out=None) -> n
     be preallocated, e.g. a shared-memory segment."""
     spec = as_rope_spec(spec)
     positions = as_positions(positions)
-    out_dtype = output_dtype(dtype)
     inv, attention = _frequencies(spec, positions, seq_len)
+    return _rope_rows(positions, inv, attention, output_dtype(dtype), out)
+
+
+def rope_table_at(positions: np.ndarray, spec: RopeSpec, seq_len: float | None, dtype: np.dtype,
+                  out=None) -> np.ndarray:
+    """rope_table rows with the frequencies at `seq_len` exactly, None meaning the init values
+    (what a table of a length-dependent spec stores): never max(positions) + 1, so a row does
+    not depend on which other positions are computed with it (a table is built in blocks)."""
+    inv, attention = _inv_freq_cached(spec, seq_len)
+    return _rope_rows(positions, inv, attention, dtype, out)
+
+
+def _rope_rows(positions: np.ndarray, inv: np.ndarray, attention: float, out_dtype: np.dtype,
+               out=None) -> np.ndarray:
     n, n_freq = positions.shape[0], inv.shape[0]
     LIMITS.check_output((n, 2 * n_freq), out_dtype.itemsize)
     if out is None:
@@ -125,7 +138,9 @@ def xpos_scale(positions, spec, *, center=0.0) -> np.ndarray:
     d = spec.rotary_dim
     zeta = (np.arange(0, 2 * spec.n_freq, 2, dtype=np.float64) + 0.4 * d) / (1.4 * d)
     power = (positions - as_float(center, "xpos_center")) / spec.xpos_scale_base
-    return zeta[None, :] ** power[:, None]
+    out = np.empty((positions.shape[0], zeta.shape[0]))
+    run_rows(xpos_decay_rows, positions.shape[0], zeta.shape[0], zeta, power, out)
+    return out
 
 
 def rope_apply(x, positions, spec, *, layout=None, seq_len=None, xpos_role="q", xpos_center=0.0) -> np.ndarray:

@@ -2,9 +2,9 @@
 
 Cases: a 131072x128 and a 1,048,576x128 sinusoidal table, and RoPE cos/sin for 131072
 positions at head_dim 128 (the [2, n, 64] buffer rope_cos_sin fills), each for contiguous
-positions (the recurrence) and for shuffled fractional positions (vectorised sincos per
-row). Baselines in the same run: the numba kernel, the textbook numpy code and libc
-`memset` of the same bytes (the physical limit). Two bandwidths per row: into a
+positions (angle addition from the absolute split of integer positions) and for shuffled
+fractional positions (one vectorised sincos per value). Baselines in the same run: the numba
+kernel, the textbook numpy code and libc `memset` of the same bytes (the physical limit). Two bandwidths per row: into a
 pre-faulted buffer (the kernel itself) and into fresh pages (np.empty + kernel, what a
 new array costs: first-touch page faults are about as expensive as the compute).
 """
@@ -76,7 +76,7 @@ def _kernels() -> dict[str, object]:
         out[f"native {isa}"] = lambda pos, freqs, amp, flat, plan, k=kernels: k.sincos_rows(
             pos, freqs, amp, flat, plan, 0, pos.shape[0])
     out["numba"] = lambda pos, freqs, amp, flat, plan: sincos_rows(
-        pos, freqs, amp, float(pos[1] - pos[0]), flat, plan.row_stride, plan.sin_base, plan.cos_base, plan.interleaved,
+        pos, freqs, amp, flat, plan.row_stride, plan.sin_base, plan.cos_base, plan.interleaved,
         plan.n_cos, 0, pos.shape[0])
     return out
 

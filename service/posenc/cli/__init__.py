@@ -9,7 +9,7 @@ import sys
 from ..errors import PosencError
 
 #: Subcommand modules, in the order `posenc --help` lists them.
-COMMANDS = ["demo", "info", "bench", "table", "serve", "binary"]
+COMMANDS = ["demo", "info", "bench", "table", "serve", "binary", "audit", "plot", "explore"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,7 @@ from ..models import from_hf_config
 from ..models.tables import context_length, layer_tables
 from ..shm import ShmError, TableStore, attach, list_tables
 from ..shm.paths import check_name
+from ..shm.registry import LOCK_TIMEOUT_S
 from ..tables import TableSpec
 
 
@@ -42,7 +43,10 @@ def register(sub) -> None:
     build.add_argument("--config", help="checkpoint: the model's config.json, for its tensor name, offset and shape")
     build.add_argument("--dtype", choices=["float32", "float64"], help="stored dtype (default float32)")
     build.add_argument("--seq-len", type=float, help="RoPE only: the sequence length dynamic/longrope use")
-    build.add_argument("--mode", type=octal, default=0o640, help="file mode, octal (default 0640)")
+    build.add_argument("--mode", type=octal, default=0o640, help="file mode, octal (default 0640); the registry "
+                       "gains its read bits")
+    build.add_argument("--checksum", choices=["crc32c", "crc32"], default="crc32c",
+                       help="data checksum (default crc32c; crc32 for readers older than the checksum field)")
     build.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
                        help="progress bar on stderr (auto: when stderr is a terminal)")
     build.set_defaults(handler=run_build)
@@ -61,6 +65,9 @@ def register(sub) -> None:
 
     for action in (build, ls, rm, verify):
         action.add_argument("--root", help="shm directory (default $POSENC_SHM_DIR or /dev/shm)")
+    for action in (build, rm):
+        action.add_argument("--lock-timeout", type=float, default=LOCK_TIMEOUT_S, metavar="SECONDS",
+                            help="give up when the registry lock stays taken this long (default %(default)s)")
 
 
 def octal(text: str) -> int:
@@ -195,7 +202,7 @@ def run_build(args) -> int:
         base = args.name or f"{table.kind}-{table.hash[:8]}"
         named[check_name(base if layer_type is None else f"{base}.{layer_type}")] = table
     show = args.progress == "always" or (args.progress == "auto" and sys.stderr.isatty())
-    store = TableStore(args.root, mode=args.mode)
+    store = TableStore(args.root, mode=args.mode, checksum=args.checksum, lock_timeout_s=args.lock_timeout)
     for name, table in named.items():
         info = store.publish(name, table, progress=ProgressBar(name) if show else None)
         print(f"published {info.name} generation {info.generation}: {info.shape[0]}x{info.shape[1]} {info.dtype} "
@@ -245,7 +252,7 @@ def run_ls(args) -> int:
 
 
 def run_rm(args) -> int:
-    store = TableStore(args.root)
+    store = TableStore(args.root, lock_timeout_s=args.lock_timeout)
     for name in args.names:
         store.remove(name)
         print(f"removed {name}")

@@ -19,14 +19,15 @@ from ..args import as_choice, as_float, as_int
 from ..errors import PosencError
 from ..limits import LIMITS
 from .canonical import Canonical
+from .libm import pow_each
 
 VARIANTS = ("paper", "bloom", "mpt", "falcon")
 
 
 def _paper(n: int) -> np.ndarray:
     p = 2 ** math.floor(math.log2(n))
-    first = 2.0 ** (-8.0 * np.arange(1, p + 1) / p)
-    extra = 2.0 ** (-4.0 * (2 * np.arange(1, n - p + 1) - 1) / p)
+    first = pow_each(2.0, -8.0 * np.arange(1, p + 1) / p)  # libm, not numpy's SIMD pow (libm.py)
+    extra = pow_each(2.0, -4.0 * (2 * np.arange(1, n - p + 1) - 1) / p)
     return np.concatenate([first, extra])
 
 

@@ -13,6 +13,7 @@ from ..errors import PosencError
 from ..limits import LIMITS
 from .canonical import Canonical
 from .columns import ColumnPlan
+from .libm import exp_each, pow_each
 
 LAYOUTS = ("interleaved", "halves", "t2t")
 
@@ -90,9 +91,9 @@ class SinusoidalSpec(Canonical):
             num = self.dim // 2
             max_ts = self.base if self.max_timescale is None else self.max_timescale
             log_inc = math.log(max_ts / self.min_timescale) / max(num - 1, 1)
-            freqs = self.min_timescale * np.exp(np.arange(num, dtype=np.float64) * -log_inc)
+            freqs = self.min_timescale * exp_each(np.arange(num, dtype=np.float64) * -log_inc)
         else:
-            freqs = 1.0 / np.power(self.base, 2.0 * np.arange(self.n_sin, dtype=np.float64) / self.dim)
+            freqs = 1.0 / pow_each(self.base, 2.0 * np.arange(self.n_sin, dtype=np.float64) / self.dim)
         freqs.flags.writeable = False
         return freqs
 

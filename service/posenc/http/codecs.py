@@ -21,6 +21,7 @@ import ml_dtypes
 import numpy as np
 import orjson
 
+from ..npyfile import parse_npy
 from .errors import HttpError
 
 JSON = "application/json"
@@ -29,7 +30,6 @@ RAW = "application/octet-stream"
 MEDIA_TYPES = (JSON, NPY, RAW)
 _WILDCARDS = ("*/*", "application/*")
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-_NPY_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
 @lru_cache(maxsize=256)
@@ -127,30 +127,11 @@ def decode_array(body: bytes, media: str, field: str, raw_dtype: np.dtype) -> np
 
 
 def _read_npy(body: bytes, field: str) -> np.ndarray:
-    """Parse a .npy body without trusting it: the header's shape must match the bytes that follow."""
-    fp = io.BytesIO(body)
+    """Parse a .npy body without trusting it (npyfile.parse_npy); numeric dtypes only."""
     try:
-        version = np.lib.format.read_magic(fp)
-        reader = _NPY_READERS.get(version)
-        if reader is None:
-            raise ValueError(f"unsupported .npy version {version}")
-        shape, fortran_order, dtype = reader(fp, max_header_size=4096)
+        arr = parse_npy(body, "body")
     except ValueError as exc:
-        raise HttpError("invalid_body", f"not a valid .npy body: {exc}", field) from None
-    if dtype.hasobject or dtype.kind not in "iuf":
-        raise HttpError("invalid_body", f".npy dtype must be numeric, got {dtype}", field)
-    if any(s < 0 for s in shape):  # numpy's header reader takes any Python int
-        raise HttpError("invalid_body", f".npy header shape {shape} has a negative dimension", field)
-    count = 1
-    for s in shape:
-        count *= s
-    offset = fp.tell()
-    if len(body) - offset != count * dtype.itemsize:
-        raise HttpError("invalid_body", f".npy header says shape {shape} ({count * dtype.itemsize} bytes) but "
-                        f"{len(body) - offset} bytes follow", field)
-    arr = np.frombuffer(body, dtype=dtype, count=count, offset=offset)
-    try:
-        arr = arr.reshape(shape, order="F" if fortran_order else "C")
-    except ValueError as exc:  # empty, with dimensions numpy cannot index (2**62 x 0)
-        raise HttpError("invalid_body", f".npy header shape {shape}: {exc}", field) from None
-    return arr if dtype.isnative else arr.astype(dtype.newbyteorder("="))
+        raise HttpError("invalid_body", str(exc), field) from None
+    if arr.dtype.kind not in "iuf":
+        raise HttpError("invalid_body", f".npy dtype must be numeric, got {arr.dtype}", field)
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))

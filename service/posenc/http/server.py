@@ -45,6 +45,10 @@ class Sidecar:
     argv: tuple[str, ...]
 
 
+#: Seconds a worker may take to answer the uvicorn supervisor's liveness ping.
+WORKER_HEALTHCHECK_S = 60
+
+
 def sidecars_for(config: ServiceConfig) -> list[Sidecar]:
     """The processes `posenc serve` supervises besides uvicorn: the native binary-protocol
     server when [server] binary_port or binary_socket is set (it serves the same shm tables)."""
@@ -113,6 +117,9 @@ def serve(config: ServiceConfig, sidecars: Sequence[Sidecar] | None = None) -> i
                     workers=server.worker_count, loop="uvloop", http=GuardedHttpToolsProtocol, lifespan="on",
                     timeout_keep_alive=max(1, round(server.keep_alive_s)),
                     timeout_graceful_shutdown=math.ceil(server.drain_timeout_s),
+                    # A worker loads its numba kernels before serving; on a busy node that can hold the GIL
+                    # past uvicorn's 5 s ping, and the supervisor would kill and restart a healthy worker.
+                    timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
                     access_log=server.access_log, log_config=_log_config(), server_header=False)
     except KeyboardInterrupt:
         pass

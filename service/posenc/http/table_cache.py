@@ -81,5 +81,10 @@ class TableCache:
 
 
 def serves_dtype(table: Table, dtype: np.dtype) -> bool:
-    """A float32 table can answer float32/float16/bfloat16 requests; float64 answers all."""
-    return OUTPUT_DTYPES[table.spec.dtype].itemsize >= dtype.itemsize
+    """A float32 table can answer float32/float16/bfloat16 requests (16-bit ones rounded once
+    from float64 by TableSpec.cast_rows, which needs single-rounded float32 values); float64
+    answers all."""
+    stored = OUTPUT_DTYPES[table.spec.dtype]
+    if stored.itemsize > dtype.itemsize:
+        return table.spec.rounds_once
+    return stored.itemsize == dtype.itemsize

@@ -1,6 +1,13 @@
-"""Rotate q/k by precomputed float64 cos/sin (attention factor and xPos already folded in)."""
+"""Rotate q/k by precomputed float64 cos/sin (attention factor and xPos already folded in).
+
+Rounded exactly as the native rope_rotate (fma(-b, sin, a*cos), fma(a, sin, b*cos)), so a
+call gives the same bits on numba and every native path."""
+
+import math
 
 import numba as nb
+
+from .trig import fma
 
 
 @nb.njit(nogil=True, cache=True)
@@ -16,7 +23,16 @@ def rope_rotate_rows(x, cos, sin, interleaved, out, lo, hi):
                 ib = ia + 1 if interleaved else i + n_freq
                 c, s = cos[r, i], sin[r, i]
                 xa, xb = float(x[b, r, ia]), float(x[b, r, ib])
-                out[b, r, ia] = xa * c - xb * s
-                out[b, r, ib] = xb * c + xa * s
+                out[b, r, ia] = fma(-xb, s, xa * c)
+                out[b, r, ib] = fma(xa, s, xb * c)
             for j in range(2 * n_freq, width):
                 out[b, r, j] = x[b, r, j]
+
+
+@nb.njit(nogil=True, cache=True)
+def xpos_decay_rows(zeta, power, out, lo, hi):
+    """out[r, i] = zeta_i ** power_r for rows lo..hi, through libm's pow: numpy's `**` runs
+    SVML on AVX-512 CPUs and libm on others, so the decay would differ between nodes."""
+    for r in range(lo, hi):
+        for i in range(zeta.shape[0]):
+            out[r, i] = math.pow(zeta[i], power[r])

@@ -1,11 +1,19 @@
-"""sin/cos tables: the core of sinusoidal and RoPE.
+"""sin/cos tables: the core of sinusoidal and RoPE, batch-invariant and bit-identical to C.
 
-For runs of positions with a constant step (the usual 0..n-1 range) each row is the
-previous one rotated by the fixed angle step*w_i (angle addition: four multiplies per
-pair, no libm call); every ANCHOR_EVERY rows, and whenever the step breaks, the state
-is re-anchored from exact float64 sin/cos. Float64 recurrence error after 1024 steps is
-~3e-13, far below a float32 ulp, so contiguous and arbitrary positions give the same
-float32 result as the oracle to within 1 ulp.
+Every value is a pure function of (p, w_i, amp_i): the same whatever else is in the call,
+and the same bits as the native kernels on every ISA, because this file spells out the
+operation sequence of native/src (posenc.h "Batch invariance", vsincos.h) step for step:
+
+* sincos: Cody-Waite reduction by pi/2 in three float64 parts with fused multiply-adds,
+  fdlibm's polynomials, quadrant by k mod 4; libm only for |x| > 2^40 (and NaN/inf).
+* integer p: split at absolute boundaries p = coarse + mid + fine (coarse a multiple of
+  1024, mid of 16, fine < 16) and combined by angle addition; the parts repeat across rows,
+  so contiguous ranges cost one multiply-add pair per value (as fast as a recurrence, but
+  nothing carries from row to row). Other positions: one direct sincos of fl(p*w).
+
+`fma` is LLVM's llvm.fma (one rounding; a hardware FMA here, exact libm emulation where
+there is none); everything else is plain float64 arithmetic, which numba compiles without
+fast-math and LLVM does not contract, so no multiply-add is fused behind our back.
 
 Stores go through per-row 1-D slices: numba/LLVM vectorises those, but not stores
 through 2-D views or computed flat offsets (2.5x slower, measured).
@@ -15,74 +23,148 @@ import math
 
 import numba as nb
 import numpy as np
+from numba.core import types
+from numba.extending import intrinsic
 
-ANCHOR_EVERY = 1024
+#: The absolute split of integer positions (POSENC_SPLIT_COARSE / _FINE in posenc.h).
+SPLIT_COARSE = 1024
+SPLIT_FINE = 16
+MID_ROWS = SPLIT_COARSE // SPLIT_FINE
+#: Above this many frequencies the part caches keep one row each (CACHE_MAX_FREQS in C).
+CACHE_MAX_FREQS = 2048
+
+REDUCE_MAX = 2.0**40
+TWO_OVER_PI = float.fromhex("0x1.45f306dc9c883p-1")
+PIO2_1 = float.fromhex("0x1.921fb54442d18p+0")
+PIO2_2 = float.fromhex("0x1.1a62633145c07p-54")
+PIO2_3 = float.fromhex("-0x1.f1976b7ed8fbcp-110")
+ROUND_MAGIC = float.fromhex("0x1.8p52")
+S1, S2, S3 = -1.66666666666666324348e-01, 8.33333333332248946124e-03, -1.98412698298579493134e-04
+S4, S5, S6 = 2.75573137070700676789e-06, -2.50507602534068634195e-08, 1.58969099521155010221e-10
+C1, C2, C3 = 4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.48015872894767294178e-05
+C4, C5, C6 = -2.75573143513906633035e-07, 2.08757232129817482790e-09, -1.13596475577881948265e-11
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """a*b + c rounded once (llvm.fma.f64), as _mm256_fmadd_pd and C99 fma."""
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+
+    return types.float64(types.float64, types.float64, types.float64), codegen
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def _anchor(p, freqs, amp, s, c):
+def _sincos_reduced(x):
+    """vsincos.h's v_sincos_reduced for one lane: valid for |x| <= REDUCE_MAX, branch-free
+    (selects only), so loops over frequencies vectorise."""
+    t = x * TWO_OVER_PI + ROUND_MAGIC
+    k = t - ROUND_MAGIC
+    r = fma(-k, PIO2_1, x)
+    r = fma(-k, PIO2_2, r)
+    r = fma(-k, PIO2_3, r)
+    z = r * r
+    w = z * z
+    ps = fma(z, fma(z, S4, S3), S2)
+    ps = fma(z * w, fma(z, S6, S5), ps)
+    sin_r = fma(z * r, fma(z, ps, S1), r)
+    pc = z * fma(z, fma(z, C3, C2), C1)
+    pc = fma(w * w, fma(z, fma(z, C6, C5), C4), pc)
+    hz = z * 0.5
+    one_minus_hz = 1.0 - hz
+    cos_r = one_minus_hz + fma(z, pc, (1.0 - one_minus_hz) - hz)
+    q = np.int64(k)
+    s = cos_r if q & 1 else sin_r
+    c = sin_r if q & 1 else cos_r
+    s = -s if q & 2 else s
+    c = -c if (q + 1) & 2 else c
+    return s, c
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _sincos_of(a, freqs, s, c):
+    """s, c = sincos(fl(a * w)) for every frequency (vsincos.h's v_sincos): a vectorisable
+    pass, then the lanes beyond REDUCE_MAX through libm."""
     for i in range(freqs.shape[0]):
-        angle = p * freqs[i]
-        s[i] = amp[i] * math.sin(angle)
-        c[i] = amp[i] * math.cos(angle)
+        s[i], c[i] = _sincos_reduced(a * freqs[i])
+    for i in range(freqs.shape[0]):
+        x = a * freqs[i]
+        if not abs(x) <= REDUCE_MAX:
+            s[i], c[i] = math.sin(x), math.cos(x)
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def _advance(s, c, cos_step, sin_step, i):
-    """Rotate frequency i's (sin, cos) state by one step; return the new pair."""
-    si, ci = s[i], c[i]
-    s[i] = si * cos_step[i] + ci * sin_step[i]
-    c[i] = ci * cos_step[i] - si * sin_step[i]
-    return s[i], c[i]
+def _part_row(cache, tags, j, unit, freqs):
+    """Slot holding sincos(fl(j*unit*w)), computed on first use (one slot for wide tables)."""
+    slot = j if tags.shape[0] > 1 else 0
+    if tags[slot] != j:
+        _sincos_of(float(j) * unit, freqs, cache[slot, 0], cache[slot, 1])
+        tags[slot] = j
+    return slot
 
 
 @nb.njit(nogil=True, cache=True)
-def sincos_rows(positions, freqs, amp, step, flat, row_stride, sin_base, cos_base, interleaved, n_cos, lo, hi):
+def sincos_rows(positions, freqs, amp, flat, row_stride, sin_base, cos_base, interleaved, n_cos, lo, hi):
     """For rows r in lo..hi and frequency i (n_sin = len(freqs) >= n_cos):
 
     blocks:      flat[r*row_stride + sin_base + i] = amp_i sin(p_r w_i),  cos at cos_base + i
     interleaved: flat[r*row_stride + 2i] = amp_i sin(p_r w_i),  flat[r*row_stride + 2i + 1] = amp_i cos(p_r w_i)
     """
     n_sin = freqs.shape[0]
-    cos_step = np.empty(n_sin)
-    sin_step = np.empty(n_sin)
-    for i in range(n_sin):
-        cos_step[i] = math.cos(step * freqs[i])
-        sin_step[i] = math.sin(step * freqs[i])
+    wide = n_sin > CACHE_MAX_FREQS
+    mid = np.empty((1 if wide else MID_ROWS, 2, n_sin))
+    fine = np.empty((1 if wide else SPLIT_FINE, 2, n_sin))
+    mid_tags = np.full(mid.shape[0], -1, dtype=np.int64)
+    fine_tags = np.full(fine.shape[0], -1, dtype=np.int64)
+    coarse_s = np.empty(n_sin)
+    coarse_c = np.empty(n_sin)
+    anchor_s = np.empty(n_sin)
+    anchor_c = np.empty(n_sin)
     s = np.empty(n_sin)
     c = np.empty(n_sin)
-    since_anchor = ANCHOR_EVERY
-    prev = 0.0
+    coarse_at = math.nan
+    anchor_coarse = math.nan
+    anchor_mid = -1
+    sin_col = 2 if interleaved else 1
     for r in range(lo, hi):
         p = positions[r]
-        anchored = since_anchor >= ANCHOR_EVERY or p - prev != step
-        if anchored:
-            _anchor(p, freqs, amp, s, c)
-            since_anchor = 0
-        since_anchor += 1
-        prev = p
+        if abs(p) < 2.0**53 and p == math.floor(p):
+            coarse = math.floor(p * (1.0 / SPLIT_COARSE)) * SPLIT_COARSE
+            rest = p - coarse
+            m = np.int64(rest * (1.0 / SPLIT_FINE))
+            f = np.int64(rest) - m * SPLIT_FINE
+            if coarse != anchor_coarse or m != anchor_mid:
+                if coarse != coarse_at:
+                    _sincos_of(coarse, freqs, coarse_s, coarse_c)
+                    coarse_at = coarse
+                k = _part_row(mid, mid_tags, m, float(SPLIT_FINE), freqs)
+                for i in range(n_sin):
+                    hs, hc, ms, mc = coarse_s[i], coarse_c[i], mid[k, 0, i], mid[k, 1, i]
+                    anchor_s[i] = amp[i] * fma(hs, mc, hc * ms)
+                    anchor_c[i] = amp[i] * fma(hc, mc, -(hs * ms))
+                anchor_coarse = coarse
+                anchor_mid = m
+            k = _part_row(fine, fine_tags, f, 1.0, freqs)
+            for i in range(n_sin):
+                a, b, fs, fc = anchor_s[i], anchor_c[i], fine[k, 0, i], fine[k, 1, i]
+                s[i] = fma(a, fc, b * fs)
+                c[i] = fma(b, fc, -(a * fs))
+        else:
+            _sincos_of(p, freqs, s, c)
+            for i in range(n_sin):
+                s[i] *= amp[i]
+                c[i] *= amp[i]
         if interleaved:
             row = flat[r * row_stride: (r + 1) * row_stride]
-            if anchored:
-                for i in range(n_cos):
-                    row[2 * i] = s[i]
-                    row[2 * i + 1] = c[i]
-            else:
-                for i in range(n_cos):
-                    row[2 * i], row[2 * i + 1] = _advance(s, c, cos_step, sin_step, i)
+            for i in range(n_cos):
+                row[2 * i] = s[i]
+                row[2 * i + 1] = c[i]
         else:
             sin_row = flat[r * row_stride + sin_base: r * row_stride + sin_base + n_cos]
             cos_row = flat[r * row_stride + cos_base: r * row_stride + cos_base + n_cos]
-            if anchored:
-                for i in range(n_cos):
-                    sin_row[i] = s[i]
-                    cos_row[i] = c[i]
-            else:
-                for i in range(n_cos):
-                    sin_row[i], cos_row[i] = _advance(s, c, cos_step, sin_step, i)
-        # odd widths: the one sin column without a cos partner (its state still advances)
-        sin_col = 2 if interleaved else 1
+            for i in range(n_cos):
+                sin_row[i] = s[i]
+                cos_row[i] = c[i]
+        # odd widths: the one sin column without a cos partner
         for i in range(n_cos, n_sin):
-            if not anchored:
-                _advance(s, c, cos_step, sin_step, i)
             flat[r * row_stride + sin_base + sin_col * i] = s[i]

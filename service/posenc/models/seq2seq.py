@@ -3,14 +3,18 @@ once, at the input of each stack (layer types "encoder" and "decoder", apply "ad
 
 * BART / mBART (`BartLearnedPositionalEmbedding`): learned tables of max_position_embeddings
   + 2 rows; position p reads row p + 2 (the "offset 2 hack" in the modeling code).
-* Marian (`MarianSinusoidalPositionalEmbedding.create_weight`): fixed sinusoids, sin in the
+* Marian, Pegasus (`MarianSinusoidalPositionalEmbedding.create_weight`, Pegasus's copy): fixed sinusoids, sin in the
   first ceil(d/2) columns and cos after them, frequencies 10000^(-2i/d) (layout "halves"),
   positions from 0. transformers forms the angles in float64 numpy and stores float32.
-* M2M100 / NLLB (`M2M100SinusoidalPositionalEmbedding`): tensor2tensor sinusoids (layout
+* M2M100 / NLLB / NLLB-MoE (`M2M100SinusoidalPositionalEmbedding`, NLLB-MoE's copy): tensor2tensor sinusoids (layout
   "t2t", zero column for an odd d_model), positions counted from padding_idx + 1, so token i
   reads row i + pad_token_id + 1 (offset), i counting only non-padding tokens; padding tokens
   read the zero row padding_idx.
   transformers forms the angles in float32.
+* XGLM (decoder only, layer type "default"): the same t2t table, but position p reads row p + 2
+  whatever pad_token_id is (`XGLMSinusoidalPositionalEmbedding` adds a fixed offset of 2), and
+  row pad_token_id is zero: with pad_token_id >= 2 the reference gives position
+  pad_token_id - 2 a zero row (XGLM checkpoints use 1, where no position reads it).
 * Whisper: the encoder adds `sinusoids(max_source_positions, d_model)` (t2t, float32 angles;
   stored in the checkpoint too, frozen), the decoder a learned table of max_target_positions.
 
@@ -64,12 +68,15 @@ def read_bart(config: dict, strict: bool) -> ModelPositions:
                    for stack in ("encoder", "decoder")))
 
 
-@reader("marian")
+@reader("marian", "pegasus")
 def read_marian(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     spec = SinusoidalSpec(_d_model(view, 1024), layout="halves")
-    notes = ("fixed [sin | cos] table (not in the checkpoint), positions from 0",)
-    return _pair("marian", "marian", _sinusoidal("encoder", spec, notes), _sinusoidal("decoder", spec, notes))
+    # MarianMTModel drops the tables when saving; Pegasus keeps them (frozen, the same values)
+    stored = {"marian": "not in the checkpoint", "pegasus": "also stored, frozen, as {tensor}"}[config["model_type"]]
+    entries = [_sinusoidal(stack, spec, (f"fixed [sin | cos] table ({stored.format(tensor=TENSOR.format(stack=stack))})"
+                                         ", positions from 0",)) for stack in ("encoder", "decoder")]
+    return _pair(config["model_type"], "marian", *entries)
 
 
 def _t2t_dim(view: ConfigView, default: int, *, even: bool = False) -> int:
@@ -84,7 +91,7 @@ def _t2t_dim(view: ConfigView, default: int, *, even: bool = False) -> int:
     return dim
 
 
-@reader("m2m_100")
+@reader("m2m_100", "nllb-moe")
 def read_m2m100(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     dim = _t2t_dim(view, 1024)
@@ -93,7 +100,20 @@ def read_m2m100(config: dict, strict: bool) -> ModelPositions:
     notes = (f"fixed t2t table (not in the checkpoint); token i reads row i + pad_token_id + 1 = i + {pad + 1}",
              ("padding tokens read an all-zero row (padding_idx); positions count only the non-padding tokens "
               "(create_position_ids_from_input_ids), so left padding does not shift them"))
-    return _pair("m2m_100", "m2m_100", _sinusoidal("encoder", spec, notes), _sinusoidal("decoder", spec, notes))
+    return _pair(config["model_type"], "m2m_100", _sinusoidal("encoder", spec, notes),
+                 _sinusoidal("decoder", spec, notes))
+
+
+@reader("xglm")
+def read_xglm(config: dict, strict: bool) -> ModelPositions:
+    view = ConfigView(config)
+    spec = SinusoidalSpec(_t2t_dim(view, 1024), layout="t2t", offset=2)
+    pad = padding_idx(view, "XGLM")
+    notes = ("fixed t2t table (not in the checkpoint); position p reads row p + 2",)
+    if pad >= 2:
+        notes += (f"the reference zeroes row pad_token_id = {pad}, so its position {pad - 2} adds nothing; "
+                  "posenc gives that position its sinusoid",)
+    return ModelPositions.single("xglm", "xglm", spec, 0, apply="add", notes=notes)
 
 
 @reader("whisper")

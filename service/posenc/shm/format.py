@@ -1,9 +1,13 @@
 """Segment format v1 (docs/shm-format.md): a fixed 256-byte little-endian header, the
-canonical spec JSON, then the table data at a 64-byte-aligned offset.
+canonical spec JSON, zero padding, then the table data at a 64-byte-aligned offset.
 
-Checksums are CRC-32 (zlib/IEEE, as `zlib.crc32`): the data CRC covers the data bytes,
-the header CRC covers the 256 header bytes with `state` and `header_crc` zeroed, then the
-spec JSON. Any language can verify both with a stock CRC-32.
+The header CRC is always CRC-32 (zlib/IEEE, as `zlib.crc32`) over the 256 header bytes with
+`state` and `header_crc` zeroed, then the spec JSON, so any language can check a header,
+its `checksum` field included, with a stock CRC-32. The data checksum is the algorithm that
+field names (`checksum.py`: CRC-32 or CRC-32C).
+
+`check_header` and `check_complete` are the structural checks every reader makes, in the
+order the doc lists them; native/include/posenc_shm.h makes the same ones with the same words.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ import numpy as np
 
 from ..encodings.canonical import spec_hash
 from ..tables import TableSpec
+from . import checksum
 from .errors import ShmError
+from .paths import MAX_GENERATION, check_name
 
 MAGIC = b"POSENCTB"
 VERSION = 1
@@ -33,9 +39,12 @@ STATE_WORD = 3
 DTYPE_CODES = {"float32": 1, "float64": 2}
 DTYPE_NAMES = {code: name for name, code in DTYPE_CODES.items()}
 
-_LAYOUT = struct.Struct("<8sIIIIII QQqQQQq II16s64s80x")
-assert _LAYOUT.size == HEADER_SIZE
+_LAYOUT = struct.Struct("<8sIIIIII QQqQQQq II16s64s I")
+#: Header bytes 180..255 are reserved: zero, and checked to be.
+RESERVED = slice(_LAYOUT.size, HEADER_SIZE)
 _STATE_AND_HEADER_CRC = slice(12, 20)
+_INT64_MAX = (1 << 63) - 1
+_HEX = frozenset(b"0123456789abcdef")
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,7 @@ class Header:
     spec_len: int
     spec_hash: str
     name: str
+    checksum: int
 
     @property
     def file_size(self) -> int:
@@ -67,13 +77,16 @@ def data_offset_for(spec_len: int) -> int:
     return -(-(HEADER_SIZE + spec_len) // DATA_ALIGN) * DATA_ALIGN
 
 
-def pack_header(table: TableSpec, name: str, generation: int, created_ns: int, writer_pid: int) -> bytes:
-    """Header + spec JSON for a new segment (state BUILDING, checksums still zero)."""
+def pack_header(table: TableSpec, name: str, generation: int, created_ns: int, writer_pid: int,
+                algorithm: int) -> bytes:
+    """Header + spec JSON + zero padding up to the data (state BUILDING, checksums still zero)."""
     spec_json = table.canonical_json.encode()
+    offset = data_offset_for(len(spec_json))
     header = _LAYOUT.pack(MAGIC, VERSION, BUILDING, 0, 0, DTYPE_CODES[table.dtype], table.np_dtype.itemsize,
-                          table.rows, table.width, table.start, data_offset_for(len(spec_json)), table.nbytes,
-                          generation, created_ns, writer_pid, len(spec_json), table.hash.encode(), name.encode())
-    return header + spec_json
+                          table.rows, table.width, table.start, offset, table.nbytes,
+                          generation, created_ns, writer_pid, len(spec_json), table.hash.encode(), name.encode(),
+                          algorithm)
+    return (header + bytes(HEADER_SIZE - len(header)) + spec_json).ljust(offset, b"\0")
 
 
 def header_crc(prefix: bytes | memoryview) -> int:
@@ -97,34 +110,75 @@ def _spec_len(buffer) -> int:
 def unpack_header(buffer, where: str) -> Header:
     """Decode a header, refusing what is not a v1 segment. `where` names the file in errors.
 
-    Checks magic, version, dtype and that offsets and sizes agree; not state, size or CRCs."""
+    Checks the file holds a header, the magic, the version and that every field is
+    consistent (`_inconsistency`); not the state, the size or the checksums."""
     if len(buffer) < HEADER_SIZE:
         raise ShmError("segment", f"{where}: truncated: {len(buffer)} bytes, a header needs {HEADER_SIZE}")
-    (magic, version, state, hcrc, dcrc, dtype, itemsize, rows, width, start, data_offset, data_nbytes, generation,
-     created_ns, writer_pid, spec_len, digest, name) = _LAYOUT.unpack_from(buffer)
+    fields = _LAYOUT.unpack_from(buffer)
+    magic, version = fields[:2]
     if magic != MAGIC:
         raise ShmError("segment", f"{where}: bad magic {magic!r} (expected {MAGIC!r}): not a posenc table")
     if version != VERSION:
         raise ShmError("segment", f"{where}: unknown format version {version} (this reader knows {VERSION})")
-    if dtype not in DTYPE_NAMES or np.dtype(DTYPE_NAMES[dtype]).itemsize != itemsize:
-        raise ShmError("segment", f"{where}: unknown dtype code {dtype} / itemsize {itemsize}")
-    if (data_offset != data_offset_for(spec_len) or data_nbytes != rows * width * itemsize
-            or rows < 1 or width < 1):
-        raise ShmError("segment", f"{where}: inconsistent header (data offset {data_offset}, {data_nbytes} bytes "
-                       f"for {rows}x{width}, spec {spec_len} bytes)")
+    problem = _inconsistency(fields, bytes(buffer[RESERVED]))
+    if problem:
+        raise ShmError("segment", f"{where}: inconsistent header: {problem}")
+    (_, version, state, hcrc, dcrc, dtype, itemsize, rows, width, start, data_offset, data_nbytes, generation,
+     created_ns, writer_pid, spec_len, digest, name, algorithm) = fields
     return Header(version, state, hcrc, dcrc, DTYPE_NAMES[dtype], itemsize, rows, width, start, data_offset,
-                  data_nbytes, generation, created_ns, writer_pid, spec_len, digest.decode("ascii", "replace"),
-                  name.rstrip(b"\0").decode("ascii", "replace"))
+                  data_nbytes, generation, created_ns, writer_pid, spec_len, digest.decode(),
+                  name.rstrip(b"\0").decode(), algorithm)
+
+
+def _inconsistency(fields: tuple, reserved: bytes) -> str | None:
+    """What is wrong with the header fields, in the doc's order (None: nothing)."""
+    (_, _, _, _, _, dtype, itemsize, rows, width, start, data_offset, data_nbytes, generation, _, _, spec_len,
+     digest, name, algorithm) = fields
+    if dtype not in DTYPE_NAMES or np.dtype(DTYPE_NAMES[dtype]).itemsize != itemsize:
+        return "unknown dtype code or itemsize"
+    if rows < 1 or width < 1:
+        return "rows and width must be >= 1"
+    if data_nbytes != rows * width * itemsize:  # also refuses a product past 2**64 (data_nbytes is a u64)
+        return "data_nbytes is not rows * width * itemsize"
+    if start + rows > _INT64_MAX:
+        return "start + rows overflows int64"
+    if spec_len == 0 or data_offset != data_offset_for(spec_len):
+        return "data_offset does not follow spec_len"
+    if not 1 <= generation <= MAX_GENERATION:
+        return "generation outside 1..2^63-1"
+    if algorithm not in checksum.NAMES:
+        return "unknown checksum algorithm"
+    if not set(digest) <= _HEX:
+        return "spec_hash is not 16 lowercase hex digits"
+    if not _valid_name_field(name):
+        return "name is not a valid NUL-padded table name"
+    if any(reserved):
+        return "reserved bytes are not zero"
+    return None
+
+
+def _valid_name_field(field: bytes) -> bool:
+    name, _, padding = field.partition(b"\0")
+    try:
+        check_name(name.decode("ascii"))
+    except (UnicodeDecodeError, ShmError):
+        return False
+    return not any(padding)
 
 
 def check_complete(buffer, header: Header, where: str) -> None:
-    """Refuse a file shorter than its header says or a header whose CRC does not match."""
+    """Refuse a file whose size is not the header's, a header whose CRC does not match, or
+    non-zero padding between the spec JSON and the data."""
     if len(buffer) < header.file_size:
         raise ShmError("segment", f"{where}: truncated: {len(buffer)} bytes, the header says {header.file_size}")
+    if len(buffer) > header.file_size:
+        raise ShmError("segment", f"{where}: trailing bytes: {len(buffer)} bytes, the header says {header.file_size}")
     expected = header_crc(memoryview(buffer)[:HEADER_SIZE + header.spec_len])
     if expected != header.header_crc:
         raise ShmError("segment", f"{where}: header checksum mismatch (stored {header.header_crc:#010x}, "
                        f"computed {expected:#010x})")
+    if any(memoryview(buffer)[HEADER_SIZE + header.spec_len:header.data_offset]):
+        raise ShmError("segment", f"{where}: non-zero padding after the spec JSON")
 
 
 def spec_of(buffer, header: Header, where: str) -> TableSpec:
@@ -143,12 +197,9 @@ def spec_of(buffer, header: Header, where: str) -> TableSpec:
     return table
 
 
-def data_crc(data: np.ndarray) -> int:
-    return zlib.crc32(data)
-
-
 def check_data(data: np.ndarray, header: Header, where: str) -> None:
-    actual = data_crc(data)
+    actual = checksum.compute(header.checksum, data)
     if actual != header.data_crc:
         raise ShmError("segment", f"{where}: data checksum mismatch (stored {header.data_crc:#010x}, "
-                       f"computed {actual:#010x}): the table was modified or corrupted")
+                       f"computed {actual:#010x}, {checksum.NAMES[header.checksum]}): the table was modified or "
+                       "corrupted")

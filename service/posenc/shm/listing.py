@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -41,13 +42,23 @@ class TableInfo:
 
 def read_info(path: Path, name: str, generation: int, current: dict[str, int]) -> TableInfo:
     """Describe one segment file; `current` is the registry's {name: generation}."""
+    with open(path, "rb") as f:
+        return _describe(f.fileno(), path, name, generation, current)
+
+
+def describe_fd(fd: int, path: Path, name: str, generation: int) -> TableInfo:
+    """Describe the segment open at `fd` as the current generation of `name` (a writer, right
+    before its flip: from the fd, because once flipped the path may already be replaced)."""
+    return _describe(fd, path, name, generation, {name: generation})
+
+
+def _describe(fd: int, path: Path, name: str, generation: int, current: dict[str, int]) -> TableInfo:
     try:
-        with open(path, "rb") as f:
-            header = unpack_header(f.read(HEADER_SIZE), str(path))
-            spec = json.loads(f.read(header.spec_len))
+        header = unpack_header(os.pread(fd, HEADER_SIZE, 0), str(path))
+        spec = json.loads(os.pread(fd, header.spec_len, HEADER_SIZE))
         kind = spec["encoding"]["kind"]
     except (ShmError, ValueError, TypeError, KeyError):
-        return TableInfo(name, path.name, "", {}, (0, 0), "", path.stat().st_size, generation, INVALID, 0.0, 0)
+        return TableInfo(name, path.name, "", {}, (0, 0), "", os.fstat(fd).st_size, generation, INVALID, 0.0, 0)
     if header.state == READY:
         state = "READY" if current.get(name) == generation else STALE
     else:

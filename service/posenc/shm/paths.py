@@ -16,6 +16,9 @@ DEFAULT_ROOT = "/dev/shm"
 ROOT_ENV = "POSENC_SHM_DIR"
 REGISTRY_FILE = "posenc-registry"
 NAME_MAX = 64
+#: Generations are 1..2**63-1 (they fit an int64 as well as the u64 fields): a larger number in
+#: a file name is not a segment of ours, so a planted name cannot push the counter past 64 bits.
+MAX_GENERATION = (1 << 63) - 1
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _SEGMENT = re.compile(r"posenc\.(?P<name>[A-Za-z0-9_.-]{1,64})\.(?P<generation>[1-9][0-9]{0,19})")
@@ -42,9 +45,10 @@ def segment_file(name: str, generation: int) -> str:
 
 
 def parse_segment_file(filename: str) -> tuple[str, int] | None:
-    """(name, generation) for a segment file name, None for anything else in the directory."""
+    """(name, generation) for a segment file name, None for anything else in the directory
+    (including a generation above MAX_GENERATION: such a file is foreign and left alone)."""
     match = _SEGMENT.fullmatch(filename)
-    if match is None or ".." in match["name"]:
+    if match is None or ".." in match["name"] or int(match["generation"]) > MAX_GENERATION:
         return None
     return match["name"], int(match["generation"])
 

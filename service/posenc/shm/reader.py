@@ -99,8 +99,8 @@ class Table:
 
 def attach(name, *, root=None, verify: bool = True) -> Table:
     """Map the current generation of table `name` (or the READY table holding exactly this
-    `TableSpec`) read-only. `verify` recomputes the data CRC once (about 3.5 GB/s); pass
-    False for big tables you trust. Refuses, with ShmError, anything not READY and intact."""
+    `TableSpec`) read-only. `verify` recomputes the data checksum once; pass False for big
+    tables you trust. Refuses, with ShmError, anything not READY and intact."""
     root = resolve_root(root)
     if isinstance(name, TableSpec):
         name = _name_of(name, root)
@@ -122,8 +122,9 @@ def attach(name, *, root=None, verify: bool = True) -> Table:
                 continue  # replaced between our registry read and our open: read it again
             if (mapped.header.name, mapped.header.generation) != (name, generation):
                 close_mapping(mapped.mapping)
-                raise ShmError("segment", f"{path}: header says table {mapped.header.name!r} generation "
-                               f"{mapped.header.generation}, expected {name!r} generation {generation}")
+                raise ShmError("segment", f"{path}: header names another table or generation (table "
+                               f"{mapped.header.name!r} generation {mapped.header.generation}, expected {name!r} "
+                               f"generation {generation})")
             return Table(name, path, mapped)
         raise ShmError("registry", f"table {name!r} was replaced {_ATTACH_ATTEMPTS} times while attaching")
     finally:

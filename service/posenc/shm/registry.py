@@ -24,7 +24,9 @@ import numpy as np
 
 from .atomics import fence_acquire, fence_release, load_acquire, store_release
 from .errors import ShmError
-from .paths import NAME_MAX, REGISTRY_FILE, segment_files
+from .locks import describe_holders
+from .paths import MAX_GENERATION, NAME_MAX, REGISTRY_FILE, segment_file, segment_files
+from .segment import close_mapping
 
 MAGIC = b"POSENCRG"
 VERSION = 1
@@ -40,6 +42,8 @@ _NAME_WORDS = NAME_MAX // 8
 #: Spins on one slot before a reader gives up and sleeps (a writer holds a slot odd for nanoseconds).
 _SPINS = 100_000
 _BUSY_TIMEOUT_S = 2.0
+#: How long a writer waits for the registry lock before it gives up (TableStore(lock_timeout_s=)).
+LOCK_TIMEOUT_S = 10.0
 
 NOT_FOUND, BUSY = -1, -2
 
@@ -112,11 +116,16 @@ def _entries(words: np.ndarray) -> dict[str, int]:
         if time.monotonic() > deadline:
             raise ShmError("registry", "a slot stayed busy (a writer is stuck mid-update)")
         time.sleep(0.001)
-    return {out[s, 1:].tobytes().rstrip(b"\0").decode("ascii", "replace"): int(out[s, 0])
-            for s in np.flatnonzero(out[:, 0])}
+    entries: dict[str, int] = {}
+    for slot in np.flatnonzero(out[:, 0]):
+        name = out[slot, 1:].tobytes().rstrip(b"\0").decode("ascii", "replace")
+        if name not in entries and int(out[slot, 0]) <= MAX_GENERATION:  # the first slot naming it wins
+            entries[name] = int(out[slot, 0])
+    return entries
 
 
 def _lookup(words: np.ndarray, name: str) -> tuple[int, int]:
+    """(slot, generation) of the first slot naming `name` (slot NOT_FOUND if none)."""
     name_words = _name_words(name)
     deadline = time.monotonic() + _BUSY_TIMEOUT_S
     while True:
@@ -131,7 +140,8 @@ def _lookup(words: np.ndarray, name: str) -> tuple[int, int]:
 def _check_header(buffer, path: Path) -> None:
     magic, version, capacity, slot_bytes, _, _ = _HEADER.unpack_from(buffer)
     if magic != MAGIC:
-        raise ShmError("registry", f"{path}: bad magic {magic!r} (expected {MAGIC!r})")
+        raise ShmError("registry", f"{path}: bad magic {magic!r} (expected {MAGIC!r}): corrupted registry; "
+                       "delete it (every table must then be published again)")
     if (version, capacity, slot_bytes) != (VERSION, CAPACITY, SLOT_BYTES):
         raise ShmError("registry", f"{path}: unknown registry layout (version {version}, {capacity} slots of "
                        f"{slot_bytes} bytes; this reader knows version {VERSION}, {CAPACITY}x{SLOT_BYTES})")
@@ -145,6 +155,8 @@ class _Registry:
     def generation(self, name: str) -> int | None:
         """The current generation of `name`, None if there is no such table."""
         slot, generation = _lookup(self._words, name)
+        if slot != NOT_FOUND and generation > MAX_GENERATION:
+            raise ShmError("registry", f"{self.path}: corrupted slot: {name!r} has generation {generation}")
         return None if slot == NOT_FOUND else generation
 
     def entries(self) -> dict[str, int]:
@@ -162,14 +174,20 @@ class RegistryView(_Registry):
 
     @classmethod
     def open(cls, root: Path) -> RegistryView | None:
-        """The registry of `root`, or None when no store has initialised one there yet."""
+        """The registry of `root`, or None when no store has initialised one there yet: no file,
+        or one whose magic is still zero (a store is creating it; it stores the magic last)."""
         path = root / REGISTRY_FILE
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise ShmError("registry", f"{path}: cannot open: {exc.strerror}") from None
         try:
-            if os.fstat(fd).st_size < SIZE:
+            size = os.fstat(fd).st_size
+            if size < SIZE:
+                if any(os.pread(fd, 8, 0)):
+                    raise ShmError("registry", f"{path}: truncated registry ({size} bytes, expected {SIZE})")
                 return None  # a store is initialising it
             mapping = mmap.mmap(fd, SIZE, mmap.MAP_SHARED, mmap.PROT_READ)
         finally:
@@ -177,19 +195,25 @@ class RegistryView(_Registry):
         if mapping[:8] == bytes(8):
             mapping.close()
             return None  # sized but the magic is not stored yet
-        _check_header(mapping, path)
+        try:
+            _check_header(mapping, path)
+        except ShmError:
+            mapping.close()
+            raise
         return cls(path, mapping)
 
     def close(self) -> None:
         self._words = None
-        self._mapping.close()
+        close_mapping(self._mapping)
 
 
 class RegistryWriter(_Registry):
     """The writer's read-write mapping: creates the registry on first use; updates under flock."""
 
-    def __init__(self, root: Path, mode: int):
+    def __init__(self, root: Path, mode: int, lock_timeout_s: float = LOCK_TIMEOUT_S):
+        self.root = root
         self.path = root / REGISTRY_FILE
+        self.lock_timeout_s = lock_timeout_s
         self._thread_lock = threading.Lock()
         try:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
@@ -199,9 +223,9 @@ class RegistryWriter(_Registry):
             with self._flock():
                 magic = os.pread(self._fd, 8, 0)
                 if magic.strip(b"\0") == b"":
-                    self._initialise(root, mode)  # new, or left behind by a creator that died
+                    self._initialise(mode)  # new, or left behind by a creator that died
                 if os.fstat(self._fd).st_size < SIZE:
-                    raise ShmError("registry", f"{self.path}: truncated (expected {SIZE} bytes)")
+                    raise ShmError("registry", f"{self.path}: truncated registry (expected {SIZE} bytes)")
             _check_header(os.pread(self._fd, _HEADER.size, 0), self.path)
             self._mapping = mmap.mmap(self._fd, SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
@@ -209,7 +233,7 @@ class RegistryWriter(_Registry):
             raise
         self._words = np.frombuffer(self._mapping, dtype=np.uint64)
 
-    def _initialise(self, root: Path, mode: int) -> None:
+    def _initialise(self, mode: int) -> None:
         """Zeroed slots, the header, and the magic last (readers ignore a file without it)."""
         os.fchmod(self._fd, mode)
         try:
@@ -217,13 +241,36 @@ class RegistryWriter(_Registry):
         except OSError as exc:
             raise ShmError("registry", f"cannot create {self.path} ({SIZE} bytes): {exc.strerror}") from None
         # Generations never repeat, even across a registry that was deleted and created again.
-        first = 1 + max((generation for _, generation, _ in segment_files(root)), default=0)
-        os.pwrite(self._fd, _HEADER.pack(bytes(8), VERSION, CAPACITY, SLOT_BYTES, 0, first), 0)
+        first, _ = self._first_unused_generation({})
+        os.pwrite(self._fd, _HEADER.pack(bytes(8), VERSION, CAPACITY, SLOT_BYTES, 0,
+                                         first if first <= MAX_GENERATION else 0), 0)
         os.pwrite(self._fd, MAGIC, 0)
+
+    def _first_unused_generation(self, current: dict[str, int]) -> tuple[int, str]:
+        """(1 + the highest generation in use, what uses it): segment files on disk and the
+        registry's current generations."""
+        in_use = [(generation, segment_file(name, generation)) for name, generation, _ in segment_files(self.root)]
+        in_use += [(generation, f"the registry slot of {name!r}") for name, generation in current.items()]
+        highest, holder = max(in_use, default=(0, ""))
+        return highest + 1, holder
 
     @contextlib.contextmanager
     def _flock(self):
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        """flock(LOCK_EX) on the registry, waiting at most lock_timeout_s: whoever can read the
+        file can also lock it, so a stuck or hostile holder must not block writers forever."""
+        deadline = time.monotonic() + self.lock_timeout_s
+        delay = 0.0005
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ShmError("registry", f"{self.path}: still locked after {self.lock_timeout_s:g} s by "
+                                   f"{describe_holders(self._fd)}: a writer is stuck, or another process "
+                                   "(readers never lock) holds flock on it; nothing was changed") from None
+                time.sleep(delay)
+                delay = min(2 * delay, 0.02)
         try:
             yield
         finally:
@@ -232,16 +279,59 @@ class RegistryWriter(_Registry):
     @contextlib.contextmanager
     def locked(self):
         """Exclusive writer section, across threads (flock alone does not exclude threads sharing
-        one fd) and processes. Slots left odd by a writer that died mid-update (content
-        unknown) are cleared first, so readers do not wait on them."""
-        with self._thread_lock, self._flock():
-            for slot in np.flatnonzero(self._words[_HEADER_WORDS::_SLOT_WORDS] & 1):
-                _write_slot(self._words, int(slot), 0, np.zeros(_NAME_WORDS, np.uint64))
-            yield self
+        one fd) and processes, entered within lock_timeout_s. Slots left odd by a writer that
+        died mid-update (content unknown) and slots repeating the name of an earlier slot are
+        cleared first: readers use the first slot of a name and would never see them."""
+        if not self._thread_lock.acquire(timeout=self.lock_timeout_s):
+            raise ShmError("registry", f"{self.path}: another thread of this process held the writer lock for "
+                           f"{self.lock_timeout_s:g} s; nothing was changed")
+        try:
+            with self._flock():
+                self._clear_unusable_slots()
+                yield self
+        finally:
+            self._thread_lock.release()
+
+    def _clear_unusable_slots(self) -> None:
+        for slot in np.flatnonzero(self._words[_HEADER_WORDS::_SLOT_WORDS] & 1):
+            self._clear_slot(int(slot))
+        seen = set()
+        for slot in np.flatnonzero(self._words[_HEADER_WORDS + 1::_SLOT_WORDS]):
+            base = _HEADER_WORDS + int(slot) * _SLOT_WORDS
+            name = self._words[base + 2:base + 2 + _NAME_WORDS].tobytes()
+            if name in seen:
+                self._clear_slot(int(slot))
+            seen.add(name)
+
+    def _clear_slot(self, slot: int) -> None:
+        _write_slot(self._words, slot, 0, np.zeros(_NAME_WORDS, np.uint64))
+
+    def allow_readers(self, mode: int) -> None:
+        """Add the read bits of `mode` (a table's) to the registry's mode, so whoever may read the
+        table may also find it. Bits are only ever added, and never write or execute bits."""
+        current = os.fstat(self._fd).st_mode & 0o777
+        wanted = current | (mode & 0o444)
+        if wanted == current:
+            return
+        try:
+            os.fchmod(self._fd, wanted)
+        except OSError as exc:
+            raise ShmError("mode", f"mode {mode:04o} lets others read the table but not find it: {self.path} is "
+                           f"mode {current:04o} and cannot be changed to {wanted:04o} by this process "
+                           f"({exc.strerror}); publish with a narrower mode or have the registry's owner chmod it"
+                           ) from None
 
     def allocate_generation(self) -> int:
+        """The next generation (1..MAX_GENERATION). A counter outside that range (corrupted, or
+        pushed there by a planted file name) is recomputed from what is in use, so it recovers
+        as soon as the offending file is gone; exhaustion is a clear error, never an overflow."""
         generation = int(self._words[_NEXT_GENERATION_WORD])
-        self._words[_NEXT_GENERATION_WORD] = generation + 1
+        if not 1 <= generation <= MAX_GENERATION:
+            generation, holder = self._first_unused_generation(self.entries())
+            if generation > MAX_GENERATION:
+                raise ShmError("registry", f"generation numbers are exhausted in {self.root}: {holder} has the "
+                               f"highest one ({MAX_GENERATION}); remove it")
+        self._words[_NEXT_GENERATION_WORD] = generation + 1  # at most 2**63: fits the u64 counter
         return generation
 
     def has_room(self, name: str) -> bool:
@@ -267,7 +357,7 @@ class RegistryWriter(_Registry):
         slot, previous = _lookup(self._words, name)
         if slot == NOT_FOUND:
             return None
-        _write_slot(self._words, slot, 0, np.zeros(_NAME_WORDS, np.uint64))
+        self._clear_slot(slot)
         return previous
 
     def close(self) -> None:

@@ -1,9 +1,16 @@
 """One segment file: create + fill + publish it (writer), map + validate it (reader).
 
-The writer reserves every byte with `posix_fallocate` before mapping, so a full tmpfs is
-an error here and never a SIGBUS later, and holds an exclusive `flock` on the file for as
-long as it owns it: a segment whose lock is free and that the registry does not name was
-left by a writer that died (`TableStore.reclaim`). Readers map read-only and never lock.
+The writer reserves every byte with `posix_fallocate` first, so a full tmpfs is an error
+before any work and never a SIGBUS, and holds an exclusive `flock` on the file for as long
+as it owns it: a segment whose lock is free and that the registry does not name was left
+by a writer that died (`TableStore.reclaim`). Readers map read-only and never lock.
+
+Rows are computed block by block into one reused, cache-sized buffer, checksummed there
+while hot and copied into the file with `pwrite`. That writes every data byte of the file
+exactly once: a writable mapping would have the kernel zero each page on its first touch
+(tmpfs pages reserved by fallocate are cleared lazily) and the rows overwrite it, two
+passes over memory. Only the header page is mapped, for the checksums and the release
+store of READY.
 """
 
 from __future__ import annotations
@@ -13,7 +20,6 @@ import fcntl
 import mmap
 import os
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +27,7 @@ import numba as nb
 import numpy as np
 
 from ..tables import TableSpec
+from . import checksum
 from .atomics import load_acquire, store_release
 from .errors import ShmError
 from .format import (
@@ -38,8 +45,10 @@ from .format import (
     unpack_header,
 )
 
-#: Rows are computed and checksummed in blocks of about this many bytes (cache-warm CRC, progress ticks).
-BLOCK_BYTES = 4 << 20
+#: Rows are computed, checksummed and written in blocks of about this many bytes: small enough
+#: to stay in a core's L2 between the three steps, big enough that Python's per-block cost is
+#: noise. Progress ticks once per block.
+BLOCK_BYTES = 1 << 20
 
 
 @nb.njit(nogil=True, cache=True)
@@ -52,9 +61,9 @@ def _load_state(words):
     return load_acquire(words, STATE_WORD)
 
 
-def create(path: Path, table: TableSpec, name: str, generation: int, mode: int) -> int:
+def create(path: Path, table: TableSpec, name: str, generation: int, mode: int, algorithm: int) -> int:
     """Create `path` (state BUILDING, space reserved) and return its fd, flocked by us."""
-    prefix = pack_header(table, name, generation, time.time_ns(), os.getpid())
+    prefix = pack_header(table, name, generation, time.time_ns(), os.getpid(), algorithm)
     file_size = unpack_header(prefix, str(path)).file_size
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
@@ -63,8 +72,8 @@ def create(path: Path, table: TableSpec, name: str, generation: int, mode: int) 
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.fchmod(fd, mode)
-        os.pwrite(fd, prefix, 0)
         os.posix_fallocate(fd, 0, file_size)
+        _pwrite_all(fd, prefix, 0)
     except OSError as exc:
         discard(path, fd)
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENOMEM):
@@ -78,25 +87,38 @@ def create(path: Path, table: TableSpec, name: str, generation: int, mode: int) 
     return fd
 
 
-def fill(fd: int, table: TableSpec, progress=None) -> None:
-    """Compute every row into the segment block by block, store the CRCs, then state READY."""
-    size = os.fstat(fd).st_size
-    mapping = mmap.mmap(fd, size, mmap.MAP_SHARED | mmap.MAP_POPULATE, mmap.PROT_READ | mmap.PROT_WRITE)
+def fill(fd: int, table: TableSpec, algorithm: int, progress=None) -> None:
+    """Compute every row into the segment block by block, store the checksums, then READY."""
+    offset = data_offset_for(len(table.canonical_json.encode()))
+    row_bytes = table.width * table.np_dtype.itemsize
+    block_rows = min(table.rows, max(1, BLOCK_BYTES // row_bytes))
+    buffer = np.empty((block_rows, table.width), table.np_dtype)
+    crc = 0
+    for lo in range(0, table.rows, block_rows):
+        hi = min(lo + block_rows, table.rows)
+        block = buffer[:hi - lo]
+        table.fill_block(block, lo, hi)
+        crc = checksum.compute(algorithm, block, crc)
+        _pwrite_all(fd, block, offset + lo * row_bytes)
+        if progress is not None:
+            progress(hi, table.rows)
+    mark_ready(fd, offset, crc)
+
+
+def _pwrite_all(fd: int, data, offset: int) -> None:
+    """pwrite every byte (a write may be cut short; the space is reserved, so it never fails for room)."""
+    view = memoryview(data).cast("B")
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+def mark_ready(fd: int, data_offset: int, data_crc: int) -> None:
+    """Store the data checksum, then the header CRC, then state READY with a release store:
+    every write before it (the rows' pwrites included) is visible to a reader that sees READY."""
+    mapping = mmap.mmap(fd, data_offset, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
     try:
-        offset = data_offset_for(len(table.canonical_json.encode()))
-        data = np.frombuffer(mapping, table.np_dtype, table.rows * table.width, offset)
-        data = data.reshape(table.shape)
-        block_rows = max(1, BLOCK_BYTES // (table.width * table.np_dtype.itemsize))
-        crc = 0
-        for lo in range(0, table.rows, block_rows):
-            hi = min(lo + block_rows, table.rows)
-            table.fill(data, lo, hi)
-            crc = zlib.crc32(data[lo:hi], crc)
-            if progress is not None:
-                progress(hi, table.rows)
-        del data
-        set_checksums(mapping, crc)
-        # Release store: every write above is visible to a reader that sees READY.
+        set_checksums(mapping, data_crc)
         _store_state(np.frombuffer(mapping, np.uint32, HEADER_SIZE // 4), READY)
     finally:
         close_mapping(mapping)
@@ -137,10 +159,15 @@ class Mapped:
 def open_ready(path: Path, *, verify: bool) -> Mapped:
     """Map `path` read-only and refuse anything that is not a complete, READY v1 segment.
 
-    `verify` also recomputes the data CRC (about 3.5 GB/s). Raises FileNotFoundError if
-    the file is gone (the caller re-reads the registry)."""
+    `verify` also recomputes the data checksum. Raises FileNotFoundError if the file is gone
+    (the caller re-reads the registry); any other failure to open it is a ShmError."""
     where = str(path)
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ShmError("segment", f"{where}: cannot open: {exc.strerror}") from None
     try:
         size = os.fstat(fd).st_size
         if size < HEADER_SIZE:
@@ -154,7 +181,7 @@ def open_ready(path: Path, *, verify: bool) -> Mapped:
         header = unpack_header(mapping, where)
         if state != READY:
             raise ShmError("segment", f"{where}: not READY (state {STATE_NAMES.get(state, state)}): "
-                           "its writer has not finished, or died building it")
+                           "being written, or its writer died")
         check_complete(mapping, header, where)
         spec = spec_of(mapping, header, where)
         data = np.frombuffer(mapping, spec.np_dtype, header.rows * header.width, header.data_offset)

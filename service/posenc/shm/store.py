@@ -10,29 +10,41 @@ from pathlib import Path
 from ..errors import PosencError
 from ..tables import TableSpec
 from . import segment
+from .checksum import DEFAULT as DEFAULT_CHECKSUM, code_of as checksum_code
 from .errors import ShmError
-from .listing import TableInfo, list_tables, read_info
+from .listing import TableInfo, describe_fd, list_tables
 from .paths import check_name, resolve_root, segment_file, segment_files
-from .registry import RegistryWriter
+from .registry import LOCK_TIMEOUT_S, RegistryWriter
 
 
 class TableStore:
     """Owns the tables it publishes in one shm directory (root None: $POSENC_SHM_DIR or
-    /dev/shm). Segments and the registry are created with `mode` (default 0640). Tables
-    outlive the store unless `close()` is called: a process that publishes and exits (the
-    CLI) leaves them for readers. Safe to share between threads; any number of stores (in
-    any processes) may write to one directory."""
+    /dev/shm). Segments are created with `mode` (default 0640); the registry is created with
+    it too, and every publish widens the registry's read bits to the table's (readers of a
+    table must be able to find it). `checksum` is the data checksum of new segments:
+    "crc32c" (default, hardware-accelerated) or "crc32" (zlib's, for readers that predate
+    the `checksum` field). A writer waits at most `lock_timeout_s` for the registry lock,
+    then raises ShmError naming the holder. Tables outlive the store unless `close()` is
+    called: a process that publishes and exits (the CLI) leaves them for readers. Safe to
+    share between threads; any number of stores (in any processes) may write to one
+    directory, and when two publish the same name the last flip wins."""
 
-    def __init__(self, root=None, *, mode: int = 0o640):
+    def __init__(self, root=None, *, mode: int = 0o640, checksum: str = DEFAULT_CHECKSUM,
+                 lock_timeout_s: float = LOCK_TIMEOUT_S):
         if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
             raise PosencError("mode", f"must be permission bits 0..0o777, got {mode!r}")
+        if isinstance(lock_timeout_s, bool) or not isinstance(lock_timeout_s, (int, float)) \
+                or not 0 <= lock_timeout_s <= 86400:
+            raise PosencError("lock_timeout_s", f"must be seconds in 0..86400, got {lock_timeout_s!r}")
         self.root = resolve_root(root)
         self.mode = mode
+        self.checksum = checksum
+        self._algorithm = checksum_code(checksum)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ShmError("registry", f"cannot create the shm directory {self.root}: {exc.strerror}") from None
-        self._registry = RegistryWriter(self.root, mode)
+        self._registry = RegistryWriter(self.root, mode, lock_timeout_s)
         self._owned: dict[str, tuple[int, int]] = {}  # name -> (generation, fd holding the segment's flock)
         self.reclaim()
 
@@ -52,12 +64,15 @@ class TableStore:
         with self._registry.locked() as registry:
             if not registry.has_room(name):
                 raise ShmError("name", f"cannot publish {name!r}: the registry is full; remove a table first")
+            registry.allow_readers(self.mode)
             generation = registry.allocate_generation()
             # Created and flocked under the registry lock: reclaim never sees it unlocked.
             path = self._path(name, generation)
-            fd = segment.create(path, table, name, generation, self.mode)
+            fd = segment.create(path, table, name, generation, self.mode, self._algorithm)
         try:
-            segment.fill(fd, table, progress)
+            segment.fill(fd, table, self._algorithm, progress)
+            # Described from our fd, not the path: once flipped, another store may replace and unlink it.
+            info = describe_fd(fd, path, name, generation)
             with self._registry.locked() as registry:
                 previous = registry.set(name, generation)  # the flip: readers now attach this generation
                 replaced = self._owned.pop(name, None)
@@ -69,7 +84,7 @@ class TableStore:
             os.close(replaced[1])
         if previous is not None:
             _unlink(self._path(name, previous))
-        return read_info(path, name, generation, {name: generation})
+        return info
 
     def remove(self, name: str) -> None:
         """Unpublish `name` and unlink its segment (readers that attached it keep their mapping)."""
@@ -144,10 +159,11 @@ def _abandoned(path: Path) -> bool:
         return False  # gone already, or not ours to read
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.unlink(path)
     except BlockingIOError:
         return False  # its writer is alive and still building
-    else:
-        os.unlink(path)
-        return True
+    except FileNotFoundError:
+        return False  # another store unlinked it meanwhile (a replaced generation: it does so unlocked)
     finally:
         os.close(fd)
+    return True

@@ -6,11 +6,12 @@ import numpy as np
 
 from ...args import as_float
 from ...errors import PosencError
+from ..libm import pow_each
 
 
 def default_inv_freq(base: float, rotary_dim: int) -> np.ndarray:
     """inv_i = 1 / base^(2i/d) for i < ceil(d/2) (HF: base ** (arange(0, d, 2) / d))."""
-    return 1.0 / base ** (np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim)
+    return 1.0 / pow_each(base, np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim)
 
 
 def factor_at_least_one(params: dict, key: str = "factor") -> float:

@@ -1,5 +1,5 @@
 """The FastAPI routers, one module per area."""
 
-from . import encodings, health, models, rows, tables
+from . import audit, encodings, explore, health, models, rows, tables
 
-ROUTERS = (health.router, encodings.router, models.router, tables.router, rows.router)
+ROUTERS = (health.router, encodings.router, models.router, tables.router, rows.router, audit.router, explore.router)

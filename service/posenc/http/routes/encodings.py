@@ -65,7 +65,7 @@ def spec_job(service, key, exact: np.ndarray, dtype: np.dtype, compute: Callable
     table when one exists (gathered), else the kernels. The endpoints and http.fastspec share it."""
     table = None if key is None else service.tables.covering(key, exact, dtype)
     if table is not None:
-        return (lambda: cast_output(table.lookup(exact), dtype)), exact.size * width, True
+        return (lambda: table.spec.cast_rows(table.lookup(exact), exact, dtype)), exact.size * width, True
     return (lambda: compute(exact)), exact.size * width, False
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
-from ...dtypes import cast_output, output_dtype
+from ...dtypes import output_dtype
 from ...errors import PosencError
 from ...shm import Table
 from ..calls import read_call, respond, service_of
@@ -44,7 +44,8 @@ def _dtype_for(table: Table, dtype) -> np.dtype:
 
 async def rows_response(request: Request, media: str, table: Table, positions, dtype) -> Response:
     dtype = _dtype_for(table, dtype)
-    response = await respond(request, media, lambda: cast_output(table.lookup(positions), dtype),
+    response = await respond(request, media,
+                             lambda: table.spec.cast_rows(table.lookup(positions), positions, dtype),
                              int(np.size(positions)) * table.spec.width, gathered=True)
     service_of(request).metrics.table(hit=True)  # once answered: see _from_spec_or_table
     return response
@@ -70,7 +71,8 @@ async def table_row(request: Request, name: Annotated[str, _NAME],
     media = negotiate(request.headers.get("accept"))
     table = await named_table(request, name)
     out = _dtype_for(table, dtype)
-    row = cast_output(table.lookup([position])[0], out)  # a list: out-of-int64 positions are refused, not overflowed
+    # a list: out-of-int64 positions are refused, not overflowed
+    row = table.spec.cast_rows(table.lookup([position]), [position], out)[0]
     service_of(request).metrics.table(hit=True)
     body, headers = encode(row, media)
     return Response(body, headers=headers)

@@ -1,0 +1,103 @@
+"""The causes the audit can name, each with its one-sentence fix, and the `Finding` it reports.
+
+A finding is one named cause with the evidence that points to it and how sure the audit is:
+"high" when a simulation of that cause reproduces the cache (or the config contradicts it
+outright), "medium" when only the shape of the error or a guess without a config points to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: cause -> (title, fix). The fix is one sentence a team can act on.
+CAUSES: dict[str, tuple[str, str]] = {
+    "correct": (
+        "correct", "Nothing to fix: the cache equals the exact values to the rounding of its storage dtype."),
+    "float32_angles": (
+        "angles formed in float32 (error grows with position)",
+        "Form p * inv_freq in float64 (or use posenc's tables) and cast cos/sin once at the end; float32 angles "
+        "lose about p * 6e-8 rad, the HF/textbook signature."),
+    "bf16_positions": (
+        "positions rounded to bfloat16 (rows above 256 alias)",
+        "Keep position ids integer (int64) or float32 up to the cache length; never cast them to the model dtype "
+        "before multiplying by inv_freq."),
+    "fp16_positions": (
+        "positions rounded to float16 (rows above 2048 alias)",
+        "Keep position ids integer (int64) or float32; never cast them to float16 before multiplying by inv_freq."),
+    "bf16_angles": (
+        "angles formed in bfloat16",
+        "Compute inv_freq and p * inv_freq in float32 at least (float64 for long context), never in the bfloat16 "
+        "model dtype."),
+    "fp16_angles": (
+        "angles formed in float16",
+        "Compute inv_freq and p * inv_freq in float32 at least (float64 for long context), never in float16."),
+    "fp16_storage": (
+        "cache stored in float16",
+        "Store the cos/sin cache in float32 and cast to the activation dtype only at the multiply."),
+    "bf16_storage": (
+        "cache stored in bfloat16",
+        "Store the cos/sin cache in float32 and cast to the activation dtype only at the multiply."),
+    "wrong_layout": (
+        "cache layout does not match the model's rotation",
+        "Build the cache in the layout the attention code pairs dimensions with (half: cat(freqs, freqs); "
+        "interleaved: repeat_interleave(freqs, 2))."),
+    "interleaved_read_as_half": (
+        "an interleaved cache read as half-split",
+        "Take the frequencies of an interleaved cache with cos[:, 0::2], not cos[:, :d/2], or build the cache "
+        "half-split for rotate_half."),
+    "wrong_rotary_dim": (
+        "rotary dim does not match the config",
+        "Rotate int(head_dim * partial_rotary_factor) dims as the config says and pass the rest through."),
+    "wrong_base": (
+        "wrong RoPE base (rope_theta)",
+        "Read rope_theta from the model's config.json instead of a hard-coded default."),
+    "scaling_missing": (
+        "RoPE scaling missing",
+        "Apply the config's rope_scaling / rope_parameters when building inv_freq (posenc.RopeSpec.from_hf_config "
+        "reads it)."),
+    "wrong_scaling": (
+        "wrong RoPE scaling",
+        "Build inv_freq with the scaling variant and parameters of the model's config.json."),
+    "attention_factor_missing": (
+        "attention factor not applied",
+        "Multiply cos and sin by the scaling's attention factor (YaRN mscale, LongRoPE) as HF does."),
+    "wrong_attention_factor": (
+        "wrong attention factor",
+        "Multiply cos and sin by exactly the attention factor of the config's scaling (posenc.rope_inv_freq "
+        "returns it), once."),
+    "position_offset": (
+        "positions do not start at 0",
+        "Row p of the cache must hold position p: build it from arange(0, n), not arange(1, n + 1)."),
+    "truncated": (
+        "cache shorter than max_position_embeddings",
+        "Build the cache for max_position_embeddings rows (or grow it on demand) so long prompts do not index "
+        "past its end."),
+    "no_known_cause": (
+        "no known cause",
+        "The error fits none of the known causes: compare your construction with posenc.rope_cos_sin step by step."),
+}
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Finding:
+    cause: str
+    evidence: str
+    confidence: str = "high"  # high | medium | low
+    severity: str = "error"  # error | warning | info
+
+    def __post_init__(self):
+        assert self.cause in CAUSES and self.severity in SEVERITIES, (self.cause, self.severity)
+
+    @property
+    def title(self) -> str:
+        return CAUSES[self.cause][0]
+
+    @property
+    def fix(self) -> str:
+        return CAUSES[self.cause][1]
+
+    def to_dict(self) -> dict:
+        return {"cause": self.cause, "title": self.title, "evidence": self.evidence, "fix": self.fix,
+                "confidence": self.confidence, "severity": self.severity}

@@ -1,0 +1,197 @@
+"""What a cache is, measured from its values alone: layout, storage grid, amplitude, the
+frequency of every column and the position of its first row.
+
+Everything here reads the numbers and assumes nothing about the model: the frequencies come
+from a least-squares fit of the unwrapped phase atan2(sin, cos) against the row index, on a
+contiguous prefix of rows that is grown while the fit stays tight (so a cache broken further
+down, e.g. bfloat16 positions above 256, is still measured from its clean rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+
+from ..errors import PosencError
+
+MIN_ROWS = 8
+#: Columns that agree to this are copies of one frequency (a layout's duplicate), however they got noisy.
+DUPLICATE_TOLERANCE = 1e-2
+#: Contiguous rows the frequency fit may use, and sampled rows (log-spaced) checked beyond them.
+FIT_ROWS = 4096
+SAMPLED_ROWS = 4096
+#: Storage grids, coarsest first: (name, numpy dtype, mantissa bits).
+GRIDS = (("bfloat16", np.dtype(ml_dtypes.bfloat16), 7), ("float16", np.dtype(np.float16), 10),
+         ("float32", np.dtype(np.float32), 23), ("float64", np.dtype(np.float64), 52))
+MANTISSA = {name: bits for name, _, bits in GRIDS}
+
+
+@dataclass
+class Cache:
+    """A cos/sin cache as given: cos and sin [n, w] of one dtype, row r holding position start + r."""
+
+    cos: np.ndarray
+    sin: np.ndarray
+    dtype: str  # the dtype the values arrived in ("float32", "bfloat16", ...)
+    source: str  # how they arrived: "cos/sin", "cos_sin_cache", "complex", "q rotation (half)", ...
+    start: int = 0
+    layout: str | None = None  # known already (a q rotation measures it); None = detect from columns
+    noise: float | None = None  # the values' own error bound when they are derived (q rotation), not stored
+
+
+@dataclass
+class Observation:
+    rows: int
+    width: int  # columns as given
+    layout: str  # "half" | "interleaved" | "compact"
+    n_freq: int
+    grid: str  # coarsest storage grid every value lies on
+    floor: float  # what a correct cache may differ from the exact values by (its rounding)
+    attention: float  # median of sqrt(cos^2 + sin^2)
+    omega: np.ndarray  # fitted frequency per column, rad/position
+    omega_tol: np.ndarray  # relative uncertainty of each
+    offset: float  # fitted position of row 0, relative to Cache.start
+    fit_rows: int  # rows the fit used (stops at the first repeated row)
+    sample: np.ndarray  # row indices the error checks use
+    cos: np.ndarray  # [len(sample), n_freq] float64, one column per frequency
+    sin: np.ndarray
+    notes: list[str] = field(default_factory=list)
+
+
+def _compact(cos: np.ndarray, sin: np.ndarray, layout: str | None) -> tuple[str, np.ndarray, np.ndarray, float]:
+    """(layout, cos, sin, mismatch) with one column per frequency: halves [c|c] and pairs [c0 c0 c1 c1 ..]
+    folded. Copies that differ by a little (noise added after duplicating) still count, by `mismatch`."""
+    w = cos.shape[1]
+    if layout is not None or w % 2 or w < 2:
+        return layout or "compact", cos, sin, 0.0
+    h = w // 2
+    views = {"half": (slice(0, h), slice(h, w)), "interleaved": (slice(0, w, 2), slice(1, w, 2))}
+    best = None
+    for name, (a, b) in views.items():
+        with np.errstate(invalid="ignore"):
+            gap = float(max(np.abs(cos[:, a].astype(np.float64) - cos[:, b]).max(),
+                            np.abs(sin[:, a].astype(np.float64) - sin[:, b]).max()))
+        if best is None or gap < best[0]:
+            best = (gap, name, a)
+    gap, name, a = best
+    if gap <= DUPLICATE_TOLERANCE:
+        return name, cos[:, a], sin[:, a], gap
+    return "compact", cos, sin, 0.0
+
+
+def storage_grid(*arrays: np.ndarray, dtype: str) -> str:
+    """The coarsest dtype whose grid holds every finite value (a float32 file of float16 values says float16)."""
+    for name, grid, _ in GRIDS:
+        if MANTISSA[name] > MANTISSA.get(dtype, 52):
+            break
+        with np.errstate(over="ignore"):
+            if all(np.array_equal(a[np.isfinite(a)], a[np.isfinite(a)].astype(grid).astype(np.float64))
+                   for a in arrays):
+                return name
+    return dtype if dtype in MANTISSA else "float64"
+
+
+def sample_rows(n: int) -> np.ndarray:
+    head = np.arange(min(n, FIT_ROWS))
+    if n <= FIT_ROWS:
+        return head
+    tail = np.unique(np.geomspace(FIT_ROWS, n - 1, SAMPLED_ROWS).astype(np.int64))
+    return np.unique(np.concatenate([head, tail, [n - 1]]))
+
+
+def _first_repeat(cos: np.ndarray, sin: np.ndarray) -> int:
+    """Rows before the first row equal to its predecessor (a correct cache never repeats a row)."""
+    same = np.all(cos[1:] == cos[:-1], axis=1) & np.all(sin[1:] == sin[:-1], axis=1)
+    hits = np.flatnonzero(same)
+    return int(hits[0]) + 1 if hits.size else cos.shape[0]
+
+
+def _line_fit(phase: np.ndarray, rows: np.ndarray):
+    """Per column least squares phase = omega * r + c: (omega, c, max |residual|)."""
+    x = rows.astype(np.float64)
+    xm = x.mean()
+    dx = x - xm
+    slope = (dx[:, None] * (phase - phase.mean(axis=0))).sum(axis=0) / (dx * dx).sum()
+    intercept = phase.mean(axis=0) - slope * xm
+    resid = np.abs(phase - (slope[None, :] * x[:, None] + intercept[None, :])).max(axis=0)
+    return slope, intercept, resid
+
+
+def _wrap(x):
+    return (x + np.pi) % (2 * np.pi) - np.pi
+
+
+def fit_frequencies(phase: np.ndarray, eps: float):
+    """(omega, intercept, relative tolerance) per column from the unwrapped prefix phase.
+
+    The window doubles from 16 rows while a column's fit residual stays under a bound set by the
+    storage precision; a column whose residual breaks it keeps the fit of its last tight window.
+    """
+    n = phase.shape[0]
+    unwrapped = np.unwrap(phase, axis=0)
+    bound = max(50 * eps, 1e-5)
+    window = min(n, 16)
+    omega, c, resid = _line_fit(unwrapped[:window], np.arange(window))
+    used = np.full(phase.shape[1], window)
+    while window < n:
+        window = min(n, window * 2)
+        o, i, r = _line_fit(unwrapped[:window], np.arange(window))
+        ok = (r <= bound) & (used * 2 >= window)  # only columns still tight at the previous step
+        omega, c, resid, used = (np.where(ok, o, omega), np.where(ok, i, c), np.where(ok, r, resid),
+                                 np.where(ok, window, used))
+    # 1-sigma slope of a line fit with uniform noise of +-resid over `used` rows, times 3.
+    tol = 3 * np.sqrt(12.0) * np.maximum(resid, eps) / used.astype(np.float64) ** 1.5
+    return omega, c, tol / np.maximum(np.abs(omega), 1e-300), used
+
+
+def fit_offset(omega: np.ndarray, intercept: np.ndarray) -> float:
+    """The position of row 0: intercept_i = omega_i * offset, unwrapped from the slowest frequency up."""
+    order = np.argsort(omega)
+    est = 0.0
+    for i in order:
+        if omega[i] <= 1e-12:
+            continue
+        est += _wrap(intercept[i] - omega[i] * est) / omega[i]
+    return est
+
+
+def observe(cache: Cache) -> Observation:
+    cos, sin = cache.cos, cache.sin
+    if cos.ndim != 2 or cos.shape != sin.shape:
+        raise PosencError("cache", f"cos and sin must both be [n, d] arrays of one shape, got {cos.shape} and "
+                          f"{sin.shape}")
+    n, width = cos.shape
+    if n < MIN_ROWS or width < 1:
+        raise PosencError("cache", f"needs at least {MIN_ROWS} rows and one column, got shape {cos.shape}")
+    rows = sample_rows(n)
+    layout, c, s, mismatch = _compact(cos[rows], sin[rows], cache.layout)
+    notes = [f"the {layout} copies of each frequency differ by up to {mismatch:.1e}"] if mismatch else []
+    cf = np.asarray(c, dtype=np.float64)
+    sf = np.asarray(s, dtype=np.float64)
+    if not (np.isfinite(cf).all() and np.isfinite(sf).all()):
+        raise PosencError("cache", "holds NaN or infinite values")
+    grid = "float64" if cache.noise is not None else storage_grid(cf, sf, dtype=cache.dtype)
+    amplitude = np.sqrt(cf * cf + sf * sf)
+    attention = float(np.median(amplitude))
+    floor = cache.noise if cache.noise is not None else abs(attention) * 2.0 ** -MANTISSA[grid]
+    eps = floor / 2
+    if attention <= 0 or np.abs(amplitude / attention - 1).max() > 0.05:
+        raise PosencError("cache", "cos^2 + sin^2 is not constant: these are not the cos and sin of one angle "
+                          "(check which array is which, and that a single array is [cos | sin])")
+    prefix = int(np.searchsorted(rows, min(n, FIT_ROWS)))  # the contiguous head of `rows`
+    clean = _first_repeat(cf[:prefix], sf[:prefix])
+    if clean < prefix:
+        notes.append(f"row {clean} repeats row {clean - 1}: the frequency fit uses rows 0..{clean - 1}")
+    clean = max(clean, MIN_ROWS)
+    phase = np.arctan2(sf[:clean], cf[:clean])
+    omega, intercept, tol, _ = fit_frequencies(phase, eps * 2)
+    if not np.any(np.abs(omega) * clean > 1e-6):
+        raise PosencError("cache", "no column changes along the rows: this is not a position cache (row r must "
+                          "hold position start + r)")
+    offset = fit_offset(omega, intercept - omega * cache.start)  # relative to the declared start
+    return Observation(rows=n, width=width, layout=layout, n_freq=cf.shape[1], grid=grid, floor=floor,
+                       attention=attention,
+                       omega=omega, omega_tol=tol, offset=offset, fit_rows=clean, sample=rows, cos=cf, sin=sf,
+                       notes=notes)

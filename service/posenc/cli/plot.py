@@ -1,0 +1,64 @@
+"""`posenc plot heatmap|spectrum|decay|alibi|precision [--config config.json | --spec JSON ...] --out FILE`.
+
+The explorer's figures as PNG or SVG files (by the --out suffix). --spec may repeat (variants
+side by side); --config draws every layer type of a model; parameters as --param name=value
+(heatmap: positions, dim; decay: max_distance; alibi: n_heads, context, gamma; precision: max_position).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import PosencError
+from .audit import read_config
+
+
+def register(sub) -> None:
+    from ..plots import FIGURES
+
+    p = sub.add_parser("plot", help="draw an explorer figure to a PNG or SVG file",
+                       description=__doc__.split("\n\n", 1)[1])
+    p.add_argument("figure", choices=sorted(FIGURES))
+    p.add_argument("--config", help="a model's config.json: every layer type")
+    p.add_argument("--spec", action="append", default=[], help='a spec as JSON, e.g. \'{"kind": "rope", '
+                   '"head_dim": 128, "base": 5e5}\' (repeat for variants side by side)')
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="a figure parameter")
+    p.add_argument("--out", required=True, help="output file, .png or .svg")
+    p.set_defaults(handler=run)
+
+
+def _params(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise PosencError("param", f"{item!r} is not NAME=VALUE")
+        try:
+            out[name] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name] = value
+    return out
+
+
+def _specs(items: list[str]) -> list[dict]:
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(json.loads(item))
+        except json.JSONDecodeError as exc:
+            raise PosencError(f"spec.{i}", f"is not JSON: {exc}") from None
+    return out
+
+
+def run(args) -> int:
+    from ..plots import render
+
+    fmt = Path(args.out).suffix.lower().lstrip(".")
+    if args.config and args.spec:
+        raise PosencError("spec", "give --config or --spec, not both")
+    source = {"config": read_config(args.config)} if args.config else {"specs": _specs(args.spec)} if args.spec else {}
+    data, _ = render(args.figure, source, _params(args.param), fmt)
+    Path(args.out).write_bytes(data)
+    print(f"wrote {args.out} ({len(data)} bytes)")
+    return 0

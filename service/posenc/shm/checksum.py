@@ -1,0 +1,116 @@
+"""Data checksums of segments: which algorithm a header names, and computing it fast.
+
+Two algorithms (header field `checksum`, docs/shm-format.md):
+
+* 0, CRC-32: zlib's (IEEE 802.3), `zlib.crc32`. Every segment written before the field
+  existed has 0 there, so old files keep verifying.
+* 1, CRC-32C (Castagnoli, the iSCSI/ext4/SSE4.2 CRC): the default for new segments, because
+  x86-64 computes it in hardware (the `crc32` instruction) at several times zlib's speed.
+
+CRC-32C runs in libposenc (`posenc_crc32c`, native/src/checksum.c: SSE4.2 when the CPU has
+it, a table-driven loop otherwise). Without the native library a numba slice-by-8 loop
+computes the same value, slower: a reader never depends on the native build to verify.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import zlib
+
+import numba as nb
+import numpy as np
+
+from ..errors import PosencError
+from ..native import LIBRARY
+
+CRC32, CRC32C = 0, 1
+NAMES = {CRC32: "crc32", CRC32C: "crc32c"}
+CODES = {name: code for code, name in NAMES.items()}
+#: What new segments use unless the writer asks for another.
+DEFAULT = "crc32c"
+
+_CASTAGNOLI = 0x82F63B78  # reflected polynomial 0x1EDC6F41
+
+
+def _slice_by_8_tables(poly: int) -> np.ndarray:
+    """The 8 x 256 tables of a reflected CRC: t[k][b] is byte b's CRC followed by k zero bytes."""
+    t = np.zeros((8, 256), np.uint32)
+    for b in range(256):
+        v = b
+        for _ in range(8):
+            v = (v >> 1) ^ poly if v & 1 else v >> 1
+        t[0, b] = v
+    for k in range(1, 8):
+        t[k] = (t[k - 1] >> 8) ^ t[0][t[k - 1] & 0xFF]
+    return t
+
+
+_TABLES = _slice_by_8_tables(_CASTAGNOLI)
+
+
+@nb.njit(nogil=True, cache=True)
+def _crc32c_numba(data, crc, t):
+    """CRC-32C of a uint8 array continuing `crc` (0 to start), slice-by-8 in software."""
+    r = np.uint32(crc) ^ np.uint32(0xFFFFFFFF)
+    n = data.shape[0]
+    i = 0
+    while n - i >= 8:
+        lo = r ^ (np.uint32(data[i]) | (np.uint32(data[i + 1]) << 8) | (np.uint32(data[i + 2]) << 16)
+                  | (np.uint32(data[i + 3]) << 24))
+        r = (t[7, lo & 0xFF] ^ t[6, (lo >> 8) & 0xFF] ^ t[5, (lo >> 16) & 0xFF] ^ t[4, lo >> 24]
+             ^ t[3, data[i + 4]] ^ t[2, data[i + 5]] ^ t[1, data[i + 6]] ^ t[0, data[i + 7]])
+        i += 8
+    while i < n:
+        r = t[0, (r ^ data[i]) & 0xFF] ^ (r >> 8)
+        i += 1
+    return r ^ np.uint32(0xFFFFFFFF)
+
+
+def _native_crc32c():
+    """libposenc's posenc_crc32c(crc, pointer, length), or None (no library, or a build without it)."""
+    function = getattr(LIBRARY, "posenc_crc32c", None) if LIBRARY is not None else None
+    if function is not None:
+        function.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t]
+        function.restype = ctypes.c_uint32
+    return function
+
+
+_NATIVE = _native_crc32c()
+
+
+def _bytes_of(data) -> np.ndarray:
+    """A zero-copy uint8 view of any C-contiguous buffer (ndarray, bytes, memoryview, mmap)."""
+    return np.frombuffer(data if not isinstance(data, np.ndarray) else data.reshape(-1), np.uint8)
+
+
+def crc32c(data, crc: int = 0, *, native: bool | None = None) -> int:
+    """CRC-32C of `data` continuing `crc`, like zlib.crc32's chaining. `native` forces the
+    library (True) or numba (False); None picks the library when it is there."""
+    view = _bytes_of(data)
+    if native is None:
+        native = _NATIVE is not None
+    if native:
+        if _NATIVE is None:
+            raise PosencError("native", "libposenc with posenc_crc32c is not loaded (run `make install`)")
+        return int(_NATIVE(crc, view.ctypes.data, view.shape[0]))
+    return int(_crc32c_numba(view, crc, _TABLES))
+
+
+def implementation() -> str:
+    """Where CRC-32C runs here: "native" (libposenc) or "numba"."""
+    return "native" if _NATIVE is not None else "numba"
+
+
+def code_of(name: str) -> int:
+    """The header value of a checksum name ("crc32", "crc32c")."""
+    try:
+        return CODES[name]
+    except (KeyError, TypeError):
+        raise PosencError("checksum", f"must be one of {sorted(CODES)}, got {name!r}") from None
+
+
+def compute(algorithm: int, data, crc: int = 0) -> int:
+    """The checksum `algorithm` (a header code) of `data`, continuing `crc`."""
+    if algorithm == CRC32C:
+        return crc32c(data, crc)
+    return zlib.crc32(data, crc)

@@ -1,0 +1,111 @@
+"""Broken RoPE caches built the ways real frameworks build them (for tests/test_audit*.py and the
+explorer's browser test). Each recipe returns named arrays, as a framework would save them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+import posenc
+
+CONFIGS = Path(__file__).parent / "fixtures" / "hf_configs"
+F32 = np.float32
+#: Gemma-3-1B's text config (two layer types: sliding_attention at base 1e4, full_attention at 1e6).
+GEMMA3 = {"model_type": "gemma3_text", "hidden_size": 1152, "head_dim": 256, "num_attention_heads": 4,
+          "num_key_value_heads": 1, "num_hidden_layers": 26, "max_position_embeddings": 32768,
+          "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "rope_scaling": None, "sliding_window": 512,
+          "sliding_window_pattern": 6, "query_pre_attn_scalar": 256}
+
+
+def config(name: str, **overrides) -> dict:
+    doc = json.loads((CONFIGS / f"{name}.json").read_text())
+    doc.update(overrides)
+    return doc
+
+
+def half(a: np.ndarray) -> np.ndarray:
+    """HF's emb = cat(freqs, freqs) layout."""
+    return np.concatenate([a, a], axis=-1)
+
+
+def interleaved(a: np.ndarray) -> np.ndarray:
+    """GPT-J / RoFormer repeat_interleave layout."""
+    return np.repeat(a, 2, axis=-1)
+
+
+def exact(spec: posenc.RopeSpec, positions, dtype="float32") -> dict:
+    cos, sin = posenc.rope_cos_sin(positions, spec, dtype=dtype)
+    return {"cos": half(cos), "sin": half(sin)}
+
+
+def textbook_float32(n: int, dim: int, base: float = 10000.0) -> dict:
+    """The numpy recipe of countless tutorials: everything float32."""
+    inv_freq = 1.0 / (base ** (np.arange(0, dim, 2, dtype=F32) / dim))
+    t = np.arange(n, dtype=F32)
+    freqs = np.outer(t, inv_freq.astype(F32))
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    return {"cos": np.cos(emb).astype(F32), "sin": np.sin(emb).astype(F32)}
+
+
+def hf_llama(config_dict: dict, n: int) -> dict:
+    """transformers' own LlamaRotaryEmbedding forward (float32 angles), as a HF model computes it."""
+    import torch
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    cfg = LlamaConfig(**{k: v for k, v in config_dict.items() if k not in ("architectures", "model_type")})
+    rope = LlamaRotaryEmbedding(cfg)
+    x = torch.zeros(1, n, 8, dtype=torch.float32)
+    cos, sin = rope(x, torch.arange(n)[None])
+    return {"cos": cos[0].numpy(), "sin": sin[0].numpy()}
+
+
+def positions_cast(spec: posenc.RopeSpec, n: int, dtype) -> dict:
+    """position_ids cast to the model dtype before the product (angles then float32)."""
+    inv, attention = posenc.rope_inv_freq(spec)
+    p = np.arange(n).astype(dtype).astype(F32)
+    angle = np.outer(p, inv.astype(F32))
+    return {"cos": half(np.cos(angle) * F32(attention)), "sin": half(np.sin(angle) * F32(attention))}
+
+
+def bf16_positions(spec, n):
+    return positions_cast(spec, n, ml_dtypes.bfloat16)
+
+
+def stored(arrays: dict, dtype) -> dict:
+    return {k: v.astype(dtype) for k, v in arrays.items()}
+
+
+def interleaved_read_as_half(spec, n) -> dict:
+    """An interleaved cache [c0 c0 c1 c1 ...] whose user took cos[:, :d/2] as the half-split frequencies."""
+    cos, sin = posenc.rope_cos_sin(np.arange(n), spec)
+    k = cos.shape[1]
+    return {"cos": interleaved(cos)[:, :k], "sin": interleaved(sin)[:, :k]}
+
+
+def without_attention_factor(spec, n) -> dict:
+    inv, _ = posenc.rope_inv_freq(spec)
+    angle = np.outer(np.arange(n, dtype=np.float64), inv)
+    return {"cos": half(np.cos(angle)).astype(F32), "sin": half(np.sin(angle)).astype(F32)}
+
+
+def from_position_one(spec, n) -> dict:
+    return exact(spec, np.arange(1, n + 1))
+
+
+def angles_in(spec, n, dtype) -> dict:
+    """inv_freq and positions in the model dtype, their product rounded to it (a model run in bf16/fp16)."""
+    inv, attention = posenc.rope_inv_freq(spec)
+    p = np.arange(n).astype(dtype).astype(F32)
+    angle = (p[:, None] * inv.astype(dtype).astype(F32)[None, :]).astype(dtype).astype(F32)
+    return {"cos": half(np.cos(angle) * F32(attention)), "sin": half(np.sin(angle) * F32(attention))}
+
+
+def attention_twice(spec, n) -> dict:
+    """The attention factor multiplied in when building the cache and again by the rotary module."""
+    cos, sin = posenc.rope_cos_sin(np.arange(n), spec, dtype="float64")
+    attention = posenc.rope_inv_freq(spec)[1]
+    return {"cos": half(cos * attention).astype(F32), "sin": half(sin * attention).astype(F32)}

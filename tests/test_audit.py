@@ -1,0 +1,273 @@
+"""posenc.audit names what is wrong with caches broken the ways real frameworks break them, and
+calls a correct cache correct. The recipes (tests/audit_recipes.py) build each broken cache."""
+
+from __future__ import annotations
+
+import io
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import posenc
+from posenc.audit import audit_arrays, audit_bytes, to_text
+from posenc.errors import PosencError
+
+from audit_recipes import (bf16_positions, config, exact, from_position_one, half, hf_llama, interleaved,
+                           interleaved_read_as_half, positions_cast, stored, textbook_float32,
+                           without_attention_factor)
+
+N = 16384
+LLAMA = config("llama-3.1-8b", max_position_embeddings=N)
+LLAMA_SPEC = posenc.RopeSpec.from_hf_config(LLAMA)
+QWEN_YARN = config("qwen2-7b-yarn")
+GPTJ = config("gpt-j-6b")
+
+
+def causes(report: dict) -> list[str]:
+    return [f["cause"] for f in report["findings"]]
+
+
+def primary(report: dict) -> str:
+    return report["diagnosis"]["cause"]
+
+
+@pytest.fixture(scope="module")
+def llama_exact():
+    return exact(LLAMA_SPEC, np.arange(N))
+
+
+@pytest.mark.parametrize("with_config", [True, False])
+def test_correct_cache_is_correct(llama_exact, with_config):
+    report = audit_arrays(llama_exact, LLAMA if with_config else None)
+    assert report["status"] == "correct" and causes(report) == ["correct"]
+    assert report["cache"]["layout"] == "half" and report["cache"]["rotary_dim"] == 128
+    assert report["cache"]["position_offset"] == 0 and report["cache"]["attention_factor"] == pytest.approx(1.0)
+    # Without a config the audit still recognises Llama-3.1's scaling from the frequencies alone.
+    assert report["inferred"]["rope_type"] == "llama3" and report["inferred"]["base"] == 500000.0
+    assert max(r["max_abs_error"] for r in report["error_by_position"]) < 1.2e-7
+
+
+def test_textbook_float32_cache():
+    report = audit_arrays(textbook_float32(N, 64))
+    assert primary(report) == "float32_angles" and report["diagnosis"]["confidence"] == "high"
+    assert report["inferred"]["description"] == "default, base 10000"
+    errors = [r["max_abs_error"] for r in report["error_by_position"]]
+    assert errors[-1] > 30 * errors[0]  # grows with position: the signature
+
+
+@pytest.mark.parametrize("with_config", [True, False])
+def test_hf_float32_angles(with_config):
+    pytest.importorskip("transformers")
+    report = audit_arrays(hf_llama(LLAMA, N), LLAMA if with_config else None)
+    assert causes(report) == ["float32_angles"]
+
+
+@pytest.mark.parametrize("with_config", [True, False])
+def test_positions_cast_to_bfloat16(with_config):
+    report = audit_arrays(bf16_positions(LLAMA_SPEC, N), LLAMA if with_config else None)
+    assert causes(report) == ["bf16_positions"] and report["diagnosis"]["confidence"] == "high"
+    first = report["error_by_position"][0]
+    assert first["from"] == 0 and first["to"] == 256 and first["max_abs_error"] < 1e-4  # exact below 256
+
+
+def test_positions_cast_to_float16():
+    assert causes(audit_arrays(positions_cast(LLAMA_SPEC, N, np.float16), LLAMA)) == ["fp16_positions"]
+
+
+@pytest.mark.parametrize("dtype, cause", [(np.float16, "fp16_storage"), (ml_dtypes.bfloat16, "bf16_storage")])
+def test_cache_stored_in_half_precision(llama_exact, dtype, cause):
+    report = audit_arrays(stored(llama_exact, dtype), LLAMA)
+    assert causes(report) == [cause] and report["status"] == "warning"
+    # Rounded to float16 then kept as float32: the values still lie on the float16 grid.
+    if dtype is np.float16:
+        report = audit_arrays(stored(stored(llama_exact, dtype), np.float32))
+        assert causes(report) == [cause] and "grid" in report["diagnosis"]["evidence"]
+
+
+def test_interleaved_cache_for_a_half_model(llama_exact):
+    cache = {k: interleaved(v[:, :64]) for k, v in llama_exact.items()}
+    report = audit_arrays(cache, LLAMA)
+    assert report["cache"]["layout"] == "interleaved" and causes(report) == ["wrong_layout"]
+
+
+def test_half_cache_for_an_interleaved_model():
+    spec = posenc.RopeSpec.from_hf_config(GPTJ)
+    report = audit_arrays(exact(spec, np.arange(2048)), GPTJ)
+    assert causes(report) == ["wrong_layout"] and "interleaved" in report["diagnosis"]["evidence"]
+
+
+def test_interleaved_read_as_half():
+    report = audit_arrays(interleaved_read_as_half(posenc.RopeSpec.from_hf_config(GPTJ), 2048), GPTJ)
+    assert primary(report) == "interleaved_read_as_half"
+
+
+def test_base_1e4_for_a_5e5_model():
+    plain = config("llama-3.1-8b", rope_scaling=None, max_position_embeddings=N)
+    report = audit_arrays(exact(posenc.RopeSpec(128, base=1e4), np.arange(N)), plain)
+    assert causes(report) == ["wrong_base"]
+    assert "10000" in report["diagnosis"]["evidence"] and "500000" in report["diagnosis"]["evidence"]
+
+
+def test_scaling_missing(llama_exact):
+    plain = exact(posenc.RopeSpec(128, base=5e5), np.arange(N))
+    assert causes(audit_arrays(plain, LLAMA)) == ["scaling_missing"]
+
+
+@pytest.mark.parametrize("with_config, confidence", [(True, "high"), (False, "medium")])
+def test_yarn_without_attention_factor(with_config, confidence):
+    spec = posenc.RopeSpec.from_hf_config(QWEN_YARN)
+    report = audit_arrays(without_attention_factor(spec, 32768), QWEN_YARN if with_config else None)
+    assert causes(report) == ["attention_factor_missing"]
+    assert report["diagnosis"]["confidence"] == confidence
+    assert report["inferred"]["rope_type"] == "yarn"
+
+
+def test_yarn_with_its_attention_factor_is_correct():
+    spec = posenc.RopeSpec.from_hf_config(QWEN_YARN)
+    report = audit_arrays(exact(spec, np.arange(32768)), QWEN_YARN)
+    assert causes(report) == ["correct"]
+    assert report["cache"]["attention_factor"] == pytest.approx(0.1 * np.log(4) + 1, rel=1e-6)
+
+
+@pytest.mark.parametrize("with_config, confidence", [(True, "high"), (False, "medium")])
+def test_positions_from_one(with_config, confidence):
+    report = audit_arrays(from_position_one(LLAMA_SPEC, N), LLAMA if with_config else None)
+    assert causes(report) == ["position_offset"] and report["cache"]["position_offset"] == 1
+    assert report["diagnosis"]["confidence"] == confidence
+
+
+def test_declared_start_is_not_an_offset():
+    cache = exact(LLAMA_SPEC, np.arange(1000, 1000 + N))
+    assert causes(audit_arrays(cache, None, start=1000)) == ["correct"]
+
+
+def test_truncated_cache(llama_exact):
+    cfg = config("llama-3.1-8b")  # max_position_embeddings 131072
+    report = audit_arrays(llama_exact, cfg)
+    assert causes(report) == ["truncated"] and report["status"] == "warning"
+
+
+def test_unexplained_error_is_no_known_cause(llama_exact):
+    noise = np.random.default_rng(0).normal(0, 1e-3, (N, 64))
+    cache = {k: half(v[:, :64] + noise).astype(np.float32) for k, v in llama_exact.items()}
+    assert primary(audit_arrays(cache, LLAMA)) == "no_known_cause"
+
+
+def test_rotated_q_before_and_after():
+    torch = pytest.importorskip("torch")
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    n = 4096
+    cfg = config("llama-3.1-8b", max_position_embeddings=n)
+    spec = posenc.RopeSpec.from_hf_config(cfg)
+    q = np.random.default_rng(1).normal(size=(1, 4, n, 128)).astype(np.float32)
+    good = audit_arrays({"q": q, "q_rot": posenc.rope_apply(q, np.arange(n), spec)}, cfg)
+    assert causes(good) == ["correct"] and good["cache"]["source"].startswith("q rotation (half")
+    hf = hf_llama(cfg, n)
+    qt = torch.from_numpy(q)
+    rotated, _ = apply_rotary_pos_emb(qt, qt, torch.from_numpy(hf["cos"])[None], torch.from_numpy(hf["sin"])[None])
+    assert causes(audit_arrays({"q": q, "q_rot": rotated.numpy()}, cfg)) == ["float32_angles"]
+
+
+def test_rotated_q_in_the_wrong_pairing():
+    spec = posenc.RopeSpec.from_hf_config(GPTJ)
+    q = np.random.default_rng(2).normal(size=(2, 2048, 256)).astype(np.float32)
+    report = audit_arrays({"q": q, "q_rot": posenc.rope_apply(q, np.arange(2048), spec, layout="half")}, GPTJ)
+    assert causes(report) == ["wrong_layout"] and report["cache"]["rotary_dim"] == 64
+
+
+def _npy(a: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.save(out, a)
+    return out.getvalue()
+
+
+def test_file_formats_agree(llama_exact, tmp_path):
+    from safetensors.numpy import save
+
+    cos, sin = llama_exact["cos"], llama_exact["sin"]
+    k = cos.shape[1] // 2
+    reports = [
+        audit_bytes(_npy(cos), _npy(sin), config=LLAMA),
+        audit_bytes(save({"rope.cos_cached": cos, "rope.sin_cached": sin}), config=LLAMA),
+        audit_bytes(_npy(np.stack([cos, sin])), config=LLAMA),
+        audit_bytes(_npy(np.concatenate([cos[:, :k], sin[:, :k]], axis=1)), config=LLAMA),  # vLLM cos_sin_cache
+        audit_bytes(_npy((cos[:, :k] + 1j * sin[:, :k]).astype(np.complex64)), config=LLAMA),  # freqs_cis
+    ]
+    np.savez(tmp_path / "c.npz", cos=cos, sin=sin)
+    reports.append(audit_bytes((tmp_path / "c.npz").read_bytes(), config=LLAMA))
+    assert all(causes(r) == ["correct"] for r in reports), [causes(r) for r in reports]
+
+
+def test_text_report(llama_exact):
+    text = to_text(audit_arrays(stored(llama_exact, np.float16), LLAMA))
+    assert "cache stored in float16" in text and "fix:" in text and "positions" in text
+
+
+@pytest.mark.parametrize("data, field", [
+    (b"not a file", "file"),
+    (b"\x93NUMPY\x01\x00" + b"v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (100000000000, 2), }".ljust(118) + b"\n",
+     "file"),
+    (b"\x10\x00\x00\x00\x00\x00\x00\x00{\"a\": 1}        ", "file"),
+])
+def test_bad_files_are_posenc_errors(data, field):
+    with pytest.raises(PosencError) as info:
+        audit_bytes(data)
+    assert info.value.field.startswith(field)
+
+
+def test_bad_arrays_are_posenc_errors():
+    with pytest.raises(PosencError, match="cos\\^2"):
+        audit_arrays({"cos": np.ones((64, 8), np.float32), "sin": np.linspace(0, 1, 512, dtype=np.float32).reshape(64, 8)})
+    with pytest.raises(PosencError, match="no column changes"):
+        audit_arrays({"cos": np.ones((64, 8), np.float32), "sin": np.ones((64, 8), np.float32)})
+    with pytest.raises(PosencError, match="at least"):
+        audit_arrays({"cos": np.ones((2, 8), np.float32), "sin": np.zeros((2, 8), np.float32)})
+    with pytest.raises(PosencError, match="floating"):
+        audit_arrays({"cos": np.ones((64, 8), np.int32), "sin": np.zeros((64, 8), np.int32)})
+    with pytest.raises(PosencError) as info:  # a config without RoPE (BLOOM: ALiBi) has nothing to compare
+        audit_arrays(exact(LLAMA_SPEC, np.arange(64)), {"model_type": "bloom", "n_head": 8})
+    assert info.value.field.startswith("config")
+
+
+@pytest.mark.parametrize("dtype, cause", [(ml_dtypes.bfloat16, "bf16_angles"), (np.float16, "fp16_angles")])
+@pytest.mark.parametrize("with_config", [True, False])
+def test_angles_formed_in_half_precision(dtype, cause, with_config):
+    from audit_recipes import angles_in
+
+    report = audit_arrays(angles_in(LLAMA_SPEC, 4096, dtype), LLAMA if with_config else None)
+    assert primary(report) == cause, causes(report)
+
+
+def test_attention_factor_applied_twice():
+    from audit_recipes import attention_twice
+
+    spec = posenc.RopeSpec.from_hf_config(QWEN_YARN)
+    report = audit_arrays(attention_twice(spec, 32768), QWEN_YARN)
+    assert causes(report) == ["wrong_attention_factor"] and "applied twice" in report["diagnosis"]["evidence"]
+
+
+def test_partial_rotary_ignored():
+    neox = config("gpt-neox-20b")  # head_dim 96, partial_rotary_factor 0.25: 12 frequencies
+    full = exact(posenc.RopeSpec(96, base=10000.0), np.arange(2048))  # Llama's default ignores it: 48
+    report = audit_arrays(full, neox)
+    assert primary(report) == "wrong_rotary_dim" and "48" in report["diagnosis"]["evidence"]
+
+
+def test_wrong_scaling_variant():
+    linear = posenc.RopeSpec(128, base=5e5, scaling={"rope_type": "linear", "factor": 8.0})
+    report = audit_arrays(exact(linear, np.arange(N)), LLAMA)
+    assert causes(report) == ["wrong_scaling"] and "linear" in report["diagnosis"]["evidence"]
+    assert report["inferred"]["rope_type"] == "linear"
+
+
+def test_several_layer_types_pick_the_matching_one():
+    from audit_recipes import GEMMA3
+
+    local = posenc.from_hf_config(GEMMA3)["sliding_attention"].spec
+    report = audit_arrays(exact(local, np.arange(4096)), GEMMA3)
+    assert report["expected"]["layer_type"] == "sliding_attention"
+    assert causes(report) == ["truncated"]  # right values, 4096 of 32768 rows
+    report = audit_arrays(exact(local, np.arange(4096)), GEMMA3, layer_type="full_attention")
+    assert primary(report) == "wrong_base"

@@ -1,0 +1,177 @@
+"""POST /v1/audit and the /explore routes in-process: every body form, the figures for tables,
+specs and configs, and a 4xx naming the field for each kind of bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tempfile
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from safetensors.numpy import save
+
+import posenc
+from posenc.config import ServiceConfig
+from posenc.http import create_app
+from posenc.shm import TableStore
+
+from audit_recipes import bf16_positions, config, exact
+
+N = 2048
+LLAMA = config("llama-3.1-8b", max_position_embeddings=N)
+SPEC = posenc.RopeSpec.from_hf_config(LLAMA)
+ROPE_TABLE = {"name": "llama", "encoding": {"kind": "rope", **SPEC.to_dict()}, "start": 0, "stop": 1024}
+ALIBI_TABLE = {"name": "alibi8", "encoding": {"kind": "alibi", "n_heads": 8}, "start": 0, "stop": 64}
+BODY_LIMIT = 4 << 20
+
+
+def service_config(root: str) -> ServiceConfig:
+    return ServiceConfig.from_dict({"server": {"shm_dir": root, "body_timeout_s": 2.0},
+                                    "limits": {"max_body_bytes": BODY_LIMIT},
+                                    "tables": [ROPE_TABLE, ALIBI_TABLE]})
+
+
+@pytest.fixture(scope="module")
+def client():
+    root = tempfile.mkdtemp(prefix="posenc-audit-test-", dir="/dev/shm")
+    store = TableStore(root)
+    cfg = service_config(root)
+    for table in cfg.tables:
+        store.publish(table.name, table.spec)
+    with TestClient(create_app(cfg)) as c:
+        yield c
+    store.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def npy(arr) -> bytes:
+    out = io.BytesIO()
+    np.save(out, arr)
+    return out.getvalue()
+
+
+def stack(arrays: dict) -> np.ndarray:
+    return np.stack([arrays["cos"], arrays["sin"]])
+
+
+def error_of(response, status: int, field_prefix: str | None):
+    assert response.status_code == status, response.text
+    err = response.json()["error"]
+    assert set(err) == {"code", "message", "field"}
+    if field_prefix is not None:
+        assert (err["field"] or "").startswith(field_prefix), err
+    return err
+
+
+def test_npy_body_with_config_in_query(client):
+    body = npy(stack(exact(SPEC, np.arange(N))))
+    r = client.post("/v1/audit", content=body, params={"config": json.dumps(LLAMA)},
+                    headers={"content-type": "application/x-npy"})
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "correct" and r.json()["expected"]["spec"]["base"] == 500000.0
+
+
+def test_safetensors_body_broken_cache(client):
+    body = save(bf16_positions(SPEC, N))
+    r = client.post("/v1/audit", content=body, headers={"content-type": "application/octet-stream"})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["diagnosis"]["cause"] == "bf16_positions" and doc["diagnosis"]["fix"]
+
+
+def test_multipart_file_and_config(client):
+    files = {"file": ("cache.npy", npy(stack(exact(SPEC, np.arange(1, N + 1)))), "application/octet-stream")}
+    r = client.post("/v1/audit", files=files, data={"config": json.dumps(LLAMA), "start": "0"})
+    assert r.status_code == 200, r.text
+    assert r.json()["diagnosis"]["cause"] == "position_offset" and r.json()["cache"]["position_offset"] == 1
+
+
+def test_multipart_cos_and_sin_parts_and_config_file(client):
+    arrays = exact(SPEC, np.arange(N))
+    files = {"cos": ("cos.npy", npy(arrays["cos"])), "sin": ("sin.npy", npy(arrays["sin"])),
+             "config": ("config.json", json.dumps(LLAMA).encode())}
+    r = client.post("/v1/audit", files=files)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "correct"
+
+
+@pytest.mark.parametrize("kwargs, status, field", [
+    ({"content": b"garbage bytes", "headers": {"content-type": "application/octet-stream"}}, 422, "file"),
+    ({"content": b"{}", "headers": {"content-type": "application/json"}}, 415, "content-type"),
+    ({"files": {"other": ("x.npy", b"1")}}, 422, "file"),
+    ({"files": {"file": ("x.npy", npy(np.ones((64, 8), np.int32)))}}, 422, "file"),
+    ({"files": {"file": ("x.npy", b"\x93NUMPY garbage")}}, 422, "file"),
+    ({"files": {"file": ("c.npy", npy(stack(exact(SPEC, np.arange(64)))))}, "data": {"config": "{nope"}}, 422,
+     "config"),
+    ({"files": {"file": ("c.npy", npy(stack(exact(SPEC, np.arange(64)))))}, "data": {"start": "-3"}}, 422, "start"),
+    ({"files": {"file": ("c.npy", npy(stack(exact(SPEC, np.arange(64)))))},
+      "data": {"config": json.dumps(LLAMA), "layer_type": "nope"}}, 422, "layer_type"),
+])
+def test_bad_audit_requests(client, kwargs, status, field):
+    error_of(client.post("/v1/audit", **kwargs), status, field)
+
+
+def test_audit_body_over_the_limit_is_413(client):
+    big = npy(np.zeros((2, BODY_LIMIT // 8, 1), np.float32))
+    error_of(client.post("/v1/audit", content=big, headers={"content-type": "application/x-npy"}), 413, "body")
+
+
+def test_page_and_assets_are_local(client):
+    r = client.get("/explore")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in r.headers["content-security-policy"]
+    html = r.text
+    for ref in ("/explore/assets/explore.js", "/explore/assets/explore.css"):
+        assert ref in html
+        assert client.get(ref).status_code == 200
+    assert "http://" not in html and "https://" not in html
+    error_of(client.get("/explore/assets/../../etc/passwd"), 404, None)
+    error_of(client.get("/explore/assets/secret.py"), 404, "name")
+
+
+@pytest.mark.parametrize("figure", ["heatmap", "spectrum", "decay", "alibi", "precision"])
+@pytest.mark.parametrize("source", [{"table": "llama"}, {"config": config("qwen2-7b-yarn")},
+                                    {"config": config("phi-3-mini-128k")}, {"table": "alibi8"}])
+def test_every_figure_for_tables_and_configs(client, figure, source):
+    r = client.post(f"/explore/figures/{figure}", json={"source": source, "params": {}})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["svg"].lstrip().startswith("<?xml") and "<svg" in doc["svg"]
+    assert "<script" not in doc["svg"]
+    assert isinstance(doc["summary"], dict)
+
+
+def test_spectrum_summary_counts_full_turns(client):
+    r = client.post("/explore/figures/spectrum", json={"source": {"table": "llama"}})
+    panel = r.json()["summary"]["panels"][0]
+    assert panel["rope_type"] == "llama3" and panel["trained_context"] == 8192
+    inv = posenc.rope_inv_freq(SPEC)[0]
+    extended = max(SPEC.max_position_embeddings, 8 * 8192)  # factor x trained: longer than this config's 2048
+    assert panel["extended_context"] == extended
+    assert panel["full_turns_after"] == int(np.sum(2 * np.pi / inv <= extended))
+
+
+def test_audit_figure(client):
+    report = client.post("/v1/audit", content=npy(stack(bf16_positions(SPEC, N))),
+                         headers={"content-type": "application/x-npy"}).json()
+    r = client.post("/explore/figures/audit", json={"report": report})
+    assert r.status_code == 200 and "<svg" in r.json()["svg"]
+    error_of(client.post("/explore/figures/audit", json={"report": {"no": "profile"}}), 422, "report")
+
+
+@pytest.mark.parametrize("path, body, status, field", [
+    ("/explore/figures/nope", {}, 404, "figure"),
+    ("/explore/figures/spectrum", {"source": {"table": "missing"}}, 404, None),
+    ("/explore/figures/spectrum", {"source": {"spec": {"kind": "rope", "head_dim": -4}}}, 422, "spec.head_dim"),
+    ("/explore/figures/spectrum", {"source": {"specs": "x"}}, 422, "specs"),
+    ("/explore/figures/spectrum", {"source": {"config": {"model_type": "llama", "rope_theta": -5}}}, 422,
+     "config.rope_theta"),
+    ("/explore/figures/alibi", {"params": {"context": 1}}, 422, "context"),
+    ("/explore/figures/heatmap", {"params": {"positions": 10 ** 9}}, 422, "positions"),
+    ("/explore/figures/heatmap", {"bogus": 1}, 422, "bogus"),
+])
+def test_bad_figure_requests(client, path, body, status, field):
+    error_of(client.post(path, json=body), status, field)

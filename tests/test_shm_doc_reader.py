@@ -1,0 +1,193 @@
+"""A third reader, written from docs/shm-format.md alone: `DocReader` below uses only the
+standard library (struct, zlib) and numpy for the final view, and none of posenc. If the
+document is complete, it reads every table posenc publishes exactly as `posenc.shm.attach`
+does and refuses every damaged segment with the words the document gives."""
+
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from posenc.shm import ShmError, TableStore, attach
+from shm_support import CORRUPTIONS, header_of, poke, rewrite_header, table_from
+
+pytest_plugins = ["shm_support"]
+
+
+# ---- the reader (from the document only) ----------------------------------------------------
+
+class Refused(Exception):
+    pass
+
+
+def _crc32c_table():
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC32C = _crc32c_table()
+
+
+def crc32c(data: bytes, crc: int = 0) -> int:
+    crc ^= 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC32C[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+HEADER = struct.Struct("<8sIIIIIIQQqQQQqII16s64sI")  # through `checksum` at 176; 180..255 reserved
+NAME_CHARS = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def valid_name(name: bytes) -> bool:
+    return (1 <= len(name) <= 64 and set(name) <= NAME_CHARS and b".." not in name and name != b"."
+            and b"/" not in name)
+
+
+class DocReader:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def generation(self, name: str) -> int | None:
+        """*Reading the registry*: None for "no table"."""
+        path = self.root / "posenc-registry"
+        if not path.exists():
+            return None
+        raw = path.read_bytes()
+        if len(raw) < 131200:
+            if any(raw[:8]):
+                raise Refused(f"{path}: truncated registry")
+            return None
+        if raw[:8] == bytes(8):
+            return None
+        if raw[:8] != b"POSENCRG":
+            raise Refused(f"{path}: bad magic: corrupted registry")
+        if struct.unpack_from("<III", raw, 8) != (1, 1024, 128):
+            raise Refused(f"{path}: unknown registry layout")
+        wanted = name.encode().ljust(64, b"\0")
+        for slot in range(1024):
+            seq, generation = struct.unpack_from("<QQ", raw, 128 + 128 * slot)
+            if seq & 1:
+                raise Refused(f"{path}: a slot stayed busy")  # a copy of the file cannot change: no retry
+            if generation and raw[128 + 128 * slot + 16:128 + 128 * slot + 80] == wanted:
+                if generation > 2**63 - 1:
+                    raise Refused(f"{path}: corrupted slot")
+                return generation
+        return None
+
+    def validate(self, path: Path, verify: bool = True) -> tuple[dict, bytes]:
+        """*Validating a segment*, steps 1-8 and 10 (no spec parsing), in order."""
+        raw = path.read_bytes()  # a copy: the acquire load of `state` is the read of this copy
+        if len(raw) < 256:
+            raise Refused(f"{path}: truncated")
+        (magic, version, state, header_crc, data_crc, dtype, itemsize, rows, width, start, data_offset,
+         data_nbytes, generation, _, _, spec_len, spec_hash, name, checksum) = HEADER.unpack_from(raw)
+        if magic != b"POSENCTB":
+            raise Refused(f"{path}: bad magic")
+        if version != 1:
+            raise Refused(f"{path}: unknown format version {version}")
+        name_bytes, _, padding = name.partition(b"\0")
+        problems = [
+            ((dtype, itemsize) not in ((1, 4), (2, 8)), "unknown dtype code or itemsize"),
+            (rows < 1 or width < 1, "rows and width must be >= 1"),
+            (rows * width * itemsize != data_nbytes, "data_nbytes is not rows * width * itemsize"),
+            (start + rows > 2**63 - 1, "start + rows overflows int64"),
+            (spec_len < 1 or data_offset != -(-(256 + spec_len) // 64) * 64, "data_offset does not follow spec_len"),
+            (not 1 <= generation <= 2**63 - 1, "generation outside 1..2^63-1"),
+            (checksum not in (0, 1), "unknown checksum algorithm"),
+            (not set(spec_hash) <= set(b"0123456789abcdef"), "spec_hash is not 16 lowercase hex digits"),
+            (not valid_name(name_bytes) or any(padding), "name is not a valid NUL-padded table name"),
+            (any(raw[180:256]), "reserved bytes are not zero"),
+        ]
+        for failed, what in problems:
+            if failed:
+                raise Refused(f"{path}: inconsistent header: {what}")
+        if state != 2:
+            raise Refused(f"{path}: not READY (state {({0: 'EMPTY', 1: 'BUILDING'}).get(state, state)})")
+        if len(raw) < data_offset + data_nbytes:
+            raise Refused(f"{path}: truncated")
+        if len(raw) > data_offset + data_nbytes:
+            raise Refused(f"{path}: trailing bytes")
+        covered = raw[:12] + bytes(8) + raw[20:256]
+        if zlib.crc32(raw[256:256 + spec_len], zlib.crc32(covered)) != header_crc:
+            raise Refused(f"{path}: header checksum mismatch")
+        if any(raw[256 + spec_len:data_offset]):
+            raise Refused(f"{path}: non-zero padding after the spec JSON")
+        data = raw[data_offset:]
+        if verify and (crc32c(data) if checksum == 1 else zlib.crc32(data)) != data_crc:
+            raise Refused(f"{path}: data checksum mismatch")
+        fields = {"rows": rows, "width": width, "start": start, "dtype": {1: "<f4", 2: "<f8"}[dtype],
+                  "generation": generation, "name": name_bytes.decode(), "spec_hash": spec_hash.decode(),
+                  "spec": raw[256:256 + spec_len].decode()}
+        return fields, data
+
+    def attach(self, name: str) -> tuple[dict, np.ndarray]:
+        generation = self.generation(name)
+        if generation is None:
+            raise Refused(f"no table named {name!r}")
+        fields, data = self.validate(self.root / f"posenc.{name}.{generation}")
+        if (fields["name"], fields["generation"]) != (name, generation):
+            raise Refused("header names another table or generation")
+        return fields, np.frombuffer(data, fields["dtype"]).reshape(fields["rows"], fields["width"])
+
+
+# ---- the checks ---------------------------------------------------------------------------
+
+TABLES = [
+    ({"kind": "sinusoidal", "dim": 24, "layout": "t2t"}, -40, 300, "float64", "crc32c"),
+    ({"kind": "rope", "head_dim": 32, "scaling": {"rope_type": "linear", "factor": 2.0}}, 0, 257, "float32", "crc32"),
+    ({"kind": "alibi", "n_heads": 12}, 0, 500, "float32", "crc32c"),
+]
+
+
+@pytest.mark.parametrize("encoding, start, stop, dtype, checksum", TABLES)
+def test_the_doc_reader_reads_what_posenc_reads(shm_root, encoding, start, stop, dtype, checksum):
+    table = table_from(encoding, start, stop, dtype)
+    with TableStore(shm_root, checksum=checksum) as store:
+        store.publish("t", table)
+        store.publish("t", table)  # a second generation: the registry, not the first file, decides
+        fields, rows = DocReader(shm_root).attach("t")
+        with attach("t", root=shm_root) as tbl:
+            np.testing.assert_array_equal(rows, tbl.array)  # bit-exact
+            assert (fields["start"], fields["rows"], fields["generation"]) == (tbl.start, table.rows, tbl.generation)
+            assert fields["spec"] == table.canonical_json and fields["spec_hash"] == table.hash
+
+
+@pytest.mark.parametrize("case, corrupt, phrase, code", CORRUPTIONS, ids=[c[0] for c in CORRUPTIONS])
+def test_the_doc_reader_refuses_what_posenc_refuses_with_the_same_words(shm_store, shm_root, case, corrupt, phrase,
+                                                                        code):
+    shm_store.publish("t", table_from({"kind": "sinusoidal", "dim": 16}, 0, 512))
+    path = shm_root / "posenc.t.1"
+    corrupt(path, header_of(path))
+    with pytest.raises(ShmError) as posenc_refusal:
+        attach("t", root=shm_root)
+    with pytest.raises(Refused) as doc_refusal:
+        DocReader(shm_root).attach("t")
+    assert phrase in str(posenc_refusal.value) and phrase in str(doc_refusal.value)
+
+
+def test_the_doc_reader_and_posenc_pick_the_same_slot_and_agree_on_the_magic(shm_store, shm_root):
+    shm_store.publish("t", table_from({"kind": "sinusoidal", "dim": 8}, 0, 10))
+    second = shm_store.publish("u", table_from({"kind": "sinusoidal", "dim": 8}, 0, 11)).generation
+    poke(shm_root / "posenc-registry", 128 + 128 * 9, struct.pack("<QQ64s", 0, second, b"t"))  # duplicate "t"
+    assert DocReader(shm_root).generation("t") == attach("t", root=shm_root).generation == 1
+    poke(shm_root / "posenc-registry", 0, bytes(8))
+    assert DocReader(shm_root).generation("t") is None
+    with pytest.raises(ShmError, match="no registry there yet"):
+        attach("t", root=shm_root)
+    poke(shm_root / "posenc-registry", 0, b"POSENCR?")
+    with pytest.raises(Refused, match="corrupted registry"):
+        DocReader(shm_root).generation("t")
+    with pytest.raises(ShmError, match="corrupted registry"):
+        attach("t", root=shm_root)
+    poke(shm_root / "posenc-registry", 0, b"POSENCRG")
+    rewrite_header(shm_root / "posenc.t.1", name=b"u")  # a header naming another table
+    for reader in (lambda: DocReader(shm_root).attach("t"), lambda: attach("t", root=shm_root)):
+        with pytest.raises((Refused, ShmError), match="header names another table or generation"):
+            reader()
