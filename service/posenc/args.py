@@ -73,7 +73,7 @@ def as_positions(positions, field: str = "positions") -> np.ndarray:
     if arr.dtype.kind not in "iuf":
         raise PosencError(field, f"must be numbers, got dtype {arr.dtype}")
     out = np.ascontiguousarray(arr, dtype=np.float64)
-    if out.size:
+    if out.size and not within(out, LIMITS.max_abs_position):  # one pass; the details only for the error
         if not np.isfinite(out).all():
             bad = int(np.flatnonzero(~np.isfinite(out))[0])
             raise PosencError(field, f"must be finite; element {bad} is {out[bad]!r}")
@@ -83,6 +83,38 @@ def as_positions(positions, field: str = "positions") -> np.ndarray:
                 field, f"|position| must be <= {LIMITS.max_abs_position} (POSENC_MAX_ABS_POSITION), got {biggest:g}"
             )
     return out
+
+
+#: Up to this many elements, checks over Python floats beat numpy reductions (~2 us each in numpy 2).
+SMALL_ARRAY = 32
+
+
+def within(values: np.ndarray, bound: float) -> bool:
+    """Whether every element of a numeric array is finite and at most `bound` in magnitude
+    (NaN fails every comparison, so one pass checks both)."""
+    if values.size <= SMALL_ARRAY:
+        return all(-bound <= v <= bound for v in values.tolist())
+    return bool(np.abs(values).max() <= bound)
+
+
+def value_range(values: np.ndarray) -> tuple:
+    """(least, greatest) element of a non-empty integer or finite float array."""
+    if values.size <= SMALL_ARRAY:
+        listed = values.tolist()
+        return min(listed), max(listed)
+    return values.min(), values.max()
+
+
+def integer_range(values: np.ndarray) -> tuple | None:
+    """(least, greatest) of a non-empty float array whose elements are all finite integers, else None."""
+    if values.size <= SMALL_ARRAY:
+        listed = values.tolist()
+        if not all(map(float.is_integer, listed)):  # False for inf and NaN too
+            return None
+        return min(listed), max(listed)
+    if not (np.isfinite(values).all() and np.array_equal(values, np.floor(values))):
+        return None
+    return values.min(), values.max()
 
 
 def as_vector(value, field: str, length: int) -> np.ndarray:

@@ -2,17 +2,23 @@
 
 Both servers run under the same uvicorn settings (uvloop, httptools, 1 worker, no access log,
 no Server header; posenc with its connection guards, an httptools subclass) pinned to CPU 0
-with taskset; wrk runs pinned to CPU 1. Cases:
-  * one row, binary: GET /v1/tables/sin128/rows/12345, Accept: application/octet-stream (512 B)
-  * one row, JSON:   the same without Accept
-  * batch:           POST /v1/tables/sin128/rows, 1024 int64 positions, raw float32 back (512 KiB)
-  * the same row through the FastAPI route (a `?dtype=float32` query skips the raw-ASGI fast path)
-The bare app (`bare_app` below) answers each case with the bytes posenc sends, so the ratio is
-what posenc's own per-request work costs. Cases interleave within each repeat; medians are reported.
+with taskset; wrk runs pinned to CPU 1. Cases (CASES below):
+  * one row, binary and JSON: GET /v1/tables/sin128/rows/12345 (the raw-ASGI row route)
+  * the same row through the FastAPI route (a `?dtype=float32` query skips the raw-ASGI row route)
+  * batch: POST /v1/tables/sin128/rows, 1024 int64 positions, raw float32 back (512 KiB)
+  * spec requests, POST /v1/sinusoidal {"spec": {"dim": 128}} for 1 and 64 positions, JSON in and
+    out, or raw int64 in (the spec in the query) and raw float32 out: what a business service
+    sends; the sin128 table holds their rows (a table hit)
+  * a computed one: POST /v1/rope/cos_sin, head_dim 128, 1 position, JSON (no table: the kernels)
+Each request carries an X-Bench-Case header; the bare app (`bare_app` below) answers it with
+the bytes posenc answered that request with (fetched from posenc before the runs), so the
+ratio is what posenc's own per-request work costs. Cases interleave within each repeat;
+medians are reported.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,44 +27,89 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..http.codecs import JSON, RAW, encode
+from ..http.codecs import JSON, RAW
 from ..http.launch import ServerProcess, free_port
-from ..encodings import SinusoidalSpec
-from ..tables import TableSpec
 from .timing import machine_line, markdown_table
 
 TABLE_ROWS = 131072
 ROW_POSITION = 12345
 BATCH = 1024
 PAYLOAD_ENV = "POSENC_BARE_PAYLOADS"
-#: Payload files the bare app serves, and the cases run (the FastAPI case gets the row-binary bytes).
-_PAYLOADS = ("row-binary", "row-json", "batch")
-_CASES = ("row-binary", "row-binary-fastapi", "row-json", "batch")
+CASE_HEADER = "X-Bench-Case"
+_SPEC_QUERY = "spec=" + urllib.parse.quote('{"dim":128}')
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    method: str
+    path: str
+    accept: str | None = None
+    body: bytes = b""
+    content_type: str | None = None
+    encodings: int = 1  # rows answered per request
+
+
+def _positions(n: int) -> list[int]:
+    return [int(p) for p in np.random.default_rng(n).integers(0, TABLE_ROWS, n)]
+
+
+def _spec_json(n: int) -> bytes:
+    return json.dumps({"spec": {"dim": 128}, "positions": _positions(n)}).encode()
+
+
+def _int64(positions: list[int]) -> bytes:
+    return np.asarray(positions, "<i8").tobytes()
+
+
+_ROW = f"/v1/tables/sin128/rows/{ROW_POSITION}"
+CASES = {
+    "row-binary": Case("1 row, octet-stream (512 B)", "GET", _ROW, RAW),
+    "row-binary-fastapi": Case("1 row, octet-stream, through FastAPI (`?dtype=float32`)", "GET",
+                               _ROW + "?dtype=float32", RAW),
+    "row-json": Case("1 row, JSON", "GET", _ROW),
+    "batch": Case(f"{BATCH} rows, int64 in / float32 out (512 KiB)", "POST", "/v1/tables/sin128/rows", RAW,
+                  _int64(_positions(BATCH)), RAW, BATCH),
+    "spec1-json": Case("spec, 1 position, JSON in / out", "POST", "/v1/sinusoidal", None, _spec_json(1), JSON),
+    "spec1-binary": Case("spec, 1 position, int64 in / float32 out", "POST", f"/v1/sinusoidal?{_SPEC_QUERY}", RAW,
+                         _int64(_positions(1)), RAW),
+    "spec64-json": Case("spec, 64 positions, JSON in / out", "POST", "/v1/sinusoidal", None, _spec_json(64), JSON,
+                        64),
+    "spec64-binary": Case("spec, 64 positions, int64 in / float32 out (32 KiB)", "POST",
+                          f"/v1/sinusoidal?{_SPEC_QUERY}", RAW, _int64(_positions(64)), RAW, 64),
+    "rope1-json": Case("RoPE cos/sin computed, 1 position, JSON", "POST", "/v1/rope/cos_sin", None,
+                       json.dumps({"spec": {"head_dim": 128}, "positions": [ROW_POSITION]}).encode(), JSON),
+}
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default %(default)s)")
     parser.add_argument("--connections", type=int, default=64, help="wrk connections (default %(default)s)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per case (median reported)")
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of: %(default)s")
 
 
 # --- the bare ASGI app: the ceiling ---------------------------------------------------------------
-_payloads: dict[str, bytes] = {}
+_payloads: dict[bytes, tuple[bytes, list[tuple[bytes, bytes]]]] = {}
 
 
 def _load_payloads() -> None:
     directory = Path(os.environ[PAYLOAD_ENV])
-    for case in _PAYLOADS:
-        _payloads[case] = (directory / case).read_bytes()
+    for name in CASES:
+        meta = json.loads((directory / f"{name}.json").read_text())
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in meta["headers"]]
+        _payloads[name.encode()] = ((directory / f"{name}.body").read_bytes(), headers)
 
 
 async def bare_app(scope, receive, send):
-    """Drain the request, answer the bytes posenc would (picked by method and Accept), nothing else."""
+    """Drain the request, answer the bytes and headers posenc answered this case with, nothing else."""
     if scope["type"] != "http":
         message = await receive()
         if message["type"] == "lifespan.startup":
@@ -70,14 +121,10 @@ async def bare_app(scope, receive, send):
     more = True
     while more:
         more = (await receive()).get("more_body", False)
-    if scope["method"] == "POST":
-        case, media = "batch", RAW
-    else:
-        binary = any(k == b"accept" and v == RAW.encode() for k, v in scope["headers"])
-        case, media = ("row-binary", RAW) if binary else ("row-json", JSON)
-    body = _payloads[case]
-    headers = [(b"content-type", media.encode()), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    case = next((v for k, v in scope["headers"] if k == CASE_HEADER.lower().encode()), b"row-binary")
+    body, headers = _payloads.get(case, _payloads[b"row-binary"])
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [*headers, (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -98,18 +145,32 @@ def ensure_wrk() -> str:
     return found
 
 
-def _write_payloads(directory: Path, batch_positions: np.ndarray) -> None:
-    table = np.empty((TABLE_ROWS, 128), dtype=np.float32)
-    TableSpec(SinusoidalSpec(128), 0, TABLE_ROWS).fill(table)
-    (directory / "row-binary").write_bytes(encode(table[ROW_POSITION], RAW)[0])
-    (directory / "row-json").write_bytes(encode(table[ROW_POSITION], JSON)[0])
-    (directory / "batch").write_bytes(encode(table[batch_positions], RAW)[0])
-    (directory / "batch-request").write_bytes(batch_positions.astype("<i8").tobytes())
-    (directory / "batch.lua").write_text(
-        'wrk.method = "POST"\n'
-        f'wrk.body = io.open("{directory / "batch-request"}", "rb"):read("*a")\n'
-        'wrk.headers["Content-Type"] = "application/octet-stream"\n'
-        'wrk.headers["Accept"] = "application/octet-stream"\n')
+def _headers(name: str, case: Case) -> dict[str, str]:
+    headers = {CASE_HEADER: name}
+    if case.accept:
+        headers["Accept"] = case.accept
+    if case.content_type:
+        headers["Content-Type"] = case.content_type
+    return headers
+
+
+def _fetch_payloads(url: str, directory: Path) -> None:
+    """Ask posenc each case once; the bare app then answers with exactly those bytes and headers."""
+    kept = ("content-type", "x-posenc-dtype", "x-posenc-shape")
+    for name, case in CASES.items():
+        request = urllib.request.Request(url + case.path, data=case.body if case.method == "POST" else None,
+                                         method=case.method, headers=_headers(name, case))
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read()
+            headers = [(k.lower(), v) for k, v in response.getheaders() if k.lower() in kept]
+        (directory / f"{name}.body").write_bytes(body)
+        (directory / f"{name}.json").write_text(json.dumps({"headers": headers}))
+        (directory / f"{name}.request").write_bytes(case.body)
+        lua = [f'wrk.method = "{case.method}"']
+        if case.body:
+            lua.append(f'wrk.body = io.open("{directory / f"{name}.request"}", "rb"):read("*a")')
+        lua += [f'wrk.headers["{k}"] = "{v}"' for k, v in _headers(name, case).items()]
+        (directory / f"{name}.lua").write_text("\n".join(lua) + "\n")
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -118,17 +179,9 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _wrk(wrk: str, url: str, pid: int, case: str, directory: Path, args) -> dict:
+def _wrk(wrk: str, url: str, pid: int, name: str, directory: Path, args) -> dict:
     argv = ["taskset", "-c", "1", wrk, "-t1", f"-c{args.connections}", f"-d{args.duration}s", "--timeout", "10s",
-            "--latency"]
-    if case == "row-binary":
-        argv += ["-H", f"Accept: {RAW}", f"{url}/v1/tables/sin128/rows/{ROW_POSITION}"]
-    elif case == "row-binary-fastapi":  # a query string sends the same request through FastAPI's route
-        argv += ["-H", f"Accept: {RAW}", f"{url}/v1/tables/sin128/rows/{ROW_POSITION}?dtype=float32"]
-    elif case == "row-json":
-        argv += [f"{url}/v1/tables/sin128/rows/{ROW_POSITION}"]
-    else:
-        argv += ["-s", str(directory / "batch.lua"), f"{url}/v1/tables/sin128/rows"]
+            "--latency", "-s", str(directory / f"{name}.lua"), url + CASES[name].path]
     cpu_before = _cpu_seconds(pid)
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     cpu = _cpu_seconds(pid) - cpu_before
@@ -175,40 +228,43 @@ def _service_config(shm_dir: str) -> str:
 def run(args) -> str:
     if (os.cpu_count() or 1) < 2:
         raise SystemExit("posenc bench http pins the server and wrk to different CPUs: it needs 2")
+    cases = [name.strip() for name in args.cases.split(",") if name.strip()]
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        raise SystemExit(f"unknown cases {unknown}; choose from {list(CASES)}")
     wrk = ensure_wrk()
     directory = Path(tempfile.mkdtemp(prefix="posenc-bench-http-"))
     shm_dir = tempfile.mkdtemp(prefix="posenc-bench-shm-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None)
-    positions = np.random.default_rng(0).integers(0, TABLE_ROWS, BATCH)
-    _write_payloads(directory, positions)
-    bare, bare_url = _bare_server(directory)
     service = ServerProcess(_service_config(shm_dir), cpus="0").start()
+    bare = None
     results: dict[tuple[str, str], list[dict]] = {}
     try:
+        _fetch_payloads(service.url, directory)
+        bare, bare_url = _bare_server(directory)
         for _ in range(args.repeats):
-            for case in _CASES:
-                for name, url, pid in (("bare ASGI", bare_url, bare.pid), ("posenc", service.url, service.process.pid)):
-                    results.setdefault((case, name), []).append(_wrk(wrk, url, pid, case, directory, args))
+            for name in cases:
+                for server, url, pid in (("bare ASGI", bare_url, bare.pid),
+                                         ("posenc", service.url, service.process.pid)):
+                    results.setdefault((name, server), []).append(_wrk(wrk, url, pid, name, directory, args))
     finally:
         service.stop()
-        bare.terminate()
-        bare.wait()
+        if bare is not None:
+            bare.terminate()
+            bare.wait()
         shutil.rmtree(directory, ignore_errors=True)
         shutil.rmtree(shm_dir, ignore_errors=True)
-    return _report(results, args)
+    return _report(results, cases, args)
 
 
-def _report(results, args) -> str:
-    labels = {"row-binary": "1 row, octet-stream (512 B)", "row-json": "1 row, JSON",
-              "row-binary-fastapi": "1 row, octet-stream, through FastAPI (`?dtype=float32`)",
-              "batch": f"{BATCH} rows, int64 in / float32 out (512 KiB)"}
+def _report(results, cases, args) -> str:
     rows = []
-    for case in _CASES:
-        bare_rps = statistics.median(r["rps"] for r in results[(case, "bare ASGI")])
-        for name in ("bare ASGI", "posenc"):
-            runs = results[(case, name)]
+    for name in cases:
+        case = CASES[name]
+        bare_rps = statistics.median(r["rps"] for r in results[(name, "bare ASGI")])
+        for server in ("bare ASGI", "posenc"):
+            runs = results[(name, server)]
             rps = statistics.median(r["rps"] for r in runs)
-            encodings = rps * (BATCH if case == "batch" else 1)
-            rows.append([labels[case], name, f"{rps:,.0f}", f"{encodings:,.0f}",
+            rows.append([case.label, server, f"{rps:,.0f}", f"{rps * case.encodings:,.0f}",
                          f"{statistics.median(r['p50'] for r in runs):.2f}",
                          f"{statistics.median(r['p99'] for r in runs):.2f}", f"{rps / bare_rps:.0%}",
                          f"{statistics.median(r['cpu_us'] for r in runs):.0f}", str(sum(r["errors"] for r in runs))])

@@ -2,8 +2,9 @@
 
 Per request: refuse with 429 beyond `max_concurrency` in-flight requests (per worker);
 answer GET /v1/tables/{name}/rows/{position} directly when the fast path can; otherwise
-read the body under its cap and deadline (limits.read_body) and hand the request, body
-replayed, to FastAPI. Every request, whichever way it went, is counted in the metrics under
+read the body under its cap and deadline (limits.read_body); a computed route's request is
+answered by its endpoint called directly (fastcompute) when it succeeds, and everything else
+is handed, body replayed, to FastAPI. Every request, whichever way it went, is counted in the metrics under
 its route template, status, latency and bytes.
 """
 
@@ -14,6 +15,7 @@ import time
 from fastapi import FastAPI
 
 from .errors import HttpError, error_body
+from .fastcompute import FastComputed
 from .fastpath import ROW_ROUTE, FastRows
 from .limits import ClientGone, read_body, replay
 from .service import Service
@@ -51,6 +53,7 @@ class ServiceApp:
         self.api = api
         self.service = service
         self.fast = FastRows(service.tables)
+        self.computed = FastComputed(api, service)
         self.max_concurrency = service.config.limits.max_concurrency
         self.max_body = service.config.limits.max_body_bytes
         self.body_timeout = service.config.server.body_timeout_s
@@ -95,6 +98,9 @@ class ServiceApp:
         except ClientGone:
             return metrics.route(scope["method"], scope["path"]), 499, 0
         recorder = _Recorder(send)
+        computed = self.computed.route_of(scope)
+        if computed is not None and await self.computed.serve(scope, receive, recorder, body, computed):
+            return metrics.layout.index[("POST", computed[0])], recorder.status, recorder.nbytes
         await self.api(scope, replay(body, receive), recorder)
         return metrics.route(scope["method"], scope["path"]), recorder.status, recorder.nbytes
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..args import integer_range
 from ..dtypes import OUTPUT_DTYPES
 from ..shm import ShmError, Table, attach, list_tables
 from ..tables import TableSpec
@@ -67,12 +68,14 @@ class TableCache:
 
     def covering(self, key: tuple[str, float | None], positions: np.ndarray, dtype: np.dtype) -> Table | None:
         """A table holding exactly these rows at least as precisely as `dtype`, if any."""
-        if positions.size == 0 or not np.array_equal(positions, np.floor(positions)):
+        candidates = [table for table in self._tables.values()
+                      if spec_key(table.spec) == key and serves_dtype(table, dtype)]
+        span = integer_range(positions) if candidates and positions.size else None
+        if span is None:
             return None
-        lo, hi = positions.min(), positions.max()
-        for table in self._tables.values():
-            if (spec_key(table.spec) == key and table.start <= lo and hi < table.stop
-                    and serves_dtype(table, dtype)):
+        lo, hi = span
+        for table in candidates:
+            if table.start <= lo and hi < table.stop:
                 return table
         return None
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..args import integer_range, value_range
 from ..errors import PosencError
 from ..kernels import gather_rows, run_rows
 from ..tables import TableSpec
@@ -51,13 +52,15 @@ class Table:
             arr = arr.reshape(1)
         if arr.ndim != 1:
             raise PosencError("positions", f"must be 1-D, got shape {arr.shape}")
-        if arr.dtype.kind == "f":
-            if not np.isfinite(arr).all() or (arr != np.floor(arr)).any():
-                raise PosencError("positions", "table lookups take integer positions")
-        elif arr.dtype.kind not in "iu":
+        if arr.dtype.kind not in "iuf":
             raise PosencError("positions", f"must be integers, got dtype {arr.dtype}")
-        outside = (arr < self.start) | (arr >= self.stop)
-        if outside.any():
+        if not arr.size:
+            return arr.astype(np.int64)
+        span = integer_range(arr) if arr.dtype.kind == "f" else value_range(arr)
+        if span is None:
+            raise PosencError("positions", "table lookups take integer positions")
+        if span[0] < self.start or span[1] >= self.stop:
+            outside = (arr < self.start) | (arr >= self.stop)
             k = int(np.flatnonzero(outside)[0])
             raise PosencError("positions", f"position {arr[k]} (element {k}) is outside table {self.name!r}, "
                               f"which holds positions [{self.start}, {self.stop})")

@@ -23,6 +23,7 @@ from ...limits import LIMITS
 from ...encodings import RopeSpec, SinusoidalSpec
 from ..calls import Call, as_array, fields_under, read_call, respond, service_of
 from ..openapi import array_responses, request_body
+from ..spec_cache import cached
 from ..schemas import (
     AlibiBiasRequest,
     AlibiSlopesRequest,
@@ -58,18 +59,36 @@ def _positions(call: Call) -> np.ndarray:
     return call.arrays["positions"]
 
 
-async def _from_spec_or_table(request: Request, call: Call, key, positions, dtype: np.dtype,
-                              compute: Callable[[np.ndarray], np.ndarray], width: int) -> Response:
-    """Rows for a spec: gathered from a covering table when one exists, else computed."""
-    service = service_of(request)
-    exact = as_positions(positions)
+def spec_job(service, key, exact: np.ndarray, dtype: np.dtype, compute: Callable[[np.ndarray], np.ndarray],
+             width: int) -> tuple[Callable[[], np.ndarray], int, bool]:
+    """(job, elements, gathered) for a spec's rows at validated positions: a gather from a covering
+    table when one exists (gathered), else the kernels. The endpoints and http.fastspec share it."""
     table = None if key is None else service.tables.covering(key, exact, dtype)
-    service.metrics.table(hit=table is not None)
     if table is not None:
-        return await respond(request, call.media,
-                             lambda: table.spec.cast_rows(table.lookup(exact), exact, dtype),
-                             exact.size * width, gathered=True)
-    return await respond(request, call.media, lambda: compute(exact), exact.size * width)
+        return (lambda: table.spec.cast_rows(table.lookup(exact), exact, dtype)), exact.size * width, True
+    return (lambda: compute(exact)), exact.size * width, False
+
+
+def sinusoidal_plan(spec: SinusoidalSpec, dtype: np.dtype):
+    """(table key, compute, row width) of a sinusoidal spec request."""
+    return spec_key_for(spec, None), (lambda exact: sinusoidal_table(exact, spec, dtype)), spec.dim
+
+
+def rope_plan(spec: RopeSpec, seq_len, dtype: np.dtype):
+    """(table key, compute, row width) of a 1-D RoPE cos/sin spec request."""
+    return (spec_key_for(spec, seq_len), (lambda exact: rope_table(exact, spec, seq_len=seq_len, dtype=dtype)),
+            2 * spec.n_freq)
+
+
+async def _from_spec_or_table(request: Request, call: Call, plan, positions, dtype: np.dtype) -> Response:
+    """Rows for a spec (see spec_job). The hit or miss is counted once the answer is ready (a
+    request that fails is retried by FastAPI: see fastcompute)."""
+    service = service_of(request)
+    key, compute, width = plan
+    job, elements, gathered = spec_job(service, key, as_positions(positions), dtype, compute, width)
+    response = await respond(request, call.media, job, elements, gathered=gathered)
+    service.metrics.table(hit=gathered)
+    return response
 
 
 async def _rope_spec(request: Request, params) -> tuple[RopeSpec, float | None]:
@@ -81,9 +100,18 @@ async def _rope_spec(request: Request, params) -> tuple[RopeSpec, float | None]:
     if params.layer_type is not None and source != "hf_config":
         raise PosencError("layer_type", "applies to hf_config only")
     if source == "hf_config":
-        return layer_spec(params.hf_config, params.layer_type, "rope"), None
-    with fields_under(source):
-        return as_rope_spec(params.spec), None
+        return cached(layer_spec, params.hf_config, params.layer_type, "rope"), None
+    return cached(rope_spec_of, params.spec), None
+
+
+def rope_spec_of(doc) -> RopeSpec:
+    with fields_under("spec"):
+        return as_rope_spec(doc)
+
+
+def sinusoidal_spec_of(doc) -> SinusoidalSpec:
+    with fields_under("spec"):
+        return SinusoidalSpec.from_dict(doc)
 
 
 @_route("/sinusoidal", SinusoidalRequest, "Sinusoidal encodings for positions", binary=True)
@@ -95,10 +123,8 @@ async def sinusoidal(request: Request) -> Response:
     if _one_source(params, ("table", "spec")) == "table":
         table = await named_table(request, params.table, "sinusoidal")
         return await rows_response(request, call.media, table, positions, dtype)
-    with fields_under("spec"):
-        spec = SinusoidalSpec.from_dict(params.spec)
-    return await _from_spec_or_table(request, call, spec_key_for(spec, None), positions, dtype,
-                                     lambda exact: sinusoidal_table(exact, spec, dtype), spec.dim)
+    spec = cached(sinusoidal_spec_of, params.spec)
+    return await _from_spec_or_table(request, call, sinusoidal_plan(spec, dtype), positions, dtype)
 
 
 def spec_key_for(encoding, seq_len):
@@ -126,9 +152,7 @@ async def rope_cos_sin(request: Request) -> Response:
         seq_len = table_seq_len if params.seq_len is None else params.seq_len
         return await respond(request, call.media, lambda: mrope_rows(positions, spec, seq_len, dtype),
                              positions.size // 3 * 2 * spec.n_freq)
-    return await _from_spec_or_table(request, call, spec_key_for(spec, params.seq_len), positions, dtype,
-                                     lambda exact: rope_table(exact, spec, seq_len=params.seq_len, dtype=dtype),
-                                     2 * spec.n_freq)
+    return await _from_spec_or_table(request, call, rope_plan(spec, params.seq_len, dtype), positions, dtype)
 
 
 def mrope_rows(positions, spec: RopeSpec, seq_len, dtype) -> np.ndarray:

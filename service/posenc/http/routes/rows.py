@@ -44,10 +44,11 @@ def _dtype_for(table: Table, dtype) -> np.dtype:
 
 async def rows_response(request: Request, media: str, table: Table, positions, dtype) -> Response:
     dtype = _dtype_for(table, dtype)
-    service_of(request).metrics.table(hit=True)
-    return await respond(request, media,
-                         lambda: table.spec.cast_rows(table.lookup(positions), positions, dtype),
-                         int(np.size(positions)) * table.spec.width, gathered=True)
+    response = await respond(request, media,
+                             lambda: table.spec.cast_rows(table.lookup(positions), positions, dtype),
+                             int(np.size(positions)) * table.spec.width, gathered=True)
+    service_of(request).metrics.table(hit=True)  # once answered: see _from_spec_or_table
+    return response
 
 
 @router.post("/{name}/rows", summary="Rows of a table for many positions", responses=array_responses(),
