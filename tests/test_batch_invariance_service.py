@@ -9,6 +9,7 @@ import tempfile
 import numpy as np
 import posenc
 import pytest
+from posenc.client import ServerError
 from binary_support import running_server, table_store
 from conftest import DTYPES
 from fastapi.testclient import TestClient
@@ -130,10 +131,12 @@ def test_binary_float32_table_rows_are_the_computed_rows(binary):
                    library_rows(SIN, INSIDE.astype(np.float64), "float32"))
 
 
-@pytest.mark.xfail(strict=True, reason="the binary server rounds float32 table rows to 16 bits a second "
-                   "time (native/server/handlers.c: convert_values on the stored float32); "
-                   "TableSpec.cast_rows is the fix")
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_binary_16bit_rows_from_a_float32_table_are_rounded_once(binary, dtype):
+def test_binary_refuses_16bit_rows_from_a_float32_table_rather_than_round_twice(binary, dtype):
+    """The stored float32 bits cannot say which way a 16-bit midpoint goes: a clear error, never a
+    second rounding; the same rows asked as ENCODE_SPEC come back rounded once."""
+    with pytest.raises(ServerError, match="rounded twice") as info:
+        binary.encode("sin128", INSIDE, dtype=dtype)
+    assert info.value.field == "dtype"
     expected = library_rows(SIN, INSIDE.astype(np.float64), dtype)
-    assert_bitwise(binary.encode("sin128", INSIDE, dtype=dtype), expected)
+    assert_bitwise(binary.encode_spec(posenc.SinusoidalSpec(128), INSIDE, dtype=dtype), expected)

@@ -54,7 +54,7 @@ def encode_spec(aux, positions=(1.0,), dtype=WireDtype.FLOAT32, request_id=11, *
 
 def test_a_request_error_echoes_opcode_and_request_id_and_zeroes_the_rest(raw, sin128_id):
     raw.send(frame(Opcode.ENCODE_TABLE, 0xDEADBEEF01, positions=positions_bytes([9999]), count=1,
-                   table_id=sin128_id, dtype=WireDtype.BFLOAT16))
+                   table_id=sin128_id, dtype=WireDtype.FLOAT64))
     (length, opcode, status, dtype, request_id, rows, width, aux_len, table_id), payload = raw.raw_reply()
     assert (opcode, status, request_id) == (Opcode.ENCODE_TABLE, Status.POSITION_OUT_OF_RANGE, 0xDEADBEEF01)
     assert (dtype, rows, width, table_id) == (0, 0, 0, 0)
@@ -198,9 +198,9 @@ def test_the_largest_finite_values_are_still_served(raw):
 # --- count 0 and unused fields ----------------------------------------------------------------
 
 def test_count_zero_is_a_valid_request_with_no_rows(raw, sin128_id):
-    raw.send(frame(Opcode.ENCODE_TABLE, 3, table_id=sin128_id, dtype=WireDtype.FLOAT16))
+    raw.send(frame(Opcode.ENCODE_TABLE, 3, table_id=sin128_id, dtype=WireDtype.FLOAT64))
     (_, opcode, status, dtype, request_id, rows, width, _, table_id), payload = raw.raw_reply()
-    assert (status, dtype, request_id, rows, width, table_id, payload) == (0, WireDtype.FLOAT16, 3, 0, 128,
+    assert (status, dtype, request_id, rows, width, table_id, payload) == (0, WireDtype.FLOAT64, 3, 0, 128,
                                                                            sin128_id, b"")
     raw.send(encode_spec(sinusoidal_aux(posenc.SinusoidalSpec(6)), []))
     _, reply = raw.reply()

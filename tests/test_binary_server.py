@@ -35,6 +35,10 @@ def table_positions(table, n=40):
 def test_table_rows_match_the_oracle(client, name, dtype):
     table = TABLES[name]
     positions = table_positions(table)
+    if table.dtype == "float32" and dtype in ("float16", "bfloat16"):  # would round twice: refused
+        with pytest.raises(ServerError, match="rounded twice"):
+            client.encode(name, positions, dtype=dtype)
+        return
     rows = client.encode(name, positions, dtype=dtype)
     assert rows.shape == (len(positions), table.width) and rows.dtype == OUTPUT_DTYPES[dtype]
     # float64 rows of a float32 table carry float32 values: judge them at float32's tolerance

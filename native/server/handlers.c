@@ -146,6 +146,14 @@ static void handle_encode_table(struct worker *w, struct conn *c, const struct p
     }
     if (!encode_args_ok(w, c, h, t->width))
         return;
+    if (t->dtype == POSENC_SHM_FLOAT32 && (h->dtype == POSENC_DTYPE_FLOAT16 || h->dtype == POSENC_DTYPE_BFLOAT16)) {
+        /* Rows stored in float32 already carry one rounding; a 16-bit value made from them would be
+         * rounded twice, and the stored bits cannot tell which way a float32 midpoint should go. */
+        reply_fail(w, c, h, POSENC_STATUS_BAD_ARGUMENT,
+                   "dtype: %s rows from a float32 table would be rounded twice; ask float32, publish the "
+                   "table in float64, or use ENCODE_SPEC", h->dtype == POSENC_DTYPE_FLOAT16 ? "float16" : "bfloat16");
+        return;
+    }
     int64_t *rows = scratch_values(w, h->count);
     if (!rows) {
         reply_fail(w, c, h, POSENC_STATUS_INTERNAL, "count: no memory for %u positions", h->count);
