@@ -93,8 +93,13 @@ def xpos_scale(positions, spec, *, center=0.0) -> np.ndarray:
     positions = as_positions(positions)
     d = spec.rotary_dim
     zeta = (np.arange(0, 2 * spec.n_freq, 2, dtype=np.float64) + 0.4 * d) / (1.4 * d)
-    power = (positions - as_float(center, "xpos_center")) / spec.xpos_scale_base
-    return zeta[None, :] ** power[:, None]
+    center = as_float(center, "xpos_center")
+    with np.errstate(all="ignore"):
+        scale = zeta[None, :] ** ((positions - center) / spec.xpos_scale_base)[:, None]
+    if scale.size and not (np.isfinite(scale).all() and scale.min() > 0):
+        raise PosencError("positions", "are too far from xpos_center for this xpos_scale_base: the xPos decay "
+                          "over- or underflows float64")
+    return scale
 
 
 def rope_apply(x, positions, spec, *, layout=None, seq_len=None, xpos_role="q", xpos_center=0.0) -> np.ndarray:

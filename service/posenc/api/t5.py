@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..args import as_int
+from ..args import as_bool, as_int
 from ..errors import PosencError
 from ..kernels import run_rows, t5_buckets
 from ..limits import LIMITS
@@ -23,11 +23,12 @@ def t5_relative_position_bucket(relative_position, *, bidirectional=True, num_bu
         raise PosencError("relative_position", "must be an integer array") from None
     if rel.dtype.kind not in "iu":
         raise PosencError("relative_position", f"must be integers, got dtype {rel.dtype}")
-    if not isinstance(bidirectional, (bool, np.bool_)):
-        raise PosencError("bidirectional", f"must be true or false, got {bidirectional!r}")
+    if rel.dtype.kind == "u" and rel.size and int(rel.max()) > np.iinfo(np.int64).max:
+        raise PosencError("relative_position", "must fit in int64")
+    bidirectional = as_bool(bidirectional, "bidirectional")
     num_buckets = as_int(num_buckets, "num_buckets", minimum=4 if bidirectional else 2, maximum=LIMITS.max_dim)
     exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
-    max_distance = as_int(max_distance, "max_distance", minimum=exact + 1)
+    max_distance = as_int(max_distance, "max_distance", minimum=exact + 1, maximum=2**62)
     LIMITS.check_output(rel.shape, 8, field="relative_position")
     flat = np.ascontiguousarray(rel, dtype=np.int64).reshape(-1)
     out = np.empty_like(flat)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import numpy as np
 
-from ..args import as_choice, as_dim, as_float, as_int
+from ..args import as_choice, as_dim, as_float, as_int, as_mapping
 from ..errors import PosencError
 from .canonical import Canonical
 from .rope_scaling import ALIASES, VARIANTS, RopeDims
 
 LAYOUTS = ("half", "interleaved")
+#: Largest max_position_embeddings / original_max_position_embeddings: integers stay exact in float64.
+MAX_CONTEXT = 2**53
 #: Keys that may sit in a HF scaling dict but are not scaling parameters.
 _PASSTHROUGH_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "original_max_position_embeddings"}
 
@@ -50,19 +53,21 @@ class RopeSpec(Canonical):
         base = as_float(base, "base", exclusive_minimum=1.0)
         prf = as_float(partial_rotary_factor, "partial_rotary_factor", exclusive_minimum=0.0, maximum=1.0)
         max_len = None if max_position_embeddings is None else as_int(
-            max_position_embeddings, "max_position_embeddings", minimum=1)
-        scaling = dict(scaling or {})
-        if not all(isinstance(k, str) for k in scaling):
-            raise PosencError("scaling", "keys must be strings")
-        rope_type = scaling.get("rope_type", scaling.get("type", "default"))
+            max_position_embeddings, "max_position_embeddings", minimum=1, maximum=MAX_CONTEXT)
+        scaling = as_mapping(scaling, "scaling")
+        type_key = "rope_type" if "rope_type" in scaling else "type"
+        rope_type = scaling.get(type_key, "default")
+        if not isinstance(rope_type, str):
+            raise PosencError(f"scaling.{type_key}", f"must be a string, got {type(rope_type).__name__}")
         rope_type = ALIASES.get(rope_type, rope_type)
         if rope_type not in VARIANTS:
-            raise PosencError("scaling.rope_type", f"unknown rope_type {rope_type!r}; known: {sorted(VARIANTS)}")
+            raise PosencError(f"scaling.{type_key}", f"unknown rope_type {rope_type[:40]!r}; known: {sorted(VARIANTS)}")
         # The spec's own value overrides the one inside the scaling dict (as HF's standardize_rope_params).
         original = original_max_position_embeddings
         if original is None:
             original = scaling.get("original_max_position_embeddings")
-        original = None if original is None else as_int(original, "original_max_position_embeddings", minimum=1)
+        original = None if original is None else as_int(original, "original_max_position_embeddings", minimum=1,
+                                                          maximum=MAX_CONTEXT)
         dims = RopeDims(head_dim, int(head_dim * prf), prf, base, max_len, original)
         if dims.rotary_dim < 1:
             raise PosencError("partial_rotary_factor", f"gives a rotary dim of 0 for head_dim {head_dim}")
@@ -126,8 +131,20 @@ class RopeSpec(Canonical):
         """(inv_freq float64[n_freq], attention_factor) for this spec at `seq_len`."""
         if seq_len is not None:
             seq_len = as_float(seq_len, "seq_len", exclusive_minimum=0.0)
-        inv, attention = VARIANTS[self.rope_type].inv_freq(self.dims, self.scaling_params, seq_len)
-        return np.ascontiguousarray(inv, dtype=np.float64), float(attention)
+        try:
+            with np.errstate(all="ignore"):
+                inv, attention = VARIANTS[self.rope_type].inv_freq(self.dims, self.scaling_params, seq_len)
+            inv = np.ascontiguousarray(inv, dtype=np.float64)
+            finite = bool(np.isfinite(inv).all()) and math.isfinite(attention)
+        except (ArithmeticError, ValueError) as exc:  # e.g. factor ** (d / (d - 2)) overflowing a float
+            if isinstance(exc, PosencError):
+                raise
+            finite = False
+        if not finite:
+            field = "scaling.factor" if "factor" in self.scaling_params else "base"
+            raise PosencError(field, "gives non-finite frequencies" + ("" if seq_len is None else
+                                                                      f" at seq_len {seq_len:g}"))
+        return inv, float(attention)
 
     # --- identity ----------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -157,9 +174,9 @@ class RopeSpec(Canonical):
     @classmethod
     def from_hf_config(cls, config: dict) -> "RopeSpec":
         """Build the spec a HF model was trained with from its `config.json` (as a dict)."""
-        from .hf_config import rope_spec_kwargs
+        from .hf_config import rope_spec_from_config
 
-        return cls(**rope_spec_kwargs(config))
+        return rope_spec_from_config(cls, config)
 
 
 def seq_len_for(positions: np.ndarray, seq_len) -> float | None:

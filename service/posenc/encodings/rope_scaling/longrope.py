@@ -9,7 +9,7 @@ import numpy as np
 
 from ...args import as_float, as_vector
 from ...errors import PosencError
-from ._common import default_inv_freq, require
+from ._common import check_attention_factor, default_inv_freq, require
 
 KEYS = {"required": ("long_factor", "short_factor"), "optional": ("factor", "attention_factor")}
 
@@ -31,6 +31,10 @@ def validate(params, dims):
         out["factor"] = as_float(params["factor"], "scaling.factor", exclusive_minimum=0.0)
     if params.get("attention_factor") is not None:
         out["attention_factor"] = as_float(params["attention_factor"], "scaling.attention_factor", minimum=0.0)
+    elif out["factor"] > 1 and original < 2:
+        raise PosencError("original_max_position_embeddings", "must be >= 2 for LongRoPE's attention factor "
+                          "(it divides by log(original_max_position_embeddings))")
+    check_attention_factor(_attention_factor(dims, out), "scaling.attention_factor")
     return out
 
 
@@ -41,7 +45,11 @@ def uses_long_factor(dims, seq_len) -> bool:
 def inv_freq(dims, params, seq_len):
     ext = np.asarray(params["long_factor" if uses_long_factor(dims, seq_len) else "short_factor"])
     inv = default_inv_freq(dims.base, dims.rotary_dim) / ext
+    return inv, _attention_factor(dims, params)
+
+
+def _attention_factor(dims, params) -> float:
     if params.get("attention_factor") is not None:
-        return inv, params["attention_factor"]
+        return params["attention_factor"]
     factor = params["factor"]
-    return inv, 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(dims.original_or_max))
+    return 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(dims.original_or_max))
