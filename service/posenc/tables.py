@@ -105,6 +105,9 @@ class TableSpec(Canonical):
         unknown = set(d) - {"encoding", "start", "stop", "dtype", "seq_len"}
         if unknown:
             raise PosencError(sorted(unknown)[0], "is not a table field")
-        return cls(ENCODINGS[enc["kind"]].from_dict(enc), d.get("start", 0), d.get("stop"), d.get("dtype", "float32"),
-                   d.get("seq_len"))
+        try:
+            encoding = ENCODINGS[enc["kind"]].from_dict(enc)
+        except PosencError as exc:
+            raise PosencError(f"encoding.{exc.field}", exc.message) from None
+        return cls(encoding, d.get("start", 0), d.get("stop"), d.get("dtype", "float32"), d.get("seq_len"))
 

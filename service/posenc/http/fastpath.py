@@ -4,6 +4,7 @@ FastAPI's routing, dependency and validation machinery costs ~170 us a request o
 machine, several times what uvicorn itself spends; the single-row lookup is the route
 clients hammer, so it is answered here, before FastAPI. Only the plain case is handled:
 a GET with no query string, an attached table, a non-negative in-range integer position
+(at most 19 digits: int() of a 5000-digit string raises, and no table is that long)
 and an Accept header this service can satisfy. Anything else returns None and goes to the
 FastAPI route of the same path, which documents it in OpenAPI, handles the rest (dtype=,
 negative positions, errors) and encodes with the same codec, so both give the same bytes.
@@ -50,7 +51,7 @@ class FastRows:
         if scope["method"] != "GET" or scope["query_string"] or not path.startswith(_PREFIX):
             return None
         name, sep, position = path[_PREFIX_LEN:].partition("/rows/")
-        if not sep or not position.isascii() or not position.isdigit():
+        if not sep or not position.isascii() or not position.isdigit() or len(position) > 19:
             return None
         table = self.tables.get(name)
         if table is None:

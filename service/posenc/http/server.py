@@ -96,6 +96,7 @@ def publish_tables(store: TableStore, config: ServiceConfig) -> None:
 
 def serve(config: ServiceConfig, sidecars: Sequence[Sidecar] | None = None) -> int:
     """Run the service in this process until SIGTERM/SIGINT; returns the exit status."""
+    config.check_serveable()
     logging.config.dictConfig(_log_config())
     # SIGTERM behaves like Ctrl-C: uvicorn drains and returns; during setup it unwinds the finally below.
     signal.signal(signal.SIGTERM, signal.default_int_handler)

@@ -1,5 +1,5 @@
 """The FastAPI routers, one module per area."""
 
-from . import encodings, health, rows, tables
+from . import encodings, health, info, rows, tables
 
-ROUTERS = (health.router, encodings.router, tables.router, rows.router)
+ROUTERS = (health.router, info.router, encodings.router, tables.router, rows.router)

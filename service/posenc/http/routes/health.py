@@ -31,13 +31,13 @@ def _binary_stats(address) -> dict | None:
         return None
 
 
-@router.get("/healthz", summary="Alive", response_model=HealthResponse)
+@router.api_route("/healthz", methods=["GET", "HEAD"], summary="Alive", response_model=HealthResponse)
 async def healthz() -> dict:
     return {"status": "ok", "kernel_path": native.ACTIVE.name if native.ACTIVE else "numba",
             "cpu_features": native.cpu_features()}
 
 
-@router.get("/readyz", summary="Ready: configured tables attached and kernels warm",
+@router.api_route("/readyz", methods=["GET", "HEAD"], summary="Ready: configured tables attached and kernels warm",
             response_model=ReadyResponse, responses={503: {"model": ReadyResponse, "description": "Not ready"}})
 async def readyz(request: Request):
     service = service_of(request)
