@@ -70,7 +70,7 @@ def create_app(config: ServiceConfig | None = None, *, run_dir: str | None = Non
     routes = [(method, route.path) for router in ROUTERS for route in router.routes
               for method in sorted(route.methods)]
     errors.install(api, routes)
-    openapi.install(api, REQUEST_MODELS)
+    openapi.install(api, REQUEST_MODELS, config.server.require_api_key)
     service = Service(config, run_dir, routes)
     protocol.configure(config.server.header_timeout_s, config.limits.max_head_bytes, config.server.body_timeout_s)
     api.state.service = service

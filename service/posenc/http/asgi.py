@@ -1,7 +1,7 @@
 """The ASGI app uvicorn runs: request id, API key, CORS, limits, metrics, the raw row route, then FastAPI.
 
 Per request, in order:
-  * X-Request-Id: the client's (1..128 of [A-Za-z0-9._~:/+=@-], else 400) or a generated one;
+  * X-Request-Id: the client's (1..128 of [A-Za-z0-9._~:/+=@-], else 422) or a generated one;
     echoed on every response, in every error body and in the service's log lines;
   * the API key, when `server.require_api_key` is set (every route but /healthz and /readyz);
   * CORS, when `server.cors_origins` lists origins (off otherwise: no CORS headers at all);
@@ -61,7 +61,7 @@ def _header(scope, name: bytes) -> bytes | None:
 def request_id_of(scope) -> tuple[str, bool]:
     """(the request's id, whether the client's was acceptable): a missing one is generated."""
     given = _header(scope, REQUEST_ID_HEADER)
-    if given is None:
+    if not given:  # absent or empty
         return os.urandom(8).hex(), True
     if _REQUEST_ID.fullmatch(given):
         return given.decode("ascii"), True

@@ -112,8 +112,11 @@ async def rope_cos_sin(request: Request) -> Response:
     positions = _positions(call)
     if _one_source(params, ("table", "spec", "hf_config")) == "table":
         table = await named_table(request, params.table, "rope")
-        if params.seq_len is not None and params.seq_len != table.spec.seq_len:
-            raise PosencError("seq_len", f"table {params.table!r} was built for seq_len {table.spec.seq_len}")
+        built = table.spec.seq_len
+        if params.seq_len is not None and params.seq_len != built:
+            raise PosencError("seq_len", f"table {params.table!r} was built without a seq_len (frequencies at init); "
+                              "leave seq_len out" if built is None else
+                              f"table {params.table!r} was built for seq_len {built:g}")
         return await rows_response(request, call.media, table, positions, dtype)
     spec, _ = await _rope_spec(request, params)
     return await _from_spec_or_table(request, call, spec_key_for(spec, params.seq_len), positions, dtype,
