@@ -92,8 +92,9 @@ def config_field(config: dict, spec_field: str) -> str:
         "head_dim": ("qk_rope_head_dim", "head_dim"),
     }
     key = _first_key(config, *sources.get(spec_field, (spec_field,)))
-    if spec_field == "base" and key is None:
-        return f"config.{_scaling_key(config)}.rope_theta"
+    if key is None and spec_field in ("base", "original_max_position_embeddings"):  # read from the scaling dict
+        inner = "rope_theta" if spec_field == "base" else spec_field
+        return f"config.{_scaling_key(config)}.{inner}"
     return f"config.{key or spec_field}"
 
 

@@ -2,7 +2,8 @@
 
 * Size: `max_output_bytes` caps the encoded response, not only the array. JSON prints each
   number in up to JSON_CHARS characters (a float32 of 4 bytes can take 15), so a JSON answer is
-  refused (413, naming `accept`) when its worst case is over the cap; binary bodies are the array.
+  refused (413, naming `accept`) when its worst case is over the cap; binary bodies are the array
+  (plus, for .npy, a header of at most 128 bytes).
 * Streaming: a body over STREAM_BYTES is produced and sent in pieces of about that size, each
   encoded (and compressed) in a worker thread, so a worker holds the array plus one piece, never
   the whole encoded text. `send` waits while the client's socket buffer is full, so a slow reader
@@ -44,8 +45,9 @@ def json_data_bound(arr: np.ndarray) -> int:
 
 
 def encoded_size_bound(arr: np.ndarray, media: str) -> int:
-    """The most bytes the response body for `arr` can take in `media`."""
-    return (json_data_bound(arr) if media == JSON else int(arr.nbytes)) + _FRAME_BYTES
+    """The most bytes the response body for `arr` can take in `media` (binary: the array; .npy adds its
+    header of at most 128 bytes, which the cap does not count)."""
+    return json_data_bound(arr) + _FRAME_BYTES if media == JSON else int(arr.nbytes)
 
 
 def check_response_size(arr: np.ndarray, media: str, limit: int) -> None:
