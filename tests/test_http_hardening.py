@@ -27,7 +27,8 @@ from posenc.shm import TableStore
 NPY, RAW = "application/x-npy", "application/octet-stream"
 ROPE = {"kind": "rope", "head_dim": 16}
 TABLES = [{"name": "sin128", "encoding": {"kind": "sinusoidal", "dim": 128}, "stop": 1024},
-          {"name": "rope16", "encoding": ROPE, "stop": 64}]
+          {"name": "rope16", "encoding": ROPE, "stop": 64},
+          {"name": "sin1024", "encoding": {"kind": "sinusoidal", "dim": 1024}, "stop": 8}]
 
 
 def config(root: str, server: dict | None = None, **limits) -> ServiceConfig:
@@ -249,6 +250,15 @@ def test_gzip_when_asked_and_large_enough_only(client):
                                                  headers={"Accept-Encoding": "gzip"}).headers
 
 
+def test_single_rows_are_gzipped_only_when_wide_and_both_routes_agree(client):
+    narrow = client.get("/v1/tables/sin128/rows/3", headers={"Accept-Encoding": "gzip"})  # the raw-ASGI path
+    assert narrow.status_code == 200 and "content-encoding" not in narrow.headers
+    plain = client.get("/v1/tables/sin1024/rows/3", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers and len(plain.content) >= GZIP_MIN_BYTES
+    zipped = client.get("/v1/tables/sin1024/rows/3", headers={"Accept-Encoding": "gzip"})
+    assert zipped.headers["content-encoding"] == "gzip" and zipped.content == plain.content
+
+
 def test_slow_readers_hold_bounded_memory_and_others_get_503_not_an_oom(tmp_path):
     """A client that never reads a 16 MiB response keeps it charged to the worker's budget (24 MiB):
     a second such request is refused with 503 + Retry-After; once the first client goes, it is served."""
@@ -366,7 +376,7 @@ def test_info_states_versions_kernel_limits_and_tables(client):
     assert info["version"] == posenc.__version__ and info["components"]["numpy"] == np.__version__
     assert info["kernel_path"] == client.get("/healthz").json()["kernel_path"]
     assert info["limits"]["max_output_bytes"] == 8 << 20 and info["limits"]["max_buffered_bytes"] == 1 << 30
-    assert {t["name"] for t in info["tables"]} == {"sin128", "rope16"}
+    assert {t["name"] for t in info["tables"]} == {"sin128", "rope16", "sin1024"}
     assert info["require_api_key"] is False and info["table_management"] is True
 
 

@@ -27,7 +27,7 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from .errors import REQUEST_ID, HttpError, error_body
-from .fastpath import ROW_ROUTE, FastRows
+from .fastpath import ROW_ROUTE, FastRows, header
 from .limits import ClientGone, read_body, replay
 from .service import Service
 
@@ -51,16 +51,9 @@ def _raw(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
 
 
-def _header(scope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return value
-    return None
-
-
 def request_id_of(scope) -> tuple[str, bool]:
     """(the request's id, whether the client's was acceptable): a missing one is generated."""
-    given = _header(scope, REQUEST_ID_HEADER)
+    given = header(scope, REQUEST_ID_HEADER)
     if not given:  # absent or empty
         return os.urandom(8).hex(), True
     if _REQUEST_ID.fullmatch(given):
@@ -180,7 +173,7 @@ class ServiceApp:
             service.metrics.leave()
 
     def _authorized(self, scope) -> bool:
-        value = _header(scope, b"authorization") or b""
+        value = header(scope, b"authorization") or b""
         scheme, _, token = value.partition(b" ")
         return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.api_key)
 

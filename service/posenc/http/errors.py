@@ -114,7 +114,7 @@ async def _starlette_error(request: Request, exc: StarletteHTTPException) -> Res
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s %s (request %s)", request.method, request.url.path[:200], REQUEST_ID.get())
+    # Starlette re-raises after this answer; the ASGI layer (asgi.py) logs it with the request id and counts it.
     return error_response(HttpError("internal", f"internal error (logged by the server as request "
                                                 f"{REQUEST_ID.get()})"))
 
