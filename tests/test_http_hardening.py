@@ -365,6 +365,15 @@ def test_request_id_is_echoed_generated_and_validated(client):
         assert r.status_code == 422 and error_of(r)["field"] == "x-request-id"
 
 
+def test_access_log_lines_carry_the_request_id(root, caplog):
+    with TestClient(create_app(config(root, {"access_log": True}))) as c, caplog.at_level(logging.INFO, "posenc"):
+        c.get("/v1/tables/sin128/rows/2", headers={"X-Request-Id": "fast-row"})
+        c.get("/v1/tables/nope", headers={"X-Request-Id": "missing-table"})
+    lines = [r.getMessage() for r in caplog.records if r.name == "posenc.access"]
+    assert any('"GET /v1/tables/sin128/rows/2" 200' in line and "request_id=fast-row" in line for line in lines)
+    assert any('"GET /v1/tables/nope" 404' in line and "request_id=missing-table" in line for line in lines)
+
+
 def test_head_on_health_routes(client):
     for path in ("/healthz", "/readyz"):
         r = client.head(path)

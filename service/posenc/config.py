@@ -36,7 +36,7 @@ drain_timeout_s = 10   # SIGTERM: stop accepting, finish in-flight requests for 
 header_timeout_s = 10  # a client must send the whole request head within this time (else 408)
 body_timeout_s = 30    # ... and the whole body within this time after the head (else 408)
 keep_alive_s = 5       # idle keep-alive connections are closed after this
-access_log = false     # per-request log lines (the metrics count every request anyway)
+access_log = false     # per-request log lines with the request id (the metrics count every request anyway)
 require_api_key = false  # true: every route but /healthz and /readyz needs Authorization: Bearer <POSENC_API_KEY>
 cors_origins = []      # browser origins allowed to call the API (CORS); [] = CORS off, ["*"] = any origin
 

@@ -11,7 +11,8 @@ Per request, in order:
     no slot), then at most `max_concurrency` requests run in FastAPI at once (429 beyond);
     /healthz, /readyz and /metrics are never refused by that limit.
 Every request, whichever way it went, is counted in the metrics under its route template,
-status, latency and bytes; an exception no handler caught is logged with the request id,
+status, latency and bytes (and, with `server.access_log`, logged with its request id to
+`posenc.access`); an exception no handler caught is logged with the request id,
 answered with the JSON 500 body when nothing was sent yet, and counted as a 500.
 """
 
@@ -32,6 +33,7 @@ from .limits import ClientGone, read_body, replay
 from .service import Service
 
 log = logging.getLogger("posenc.http")
+access = logging.getLogger("posenc.access")
 #: Never refused by the concurrency limit: what orchestrators and Prometheus poll.
 UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 #: Open even when `require_api_key` is set: liveness and readiness probes carry no credentials.
@@ -94,6 +96,7 @@ class ServiceApp:
         self.max_body = config.limits.max_body_bytes
         self.body_timeout = config.server.body_timeout_s
         self.api_key = config.api_key.encode() if config.server.require_api_key else None
+        self.access_log = config.server.access_log
         self.inner = self._serve
         if config.server.cors_origins:
             self.inner = CORSMiddleware(self._serve, allow_origins=list(config.server.cors_origins),
@@ -125,7 +128,12 @@ class ServiceApp:
             REQUEST_ID.reset(token)
         metrics = self.service.metrics
         route = recorder.route if recorder.route is not None else metrics.route(scope["method"], scope["path"])
-        metrics.observe(route, recorder.status, time.perf_counter() - started, recorder.nbytes)
+        seconds = time.perf_counter() - started
+        metrics.observe(route, recorder.status, seconds, recorder.nbytes)
+        if self.access_log:
+            client = scope.get("client") or ("-", 0)
+            access.info('%s "%s %s" %d %d B %.2f ms request_id=%s', client[0], scope["method"], scope["path"][:200],
+                        recorder.status, recorder.nbytes, seconds * 1e3, request_id)
 
     async def _serve(self, scope, receive, send: _Recorder):
         path = scope["path"]

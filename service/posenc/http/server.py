@@ -114,7 +114,8 @@ def serve(config: ServiceConfig, sidecars: Sequence[Sidecar] | None = None) -> i
                     workers=server.worker_count, loop="uvloop", http=GuardedHttpToolsProtocol, lifespan="on",
                     timeout_keep_alive=max(1, round(server.keep_alive_s)),
                     timeout_graceful_shutdown=math.ceil(server.drain_timeout_s),
-                    access_log=server.access_log, log_config=_log_config(), server_header=False)
+                    access_log=False,  # the app writes its own, with the request id (posenc.http.asgi)
+                    log_config=_log_config(), server_header=False)
     except KeyboardInterrupt:
         pass
     finally:
