@@ -40,6 +40,7 @@ UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 #: Open even when `require_api_key` is set: liveness and readiness probes carry no credentials.
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 REQUEST_ID_HEADER = b"x-request-id"
+RECORDER = "posenc.recorder"  # the scope key of the request's _Recorder
 _REQUEST_ID = re.compile(rb"[A-Za-z0-9._~:/+=@-]{1,128}")
 #: Headers a browser may read from a cross-origin response.
 CORS_EXPOSED = ["x-request-id", "x-posenc-dtype", "x-posenc-shape", "x-posenc-attention-factor", "retry-after"]
@@ -130,7 +131,7 @@ class ServiceApp:
         started = time.perf_counter()
         request_id, valid = request_id_of(scope)
         token = REQUEST_ID.set(request_id)
-        recorder = _Recorder(send, request_id)
+        recorder = scope[RECORDER] = _Recorder(send, request_id)  # `send` below may be CORS's wrapper of it
         try:
             if not valid:
                 await self._refuse(recorder, HttpError("invalid_parameter", "X-Request-Id must be 1..128 characters "
@@ -154,7 +155,7 @@ class ServiceApp:
             access.info('%s "%s %s" %d %d B %.2f ms request_id=%s', client[0], scope["method"], scope["path"][:200],
                         recorder.status, recorder.nbytes, seconds * 1e3, request_id)
 
-    async def _serve(self, scope, receive, send: _Recorder):
+    async def _serve(self, scope, receive, send):
         path = scope["path"]
         if self.api_key is not None and path not in OPEN_PATHS and not self._authorized(scope):
             await self._refuse(send, HttpError("unauthorized", "send Authorization: Bearer <POSENC_API_KEY>",
@@ -169,7 +170,7 @@ class ServiceApp:
             body, headers = fast
             await send(_start(200, headers, len(body)))
             await send({"type": "http.response.body", "body": body})
-            send.route = self.service.metrics.layout.index[ROW_ROUTE]
+            scope[RECORDER].route = self.service.metrics.layout.index[ROW_ROUTE]
             self.service.metrics.table(hit=True)
             return
         reservation = self.service.budget.take(0, "the request body")
@@ -180,7 +181,7 @@ class ServiceApp:
                 await self._refuse(send, err)
                 return
             except ClientGone:
-                send.status = 499
+                scope[RECORDER].status = 499
                 return
             if limited and self.service.in_flight >= self.max_concurrency:
                 await self._too_many(send)
