@@ -55,7 +55,7 @@ def test_file_and_round_trip(tmp_path):
     ("[limits]\nmax_concurrency = 0\n", "limits.max_concurrency"),
     ('[[tables]]\nname = "a/b"\nencoding = { kind = "sinusoidal", dim = 8 }\nstop = 4\n', "tables[0].name"),
     ('[[tables]]\nencoding = { kind = "sinusoidal", dim = 8 }\nstop = 4\n', "tables[0].name"),
-    ('[[tables]]\nname = "a"\nencoding = { kind = "sinusoidal", dim = 0 }\nstop = 4\n', "tables[0].dim"),
+    ('[[tables]]\nname = "a"\nencoding = { kind = "sinusoidal", dim = 0 }\nstop = 4\n', "tables[0].encoding.dim"),
     ('[[tables]]\nname = "a"\nencoding = { kind = "sinusoidal", dim = 8 }\nstop = 4\ncolour = 1\n',
      "tables[0].colour"),
     ('[[tables]]\nname = "a"\nencoding = { kind = "sinusoidal", dim = 8 }\nstop = 4\n' * 2, "tables"),

@@ -386,7 +386,7 @@ BAD = [
     ("post", "/v1/rope/cos_sin", {"json": {"positions": [1], "table": "rope32", "seq_len": 5.0}}, 422,
      "invalid_parameter", "seq_len"),
     ("post", "/v1/rope/cos_sin", {"json": {"positions": [1], "hf_config": {"model_type": "llama", "head_dim": 0}}}, 422,
-     "invalid_parameter", "hf_config.config.head_dim"),
+     "invalid_parameter", "hf_config.head_dim"),
     ("post", "/v1/rope/apply", {"json": {"spec": {"head_dim": 8}}}, 422, "invalid_parameter", "x"),
     ("post", "/v1/rope/apply", {"json": {"spec": {"head_dim": 8}, "x": [[1, 2, 3]]}}, 422, "invalid_parameter",
      "x"),
@@ -413,7 +413,7 @@ BAD = [
     ("post", "/v1/tables/sin64/rows", {"json": {"positions": [1.5]}}, 422, "invalid_parameter", "positions"),
     ("post", "/v1/tables/sin64/rows", {"json": {"positions": [1], "dtype": "float64"}}, 422, "invalid_parameter",
      "dtype"),
-    ("get", "/v1/tables/sin64/rows/99999999999999999999999", {}, 422, "invalid_parameter", "positions"),
+    ("get", "/v1/tables/sin64/rows/99999999999999999999999", {}, 422, "invalid_parameter", "position"),
     ("get", "/v1/tables/sin64/rows/abc", {}, 422, "invalid_parameter", "position"),
     ("get", "/v1/tables/sin64/rows/1?dtype=int8", {}, 422, "invalid_parameter", "dtype"),
     ("get", "/v1/tables/nope", {}, 404, "not_found", "name"),
@@ -421,7 +421,7 @@ BAD = [
     ("put", "/v1/tables/new", {"json": {"encoding": {"kind": "banana"}, "stop": 4}, "headers": KEY}, 422,
      "invalid_parameter", "encoding.kind"),
     ("put", "/v1/tables/new", {"json": {"encoding": {"kind": "alibi"}, "stop": 4}, "headers": KEY}, 422,
-     "invalid_parameter", "n_heads"),
+     "invalid_parameter", "encoding.n_heads"),
     ("put", "/v1/tables/new", {"json": {"encoding": SIN64, "stop": 10**7}, "headers": KEY}, 413, "output_too_large",
      "stop"),
     ("put", "/v1/tables/a%2Fb", {"json": {"encoding": SIN64, "stop": 4}, "headers": KEY}, 404, "not_found", None),
@@ -443,8 +443,10 @@ def test_bad_input_gets_a_clear_error(client, method, path, kwargs, status, code
 def test_body_over_the_limit_is_refused_before_reading(client):
     big = b"0" * ((1 << 20) + 1)
     r = client.post("/v1/sinusoidal", content=big, headers={"Content-Type": RAW})
-    assert r.status_code == 413 and r.json()["error"] == {
-        "code": "body_too_large", "message": "request body is over the limit of 1048576 bytes", "field": "body"}
+    error = r.json()["error"]
+    assert r.status_code == 413 and error == {
+        "code": "body_too_large", "message": "request body is over the limit of 1048576 bytes", "field": "body",
+        "request_id": r.headers["x-request-id"]}
 
     def chunks():  # no Content-Length: counted while streaming
         for _ in range(20):
@@ -469,13 +471,25 @@ def test_metrics_count_every_route(client):
 
 
 # --- limits that need concurrency -----------------------------------------------------------------
-def test_concurrency_limit_and_body_deadline(root):
-    """With max_concurrency=1, a request whose body stalls holds the only slot: the next one gets 429
-    at once, and the stalled one a 408 when body_timeout_s (0.5 s here) runs out."""
+def _gated(api, path: str, gate: asyncio.Event):
+    """The FastAPI app, except that requests to `path` wait for `gate` first: a slow handler on demand."""
+    async def app(scope, receive, send):
+        if scope.get("path") == path:
+            await gate.wait()
+        await api(scope, receive, send)
+    return app
+
+
+def test_concurrency_limit_spares_health_and_stalled_bodies_hold_no_slot(root):
+    """max_concurrency=1. A request whose body stalls holds no slot: others are answered meanwhile, and it
+    gets 408 when body_timeout_s (0.5 s) runs out. A request that is running holds the one slot: the next
+    /v1 request gets 429 at once, but /healthz, /readyz and /metrics are still answered."""
 
     async def scenario():
         app = create_app(service_config(root, max_concurrency=1))
         await app.service.start()
+        gate = asyncio.Event()
+        app.api = _gated(app.api, "/v1/tables", gate)  # a FastAPI route: fastcompute answers computed ones itself
         try:
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
                 async def stalled_body():
@@ -484,13 +498,24 @@ def test_concurrency_limit_and_body_deadline(root):
 
                 stalled = asyncio.create_task(c.post("/v1/tables/sin64/rows", content=stalled_body(),
                                                      headers={"Content-Type": RAW}))
+                await asyncio.sleep(0.1)
+                assert app.service.in_flight == 0
+                assert (await c.post("/v1/tables/sin64/rows", json={"positions": [1]})).status_code == 200
+                timed_out = await stalled
+                assert timed_out.status_code == 408 and timed_out.json()["error"]["field"] == "body"
+
+                running = asyncio.create_task(c.get("/v1/tables"))
                 while app.service.in_flight == 0:
                     await asyncio.sleep(0.01)
                 refused = await c.get("/v1/tables/sin64/rows/1")
                 assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
                 assert refused.json()["error"]["code"] == "too_many_requests"
-                timed_out = await stalled
-                assert timed_out.status_code == 408 and timed_out.json()["error"]["field"] == "body"
+                assert (await c.post("/v1/sinusoidal", json={"spec": {"dim": 4}, "positions": [1]})).status_code == 429
+                for path in ("/healthz", "/readyz", "/metrics"):
+                    assert (await c.get(path)).status_code == 200, path
+                assert (await c.head("/healthz")).status_code == 200
+                gate.set()
+                assert (await running).status_code == 200
                 assert app.service.in_flight == 0
                 assert (await c.get("/v1/tables/sin64/rows/1")).status_code == 200
         finally:

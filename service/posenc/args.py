@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -12,28 +13,35 @@ from .errors import PosencError
 from .limits import LIMITS
 
 
+def _shown(value) -> str:
+    """A value for an error message, bounded (a hostile value may be a 10,000-digit integer)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
 def as_int(value, field: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if not isinstance(value, bool) and isinstance(value, numbers.Real) and float(value).is_integer():
-            value = int(value)
-        else:
-            raise PosencError(field, f"must be an integer, got {value!r}")
+    """An integer (an integral float such as 4.0 included); booleans are not numbers."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise PosencError(field, f"must be an integer, got {_shown(value)}")
+    if not isinstance(value, numbers.Integral):
+        if not math.isfinite(value) or not float(value).is_integer():
+            raise PosencError(field, f"must be an integer, got {_shown(value)}")
     value = int(value)
     if minimum is not None and value < minimum:
-        raise PosencError(field, f"must be >= {minimum}, got {value}")
+        raise PosencError(field, f"must be >= {minimum}, got {_shown(value)}")
     if maximum is not None and value > maximum:
-        raise PosencError(field, f"must be <= {maximum}, got {value}")
+        raise PosencError(field, f"must be <= {maximum}, got {_shown(value)}")
     return value
 
 
 def as_float(value, field: str, *, minimum: float | None = None, exclusive_minimum: float | None = None,
              maximum: float | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise PosencError(field, f"must be a number, got {value!r}")
+        raise PosencError(field, f"must be a number, got {_shown(value)}")
     try:
         value = float(value)
-    except OverflowError:  # a JSON integer beyond float range (10**400)
-        raise PosencError(field, "must be finite, got an integer too large for a float") from None
+    except OverflowError:  # an integer beyond float64
+        raise PosencError(field, f"must be a finite number, got {_shown(value)}") from None
     if not math.isfinite(value):
         raise PosencError(field, f"must be finite, got {value!r}")
     if minimum is not None and value < minimum:
@@ -50,9 +58,28 @@ def as_dim(value, field: str) -> int:
 
 
 def as_choice(value, field: str, choices) -> str:
-    if value not in choices:
-        raise PosencError(field, f"must be one of {sorted(choices)}, got {value!r}")
+    """One of the string `choices` (a list or dict given instead is refused, not hashed)."""
+    if not isinstance(value, str) or value not in choices:
+        raise PosencError(field, f"must be one of {sorted(choices)}, got {_shown(value)}")
     return value
+
+
+def as_mapping(value, field: str) -> dict:
+    """A JSON object with string keys, as a new dict (None is an empty one)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise PosencError(field, f"must be an object, got {_shown(value)}")
+    if not all(isinstance(key, str) for key in value):
+        raise PosencError(field, "keys must be strings")
+    return dict(value)
+
+
+def as_bool(value, field: str) -> bool:
+    """true or false (numpy's bool too); 1, "yes" and friends are refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise PosencError(field, f"must be true or false, got {_shown(value)}")
+    return bool(value)
 
 
 def as_positions(positions, field: str = "positions") -> np.ndarray:
@@ -61,7 +88,7 @@ def as_positions(positions, field: str = "positions") -> np.ndarray:
     Integers are exact in float64 up to 2**53, far beyond `LIMITS.max_abs_position`."""
     try:
         arr = np.asarray(positions)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise PosencError(field, f"must be a number or a 1-D array of numbers ({exc})") from None
     if arr.ndim == 0:
         arr = arr.reshape(1)
@@ -119,6 +146,9 @@ def integer_range(values: np.ndarray) -> tuple | None:
 
 def as_vector(value, field: str, length: int) -> np.ndarray:
     """A finite float64 vector of exactly `length` entries."""
+    if isinstance(value, (str, bytes, Mapping)) or (
+            isinstance(value, (list, tuple)) and any(isinstance(v, (bool, str, bytes)) for v in value)):
+        raise PosencError(field, "must be an array of numbers")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range

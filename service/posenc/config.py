@@ -36,14 +36,17 @@ drain_timeout_s = 10   # SIGTERM: stop accepting, finish in-flight requests for 
 header_timeout_s = 10  # a client must send the whole request head within this time (else 408)
 body_timeout_s = 30    # ... and the whole body within this time after the head (else 408)
 keep_alive_s = 5       # idle keep-alive connections are closed after this
-access_log = false     # per-request log lines (the metrics count every request anyway)
+access_log = false     # per-request log lines with the request id (the metrics count every request anyway)
+require_api_key = false  # true: every route but /healthz and /readyz needs Authorization: Bearer <POSENC_API_KEY>
+cors_origins = []      # browser origins allowed to call the API (CORS); [] = CORS off, ["*"] = any origin
 
 [limits]
 max_body_bytes = 8388608       # request body, checked while reading (413)
 max_head_bytes = 65536         # request line + headers (431)
 max_positions = 1048576        # positions (or relative positions) in one request (413)
 max_output_bytes = 268435456   # any response array (413)
-max_concurrency = 256          # in-flight requests per worker process (429 beyond)
+max_concurrency = 256          # in-flight requests per worker process (429 beyond; health routes exempt)
+max_buffered_bytes = 1073741824  # request bodies received + response arrays being sent, per worker (503 beyond)
 
 # Tables built once into shared memory before the workers start; every worker attaches
 # them read-only. Fields: name, encoding (a spec, as GET /v1/tables shows), start, stop,
@@ -101,6 +104,8 @@ class ServerConfig:
     body_timeout_s: float = 30.0
     keep_alive_s: float = 5.0
     access_log: bool = False
+    require_api_key: bool = False
+    cors_origins: tuple[str, ...] = ()
 
     @property
     def worker_count(self) -> int:
@@ -115,6 +120,7 @@ class LimitsConfig:
     max_positions: int = 1 << 20
     max_output_bytes: int = 256 << 20
     max_concurrency: int = 256
+    max_buffered_bytes: int = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,11 @@ class ServiceConfig:
         return cls(server=_section(ServerConfig, data.get("server", {}), "server"),
                    limits=_section(LimitsConfig, data.get("limits", {}), "limits"),
                    tables=parsed, api_key=api_key)
+
+    def check_serveable(self) -> None:
+        """What only a serving config must satisfy (a file may set require_api_key, the env the key)."""
+        if self.server.require_api_key and self.api_key is None:
+            raise PosencError("server.require_api_key", "is true but POSENC_API_KEY is not set")
 
     @classmethod
     def from_toml(cls, text: str, source: str = "config") -> ServiceConfig:
@@ -219,6 +230,10 @@ def _check_keys(data, known: set[str], prefix: str) -> None:
 
 def _value(where: str, type_name: str, value, int_minimum: int):
     """One [server]/[limits] value checked against its field type (bools are not numbers)."""
+    if type_name == "tuple[str, ...]":
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+            raise PosencError(where, f"must be an array of non-empty strings, got {value!r}")
+        return tuple(value)
     expected = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}[type_name]
     if isinstance(value, bool) != (type_name == "bool") or not isinstance(value, expected):
         raise PosencError(where, f"must be a {type_name}, got {value!r}")
@@ -237,6 +252,9 @@ def _section(cls, data, name: str):
                      for key, value in data.items()})
     if cls is ServerConfig and section.port > 65535:
         raise PosencError("server.port", f"must be <= 65535, got {section.port}")
+    if cls is LimitsConfig and section.max_buffered_bytes < section.max_output_bytes + section.max_body_bytes:
+        raise PosencError("limits.max_buffered_bytes", "must hold at least one largest request and response "
+                          f"(max_output_bytes + max_body_bytes = {section.max_output_bytes + section.max_body_bytes})")
     return section
 
 

@@ -23,10 +23,10 @@ def output_dtype(dtype, field: str = "dtype") -> np.dtype:
     else:
         try:
             key = np.dtype(dtype).name
-        except TypeError:
-            key = repr(dtype)
+        except (TypeError, ValueError):  # not a dtype at all (a list, a dict)
+            key = None
     if key not in OUTPUT_DTYPES:
-        raise PosencError(field, f"unsupported dtype {dtype!r}; choose one of {sorted(OUTPUT_DTYPES)}")
+        raise PosencError(field, f"unsupported dtype {repr(dtype)[:40]}; choose one of {sorted(OUTPUT_DTYPES)}")
     return OUTPUT_DTYPES[key]
 
 

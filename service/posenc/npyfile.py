@@ -28,11 +28,14 @@ def parse_npy(data: bytes, what: str = "file") -> np.ndarray:
         raise ValueError(f"not a valid .npy {what}: {exc}") from None
     if dtype.hasobject:
         raise ValueError(f".npy dtype must be numeric, got {dtype}")
-    if any(s < 0 for s in shape):  # numpy's header reader takes any Python int
-        raise ValueError(f".npy header shape {shape} has a negative dimension")
-    count = 1
-    for s in shape:
+    count = span = 1
+    for s in shape:  # numpy's header reader takes any Python int
+        if not isinstance(s, int) or s < 0:
+            raise ValueError(f".npy header shape {shape} must hold non-negative integers")
         count *= s
+        span *= max(s, 1)
+    if len(shape) > 32 or span >= 2**62:  # numpy refuses such shapes even when they hold no element
+        raise ValueError(f".npy header shape {shape} is too large")
     offset = fp.tell()
     if len(data) - offset != count * dtype.itemsize:
         raise ValueError(f".npy header says shape {shape} ({count * dtype.itemsize} bytes) but "

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .args import as_int
+from .args import as_float, as_int
 from .dtypes import OUTPUT_DTYPES, cast_output, half_midpoints, kernel_dtype, output_dtype
 from .errors import PosencError
 from .limits import LIMITS
@@ -46,11 +46,14 @@ class TableSpec(Canonical):
         stop = as_int(self.stop, "stop", minimum=start + 1, maximum=limit + 1)
         object.__setattr__(self, "start", start)
         object.__setattr__(self, "stop", stop)
-        output_dtype(self.dtype)
-        if kernel_dtype(OUTPUT_DTYPES[self.dtype]) != OUTPUT_DTYPES[self.dtype]:
+        dtype = output_dtype(self.dtype)
+        if kernel_dtype(dtype) != dtype:
             raise PosencError("dtype", "tables are stored as float32 or float64 (cast on the way out)")
-        if self.seq_len is not None and not isinstance(self.encoding, RopeSpec):
-            raise PosencError("seq_len", "only applies to rope tables")
+        object.__setattr__(self, "dtype", dtype.name)
+        if self.seq_len is not None:
+            if not isinstance(self.encoding, RopeSpec):
+                raise PosencError("seq_len", "only applies to rope tables")
+            object.__setattr__(self, "seq_len", as_float(self.seq_len, "seq_len", exclusive_minimum=0.0))
         if isinstance(self.encoding, LearnedSpec):
             self._check_learned()
         elif self.source is not None:
@@ -163,11 +166,14 @@ class TableSpec(Canonical):
         if not isinstance(d, dict):
             raise PosencError("table", "must be an object")
         enc = d.get("encoding")
-        if not isinstance(enc, dict) or enc.get("kind") not in ENCODINGS:
+        if not isinstance(enc, dict) or not isinstance(enc.get("kind"), str) or enc["kind"] not in ENCODINGS:
             raise PosencError("encoding.kind", f"must be one of {sorted(ENCODINGS)}")
         unknown = set(d) - {"encoding", "start", "stop", "dtype", "seq_len"}
         if unknown:
             raise PosencError(sorted(unknown)[0], "is not a table field")
-        return cls(ENCODINGS[enc["kind"]].from_dict(enc), d.get("start", 0), d.get("stop"), d.get("dtype", "float32"),
-                   d.get("seq_len"))
+        try:
+            encoding = ENCODINGS[enc["kind"]].from_dict(enc)
+        except PosencError as exc:
+            raise PosencError(f"encoding.{exc.field}", exc.message) from None
+        return cls(encoding, d.get("start", 0), d.get("stop"), d.get("dtype", "float32"), d.get("seq_len"))
 

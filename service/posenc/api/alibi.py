@@ -12,6 +12,7 @@ from ..args import as_choice, as_float, as_int, as_vector
 from ..dtypes import cast_output, kernel_dtype, output_dtype
 from ..kernels import alibi_bias_rows, run_rows
 from ..kernels.alibi import MODES
+from ..errors import PosencError
 from ..limits import LIMITS
 from ..encodings.alibi import slopes as _slopes
 
@@ -24,10 +25,17 @@ def alibi_slopes(n_heads, *, variant="paper", alibi_bias_max=8) -> np.ndarray:
     return _slopes(n_heads, variant, alibi_bias_max)
 
 
+#: Largest |gamma|: slope * gamma * distance stays finite in float32 for any allowed offsets.
+MAX_GAMMA = 1e6
+
+
 def _gamma(gamma, n_heads: int) -> np.ndarray:
     if isinstance(gamma, numbers.Real) and not isinstance(gamma, bool):
-        return np.full(n_heads, as_float(gamma, "gamma"))
-    return as_vector(gamma, "gamma", n_heads)
+        return np.full(n_heads, as_float(gamma, "gamma", minimum=-MAX_GAMMA, maximum=MAX_GAMMA))
+    out = as_vector(gamma, "gamma", n_heads)
+    if np.abs(out).max(initial=0.0) > MAX_GAMMA:
+        raise PosencError("gamma", f"entries must be within +-{MAX_GAMMA:g}")
+    return out
 
 
 def alibi_bias(n_heads, q_len, k_len=None, *, q_offset=0, k_offset=0, mode="causal", gamma=1.0,

@@ -140,6 +140,9 @@ def xpos_scale(positions, spec, *, center=0.0) -> np.ndarray:
     power = (positions - as_float(center, "xpos_center")) / spec.xpos_scale_base
     out = np.empty((positions.shape[0], zeta.shape[0]))
     run_rows(xpos_decay_rows, positions.shape[0], zeta.shape[0], zeta, power, out)
+    if out.size and not (np.isfinite(out).all() and out.min() > 0):
+        raise PosencError("positions", "are too far from xpos_center for this xpos_scale_base: the xPos decay "
+                          "over- or underflows float64")
     return out
 
 

@@ -38,6 +38,8 @@ def t5_relative_position_bucket(relative_position, spec=None, *, bidirectional=N
         raise PosencError("relative_position", "must be an integer array") from None
     if rel.dtype.kind not in "iu":
         raise PosencError("relative_position", f"must be integers, got dtype {rel.dtype}")
+    if rel.dtype.kind == "u" and rel.size and int(rel.max()) > np.iinfo(np.int64).max:
+        raise PosencError("relative_position", "must fit in int64")
     LIMITS.check_output(rel.shape, 8, field="relative_position")
     flat = np.ascontiguousarray(rel, dtype=np.int64).reshape(-1)
     out = np.empty_like(flat)

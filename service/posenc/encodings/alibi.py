@@ -22,6 +22,8 @@ from .canonical import Canonical
 from .libm import pow_each
 
 VARIANTS = ("paper", "bloom", "mpt", "falcon")
+#: Largest alibi_bias_max: MPT forms 2^(k*alibi_bias_max/P) in float32, finite and normal below 2^127.
+MAX_BIAS_MAX = 126.0
 
 
 def _paper(n: int) -> np.ndarray:
@@ -54,7 +56,7 @@ def _mpt(n: int, bias_max: float) -> np.ndarray:
 def slopes(n_heads, variant="paper", alibi_bias_max=8) -> np.ndarray:
     n = as_int(n_heads, "n_heads", minimum=1, maximum=LIMITS.max_dim)
     variant = as_choice(variant, "variant", VARIANTS)
-    bias_max = as_float(alibi_bias_max, "alibi_bias_max", exclusive_minimum=0.0)
+    bias_max = as_float(alibi_bias_max, "alibi_bias_max", exclusive_minimum=0.0, maximum=MAX_BIAS_MAX)
     if variant != "mpt" and bias_max != 8:
         raise PosencError("alibi_bias_max", f"only applies to variant 'mpt', not {variant!r}")
     if variant == "paper":

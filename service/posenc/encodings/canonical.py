@@ -4,6 +4,7 @@ in caches and on the wire. Same parameters -> byte-identical JSON -> same hash."
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 
 from ..errors import PosencError
@@ -20,6 +21,12 @@ def _digest(text: str) -> str:
 def spec_hash(obj) -> str:
     """First 16 hex digits of SHA-256 of the canonical JSON."""
     return _digest(canonical_json(obj))
+
+
+def _required_keywords(cls) -> list[str]:
+    """Keyword-only arguments of cls.__init__ without a default (LearnedSpec's dim)."""
+    return [p.name for p in inspect.signature(cls.__init__).parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty]
 
 
 class Canonical:
@@ -43,6 +50,9 @@ class Canonical:
         for key in d:
             if key not in known:
                 raise PosencError(key, f"is not a {cls.KIND} spec field; known: {sorted(known)}")
+        for key in _required_keywords(cls):
+            if key not in d:
+                raise PosencError(key, "is required")
         return cls(d.pop(cls.POSITIONAL), **d)
 
     @classmethod

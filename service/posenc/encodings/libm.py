@@ -14,11 +14,19 @@ import math
 import numpy as np
 
 
+def _overflowing_to_inf(fn, *args) -> float:
+    """libm's value, +inf where it overflows (Python raises OverflowError there; numpy gives inf)."""
+    try:
+        return fn(*args)
+    except OverflowError:
+        return math.inf
+
+
 def pow_each(base: float, exponents: np.ndarray) -> np.ndarray:
     """base ** e for each e, float64, through libm's pow."""
-    return np.array([math.pow(base, e) for e in exponents.tolist()], dtype=np.float64)
+    return np.array([_overflowing_to_inf(math.pow, base, e) for e in exponents.tolist()], dtype=np.float64)
 
 
 def exp_each(x: np.ndarray) -> np.ndarray:
     """exp(v) for each v, float64, through libm's exp."""
-    return np.array([math.exp(v) for v in x.tolist()], dtype=np.float64)
+    return np.array([_overflowing_to_inf(math.exp, v) for v in x.tolist()], dtype=np.float64)

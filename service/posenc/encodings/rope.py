@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import numpy as np
 
-from ..args import as_choice, as_dim, as_float, as_int
+from ..args import as_choice, as_dim, as_float, as_int, as_mapping
 from ..errors import PosencError
 from .canonical import Canonical
 from .rope_scaling import ALIASES, VARIANTS, RopeDims
@@ -61,15 +62,14 @@ class RopeSpec(Canonical):
         prf = as_float(partial_rotary_factor, "partial_rotary_factor", exclusive_minimum=0.0, maximum=1.0)
         max_len = None if max_position_embeddings is None else as_int(
             max_position_embeddings, "max_position_embeddings", minimum=1, maximum=MAX_LENGTH)
-        scaling = dict(scaling or {})
-        if not all(isinstance(k, str) for k in scaling):
-            raise PosencError("scaling", "keys must be strings")
-        rope_type = scaling.get("rope_type", scaling.get("type", "default"))
+        scaling = as_mapping(scaling, "scaling")
+        type_key = "rope_type" if "rope_type" in scaling else "type"
+        rope_type = scaling.get(type_key, "default")
         if not isinstance(rope_type, str):  # also keeps unhashable JSON (lists, objects) out of the lookups
-            raise PosencError("scaling.rope_type", f"must be a string, got {rope_type!r}")
+            raise PosencError(f"scaling.{type_key}", f"must be a string, got {type(rope_type).__name__}")
         rope_type = ALIASES.get(rope_type, rope_type)
         if rope_type not in VARIANTS:
-            raise PosencError("scaling.rope_type", f"unknown rope_type {rope_type!r}; known: {sorted(VARIANTS)}")
+            raise PosencError(f"scaling.{type_key}", f"unknown rope_type {rope_type[:40]!r}; known: {sorted(VARIANTS)}")
         # The spec's own value overrides the one inside the scaling dict (as HF's standardize_rope_params).
         original = original_max_position_embeddings
         if original is None:
@@ -154,8 +154,20 @@ class RopeSpec(Canonical):
         """(inv_freq float64[n_freq], attention_factor) for this spec at `seq_len`."""
         if seq_len is not None:
             seq_len = as_float(seq_len, "seq_len", exclusive_minimum=0.0)
-        inv, attention = VARIANTS[self.rope_type].inv_freq(self.dims, self.scaling_params, seq_len)
-        return np.ascontiguousarray(inv, dtype=np.float64), float(attention)
+        try:
+            with np.errstate(all="ignore"):
+                inv, attention = VARIANTS[self.rope_type].inv_freq(self.dims, self.scaling_params, seq_len)
+            inv = np.ascontiguousarray(inv, dtype=np.float64)
+            finite = bool(np.isfinite(inv).all()) and math.isfinite(attention)
+        except (ArithmeticError, ValueError) as exc:  # e.g. factor ** (d / (d - 2)) overflowing a float
+            if isinstance(exc, PosencError):
+                raise
+            finite = False
+        if not finite:
+            field = "scaling.factor" if "factor" in self.scaling_params else "base"
+            raise PosencError(field, "gives non-finite frequencies" + ("" if seq_len is None else
+                                                                      f" at seq_len {seq_len:g}"))
+        return inv, float(attention)
 
     # --- identity ----------------------------------------------------------------------
     def to_dict(self) -> dict:

@@ -16,6 +16,9 @@ from .columns import ColumnPlan
 from .libm import exp_each, pow_each
 
 LAYOUTS = ("interleaved", "halves", "t2t")
+#: Largest per-column `scale` / `target_std`: they multiply values in [-1, 1], and the product must
+#: fit every output dtype (float16's largest finite value).
+MAX_FACTOR = 65504.0
 
 
 @dataclass(frozen=True, init=False)
@@ -66,14 +69,22 @@ class SinusoidalSpec(Canonical):
             if max_timescale is not None:
                 raise PosencError("max_timescale", f"only applies to layout 't2t' (use base for {layout!r})")
         if scale is not None:
-            scale = tuple(float(v) for v in as_vector(scale, "scale", dim))
+            scale = as_vector(scale, "scale", dim)
+            if np.abs(scale).max() > MAX_FACTOR:
+                raise PosencError("scale", f"entries must be within +-{MAX_FACTOR:g}")
+            scale = tuple(float(v) for v in scale)
         if target_std is not None:
-            target_std = as_float(target_std, "target_std", exclusive_minimum=0.0)
+            target_std = as_float(target_std, "target_std", exclusive_minimum=0.0, maximum=MAX_FACTOR)
         offset = as_int(offset, "offset", minimum=0, maximum=LIMITS.max_abs_position)
         for name, value in (("dim", dim), ("base", base), ("layout", layout), ("min_timescale", min_timescale),
                             ("max_timescale", max_timescale), ("scale", scale), ("target_std", target_std),
                             ("offset", offset)):
             object.__setattr__(self, name, value)
+        with np.errstate(all="ignore"):
+            finite = np.isfinite(self.freqs * LIMITS.max_abs_position).all()
+        if not finite:
+            raise PosencError("min_timescale" if layout == "t2t" else "base",
+                              "gives frequencies whose angles overflow float64 within the position limit")
 
     # --- column plan ---------------------------------------------------------------------
     @property
@@ -87,13 +98,14 @@ class SinusoidalSpec(Canonical):
     @cached_property
     def freqs(self) -> np.ndarray:
         """Angular frequencies for the n_sin (>= n_cos) sin columns, float64."""
-        if self.layout == "t2t":
-            num = self.dim // 2
-            max_ts = self.base if self.max_timescale is None else self.max_timescale
-            log_inc = math.log(max_ts / self.min_timescale) / max(num - 1, 1)
-            freqs = self.min_timescale * exp_each(np.arange(num, dtype=np.float64) * -log_inc)
-        else:
-            freqs = 1.0 / pow_each(self.base, 2.0 * np.arange(self.n_sin, dtype=np.float64) / self.dim)
+        with np.errstate(all="ignore"):  # extreme timescales give inf/0 here, refused in __init__
+            if self.layout == "t2t":
+                num = self.dim // 2
+                max_ts = self.base if self.max_timescale is None else self.max_timescale
+                log_inc = math.log(max_ts / self.min_timescale) / max(num - 1, 1)
+                freqs = self.min_timescale * exp_each(np.arange(num, dtype=np.float64) * -log_inc)
+            else:
+                freqs = 1.0 / pow_each(self.base, 2.0 * np.arange(self.n_sin, dtype=np.float64) / self.dim)
         freqs.flags.writeable = False
         return freqs
 

@@ -16,7 +16,7 @@ from .. import __version__
 from ..config import ServiceConfig
 from . import errors, openapi, protocol
 from .asgi import ServiceApp
-from .routes import ROUTERS
+from .routes import ROUTERS, docs
 from .routes.models import ModelPositionsRequest
 from .schemas import (
     AlibiBiasRequest,
@@ -62,13 +62,16 @@ def create_app(config: ServiceConfig | None = None, *, run_dir: str | None = Non
         finally:
             await service.stop()
 
-    api = FastAPI(title="posenc", version=__version__, description=DESCRIPTION, lifespan=lifespan, redoc_url=None)
+    config.check_serveable()
+    api = FastAPI(title="posenc", version=__version__, description=DESCRIPTION, lifespan=lifespan, docs_url=None,
+                  redoc_url=None)
     for router in ROUTERS:
         api.include_router(router)
-    errors.install(api)
-    openapi.install(api, REQUEST_MODELS)
+    docs.install(api)
     routes = [(method, route.path) for router in ROUTERS for route in router.routes
               for method in sorted(route.methods)]
+    errors.install(api, routes)
+    openapi.install(api, REQUEST_MODELS, config.server.require_api_key)
     service = Service(config, run_dir, routes)
     protocol.configure(config.server.header_timeout_s, config.limits.max_head_bytes, config.server.body_timeout_s)
     api.state.service = service

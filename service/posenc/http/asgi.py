@@ -1,24 +1,52 @@
-"""The ASGI app uvicorn runs: concurrency limit, metrics, the raw single-row route, then FastAPI.
+"""The ASGI app uvicorn runs: request id, API key, CORS, limits, metrics, the raw row route, then FastAPI.
 
-Per request: refuse with 429 beyond `max_concurrency` in-flight requests (per worker);
-answer GET /v1/tables/{name}/rows/{position} directly when the fast path can; otherwise
-read the body under its cap and deadline (limits.read_body); a computed route's request is
-answered by its endpoint called directly (fastcompute) when it succeeds, and everything else
-is handed, body replayed, to FastAPI. Every request, whichever way it went, is counted in the metrics under
-its route template, status, latency and bytes.
+Per request, in order:
+  * X-Request-Id: the client's (1..128 of [A-Za-z0-9._~:/+=@-], else 422) or a generated one;
+    echoed on every response, in every error body and in the service's log lines;
+  * the API key, when `server.require_api_key` is set (every route but /healthz and /readyz);
+  * CORS, when `server.cors_origins` lists origins (off otherwise: no CORS headers at all);
+  * GET /v1/tables/{name}/rows/{position} answered directly when the fast path can;
+  * otherwise the body is read under its size cap, deadline and the worker's MemoryBudget
+    *before* the request takes a concurrency slot (a client that never sends its body holds
+    no slot), then at most `max_concurrency` requests run at once (429 beyond); /healthz,
+    /readyz and /metrics are never refused by that limit;
+  * a computed route's request is answered by its endpoint called directly (fastcompute) when
+    it succeeds; everything else goes, body replayed, to FastAPI.
+Every request, whichever way it went, is counted in the metrics under its route template,
+status, latency and bytes (and, with `server.access_log`, logged with its request id to
+`posenc.access`); an exception no handler caught is logged with the request id,
+answered with the JSON 500 body when nothing was sent yet, and counted as a 500.
 """
 
 from __future__ import annotations
 
+import hmac
+import itertools
+import logging
+import os
+import re
 import time
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
-from .errors import HttpError, error_body
+from .errors import REQUEST_ID, HttpError, error_body
 from .fastcompute import FastComputed
-from .fastpath import ROW_ROUTE, FastRows
+from .fastpath import ROW_ROUTE, FastRows, header
 from .limits import ClientGone, read_body, replay
 from .service import Service
+
+log = logging.getLogger("posenc.http")
+access = logging.getLogger("posenc.access")
+#: Never refused by the concurrency limit: what orchestrators and Prometheus poll.
+UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+#: Open even when `require_api_key` is set: liveness and readiness probes carry no credentials.
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+REQUEST_ID_HEADER = b"x-request-id"
+RECORDER = "posenc.recorder"  # the scope key of the request's _Recorder
+_REQUEST_ID = re.compile(rb"[A-Za-z0-9._~:/+=@-]{1,128}")
+#: Headers a browser may read from a cross-origin response.
+CORS_EXPOSED = ["x-request-id", "x-posenc-dtype", "x-posenc-shape", "x-posenc-attention-factor", "retry-after"]
 
 
 def _start(status: int, headers: list[tuple[bytes, bytes]], length: int) -> dict:
@@ -30,19 +58,52 @@ def _raw(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
 
 
+#: Generated ids: 8 random hex digits per process, then a counter (unique per worker without a syscall
+#: per request; urandom would cost a microsecond on the hot route).
+_ID_PREFIX = os.urandom(4).hex()
+_ID_COUNTER = itertools.count()
+
+
+def _reseed_ids() -> None:
+    global _ID_PREFIX
+    _ID_PREFIX = os.urandom(4).hex()
+
+
+os.register_at_fork(after_in_child=_reseed_ids)  # forked workers must not share a prefix
+
+
+def new_request_id() -> str:
+    return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFF:08x}"
+
+
+def request_id_of(scope) -> tuple[str, bool]:
+    """(the request's id, whether the client's was acceptable): a missing one is generated."""
+    given = header(scope, REQUEST_ID_HEADER)
+    if not given:  # absent or empty
+        return new_request_id(), True
+    if _REQUEST_ID.fullmatch(given):
+        return given.decode("ascii"), True
+    return new_request_id(), False
+
+
 class _Recorder:
-    """Wraps `send` to note the status and count body bytes."""
+    """Wraps `send`: adds X-Request-Id to the response head, notes the status, counts body bytes."""
 
-    __slots__ = ("nbytes", "send", "status")
+    __slots__ = ("id_header", "nbytes", "route", "send", "started", "status")
 
-    def __init__(self, send):
+    def __init__(self, send, request_id: str):
         self.send = send
+        self.id_header = (REQUEST_ID_HEADER, request_id.encode("ascii"))
         self.status = 500
         self.nbytes = 0
+        self.started = False
+        self.route: int | None = None  # set when the fast path answered
 
     async def __call__(self, message):
         if message["type"] == "http.response.start":
             self.status = message["status"]
+            self.started = True
+            message = {**message, "headers": [*message.get("headers", ()), self.id_header]}
         elif message["type"] == "http.response.body":
             self.nbytes += len(message.get("body", b""))
         await self.send(message)
@@ -53,60 +114,112 @@ class ServiceApp:
         self.api = api
         self.service = service
         self.fast = FastRows(service.tables)
+        config = service.config
         self.computed = FastComputed(api, service)
-        self.max_concurrency = service.config.limits.max_concurrency
-        self.max_body = service.config.limits.max_body_bytes
-        self.body_timeout = service.config.server.body_timeout_s
+        self.max_concurrency = config.limits.max_concurrency
+        self.max_body = config.limits.max_body_bytes
+        self.body_timeout = config.server.body_timeout_s
+        self.api_key = config.api_key.encode() if config.server.require_api_key else None
+        self.access_log = config.server.access_log
+        self.inner = self._serve
+        if config.server.cors_origins:
+            self.inner = CORSMiddleware(self._serve, allow_origins=list(config.server.cors_origins),
+                                        allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
+                                        allow_headers=["authorization", "content-type", "accept", "x-request-id"],
+                                        expose_headers=CORS_EXPOSED, max_age=600)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             await self.api(scope, receive, send)  # lifespan
             return
         started = time.perf_counter()
-        service, metrics = self.service, self.service.metrics
-        if service.in_flight >= self.max_concurrency:
-            status, nbytes = await self._refuse(send, HttpError(
-                "too_many_requests", f"over {self.max_concurrency} requests in flight", None,
-                headers={"retry-after": "1"}))
-            metrics.observe(metrics.route(scope["method"], scope["path"]), status, time.perf_counter() - started,
-                            nbytes)
-            return
-        service.in_flight += 1
-        metrics.enter()
+        request_id, valid = request_id_of(scope)
+        token = REQUEST_ID.set(request_id)
+        recorder = scope[RECORDER] = _Recorder(send, request_id)  # `send` below may be CORS's wrapper of it
         try:
-            fast = self.fast.answer(scope)
-            if fast is not None:
-                body, headers = fast
-                await send(_start(200, headers, len(body)))
-                await send({"type": "http.response.body", "body": body})
-                route, status, nbytes = metrics.layout.index[ROW_ROUTE], 200, len(body)
-                metrics.table(hit=True)
+            if not valid:
+                await self._refuse(recorder, HttpError("invalid_parameter", "X-Request-Id must be 1..128 characters "
+                                                       "of [A-Za-z0-9._~:/+=@-]", "x-request-id"))
             else:
-                route, status, nbytes = await self._framework(scope, receive, send)
+                await self.inner(scope, receive, recorder)
+        except Exception:  # noqa: BLE001 - the last resort: a JSON 500, logged and counted
+            log.exception("unhandled error on %s %s (request %s)", scope["method"], scope["path"][:200], request_id)
+            if not recorder.started:
+                await self._refuse(recorder, HttpError("internal", f"internal error (logged by the server as request "
+                                                                   f"{request_id})"))
+            recorder.status = 500
+        finally:
+            REQUEST_ID.reset(token)
+        metrics = self.service.metrics
+        route = recorder.route if recorder.route is not None else metrics.route(scope["method"], scope["path"])
+        seconds = time.perf_counter() - started
+        metrics.observe(route, recorder.status, seconds, recorder.nbytes)
+        if self.access_log:
+            client = scope.get("client") or ("-", 0)
+            access.info('%s "%s %s" %d %d B %.2f ms request_id=%s', client[0], scope["method"], scope["path"][:200],
+                        recorder.status, recorder.nbytes, seconds * 1e3, request_id)
+
+    async def _serve(self, scope, receive, send):
+        path = scope["path"]
+        if self.api_key is not None and path not in OPEN_PATHS and not self._authorized(scope):
+            await self._refuse(send, HttpError("unauthorized", "send Authorization: Bearer <POSENC_API_KEY>",
+                                               "authorization", headers={"www-authenticate": "Bearer"}))
+            return
+        limited = path not in UNLIMITED_PATHS
+        fast = self.fast.answer(scope)
+        if fast is not None:
+            if limited and self.service.in_flight >= self.max_concurrency:
+                await self._too_many(send)
+                return
+            body, headers = fast
+            await send(_start(200, headers, len(body)))
+            await send({"type": "http.response.body", "body": body})
+            scope[RECORDER].route = self.service.metrics.layout.index[ROW_ROUTE]
+            self.service.metrics.table(hit=True)
+            return
+        reservation = self.service.budget.take(0, "the request body")
+        try:
+            try:  # no concurrency slot is held while the body arrives
+                body = await read_body(scope, receive, self.max_body, self.body_timeout, reservation)
+            except HttpError as err:
+                await self._refuse(send, err)
+                return
+            except ClientGone:
+                scope[RECORDER].status = 499
+                return
+            if limited and self.service.in_flight >= self.max_concurrency:
+                await self._too_many(send)
+                return
+            await self._framework(scope, receive, send, body)
+        finally:
+            reservation.release()
+
+    async def _framework(self, scope, receive, send, body: bytes) -> None:
+        """A computed route's successful answer straight from its endpoint (fastcompute), else FastAPI."""
+        service = self.service
+        service.in_flight += 1
+        service.metrics.enter()
+        try:
+            computed = self.computed.route_of(scope)
+            if computed is not None and await self.computed.serve(scope, receive, send, body, computed):
+                scope[RECORDER].route = service.metrics.layout.index[("POST", computed[0])]
+                return
+            await self.api(scope, replay(body, receive), send)
         finally:
             service.in_flight -= 1
-            metrics.leave()
-        metrics.observe(route, status, time.perf_counter() - started, nbytes)
+            service.metrics.leave()
 
-    async def _framework(self, scope, receive, send) -> tuple[int, int, int]:
-        metrics = self.service.metrics
-        try:
-            body = await read_body(scope, receive, self.max_body, self.body_timeout)
-        except HttpError as err:
-            status, nbytes = await self._refuse(send, err)
-            return metrics.route(scope["method"], scope["path"]), status, nbytes
-        except ClientGone:
-            return metrics.route(scope["method"], scope["path"]), 499, 0
-        recorder = _Recorder(send)
-        computed = self.computed.route_of(scope)
-        if computed is not None and await self.computed.serve(scope, receive, recorder, body, computed):
-            return metrics.layout.index[("POST", computed[0])], recorder.status, recorder.nbytes
-        await self.api(scope, replay(body, receive), recorder)
-        return metrics.route(scope["method"], scope["path"]), recorder.status, recorder.nbytes
+    def _authorized(self, scope) -> bool:
+        value = header(scope, b"authorization") or b""
+        scheme, _, token = value.partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.api_key)
+
+    async def _too_many(self, send) -> None:
+        await self._refuse(send, HttpError("too_many_requests", f"over {self.max_concurrency} requests in flight",
+                                           None, headers={"retry-after": "1"}))
 
     @staticmethod
-    async def _refuse(send, err: HttpError) -> tuple[int, int]:
+    async def _refuse(send, err: HttpError) -> None:
         body = error_body(err.code, err.message, err.field)
         await send(_start(err.status, _raw({"content-type": "application/json", **err.headers}), len(body)))
         await send({"type": "http.response.body", "body": body})
-        return err.status, len(body)

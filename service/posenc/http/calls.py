@@ -2,8 +2,10 @@
 
 A request is either a JSON object (every field in it) or a binary body holding the one
 array the route takes (`.npy`, or raw little-endian values), with the other fields as
-query parameters; query values starting with `{` or `[` are JSON. Query parameters may
-also accompany a JSON body, but a field may not be given in both.
+query parameters. A JSON body takes no query parameters (422 naming the first): a field
+lives in exactly one place. Types are strict: a JSON `true` is not the number 1, `"yes"`
+is not a boolean, `4.5` is not an integer. Query values are text, read as JSON (`8`,
+`true`, `{"dim": 64}`) for fields that are not strings.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 import numpy as np
 import orjson
@@ -22,6 +25,8 @@ from pydantic import BaseModel, ValidationError
 from ..errors import PosencError
 from .codecs import JSON, NPY, RAW, decode_array, decode_json, encode, media_type, negotiate
 from .errors import HttpError
+from .responses import GZIP_MIN_BYTES, STREAM_BYTES, ArrayResponse, accepts_gzip, check_response_size, \
+    encoded_size_bound, gzipped
 from .service import Service
 
 #: Fields that carry arrays: parsed straight to numpy (never through pydantic).
@@ -42,28 +47,41 @@ def service_of(request: Request) -> Service:
     return request.app.state.service
 
 
-def _query(request: Request) -> dict[str, Any]:
+def _takes_text(annotation) -> bool:
+    """Whether a field's type admits a plain string (then its query value is not read as JSON)."""
+    if annotation is str:
+        return True
+    args = get_args(annotation)
+    if get_origin(annotation) is Literal:
+        return any(isinstance(a, str) for a in args)
+    return get_origin(annotation) in (Union, UnionType) and any(_takes_text(a) for a in args)
+
+
+def _query(request: Request, model: type[BaseModel]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not request.scope["query_string"]:  # the usual case; parsing nothing still costs microseconds
         return out
+    fields = model.model_fields
     for key, value in request.query_params.multi_items():
         if key in out:
             raise HttpError("invalid_parameter", f"query parameter {key!r} is given more than once", key)
-        if value[:1] in ("{", "["):
+        if key in fields and (value[:1] in ("{", "[") or not _takes_text(fields[key].annotation)):
             try:
                 value = orjson.loads(value)
-            except orjson.JSONDecodeError as exc:
-                raise HttpError("invalid_parameter", f"{key}: not valid JSON ({exc})", key) from None
+            except orjson.JSONDecodeError:
+                if value[:1] in ("{", "["):
+                    raise HttpError("invalid_parameter", f"{key}: not valid JSON", key) from None
         out[key] = value
     return out
 
 
 def validate(model: type[BaseModel], doc: dict) -> BaseModel:
     try:
-        return model.model_validate(doc)
+        return model.model_validate(doc, strict=True)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or None
+        # request models are flat: the first loc part is the field (the rest are union-member tags)
+        where = str(first["loc"][0]) if first["loc"] else None
         raise HttpError("invalid_parameter", f"{where}: {first['msg']}", where) from None
 
 
@@ -72,15 +90,16 @@ async def read_call(request: Request, model: type[BaseModel], body_array: str | 
     media = negotiate(request.headers.get("accept"))
     content = media_type(request.headers.get("content-type"))
     body = await request.body()
-    query = _query(request)
+    query = _query(request, model)
     arrays: dict[str, Any] = {}
     if content == JSON:
         doc = decode_json(body)
+        if doc and query:
+            first = sorted(query)[0]
+            raise HttpError("invalid_parameter", f"{first}: with a JSON body, give every field in the body "
+                            "(query parameters go with binary bodies)", first)
+        doc = doc or query
         arrays = {name: doc.pop(name) for name in ARRAY_FIELDS if name in doc}
-        twice = sorted(set(doc) & set(query))
-        if twice:
-            raise HttpError("invalid_parameter", f"{twice[0]} is given in both the body and the query", twice[0])
-        doc.update(query)
     elif content in (NPY, RAW) and body_array is not None:
         doc = query
         raw_dtype = _RAW_DTYPES.get(doc.get("positions_dtype", "int64"))
@@ -126,19 +145,42 @@ def cost_ns(elements: int, gathered: bool, media: str) -> float:
 
 async def respond(request: Request, media: str, job: Callable[[], np.ndarray], elements: int,
                   gathered: bool = False, extra: dict | None = None) -> Response:
-    """Run `job` (in a thread when its estimated cost is high), encode its array in `media`, answer 200."""
-    def work():
-        return encode(job(), media, extra)
+    """Run `job` (in a thread when its estimated cost is high) and answer 200 with its array in `media`.
 
-    body, headers = await service_of(request).run(work, cost_ns(elements, gathered, media))
-    return Response(body, headers=headers)
+    Before computing, the array's upper bound (`elements` of at most 8 bytes, within the output
+    cap) is charged to the worker's MemoryBudget; then its real size, until the last byte is sent.
+    Small bodies are encoded with the job; large ones are streamed by ArrayResponse."""
+    service = service_of(request)
+    limit = service.config.limits.max_output_bytes
+    gzip = media == JSON and accepts_gzip(request.headers.get("accept-encoding"))
+
+    def work():
+        arr = job()
+        check_response_size(arr, media, limit)
+        if encoded_size_bound(arr, media) > STREAM_BYTES:
+            return arr, None, gzip
+        body = encode(arr, media, extra)[0]
+        if gzip and len(body) >= GZIP_MIN_BYTES:
+            return arr, gzipped(body), True
+        return arr, body, False
+
+    reservation = service.budget.take(min(max(int(elements), 0) * 8, limit), "the response")
+    try:
+        arr, body, zipped = await service.run(work, cost_ns(elements, gathered, media))
+        reservation.resize(arr.nbytes + (0 if body is None else len(body)))
+    except BaseException:
+        reservation.release()
+        raise
+    return ArrayResponse(arr, media, extra, zipped, reservation, service.in_thread, body)
 
 
 @contextmanager
 def fields_under(prefix: str):
-    """Report library errors about a nested object with their path (dim -> spec.dim)."""
+    """Report library errors about a nested object with their path (dim -> spec.dim). The library
+    names the keys of a config.json `config.<key>`; under `hf_config` that is `hf_config.<key>`."""
     try:
         yield
     except PosencError as exc:
-        raise PosencError(f"{prefix}.{exc.field}", exc.message) from None
+        inner = exc.field.removeprefix("config.") if prefix == "hf_config" and exc.field != "config" else exc.field
+        raise PosencError(prefix if inner == "config" else f"{prefix}.{inner}", exc.message) from None
 

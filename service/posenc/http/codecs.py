@@ -79,28 +79,58 @@ def dtype_name(dtype: np.dtype) -> str:
 
 def encode(arr: np.ndarray, media: str, extra: dict | None = None) -> tuple[bytes, dict[str, str]]:
     """(body, headers) for `arr` in `media`; `extra` adds top-level JSON keys (binary: X-Posenc-* headers)."""
-    name = dtype_name(arr.dtype)
+    headers = headers_for(arr, media, extra)
     if media == JSON:
-        data = arr.astype(np.float32) if name == "bfloat16" else arr if arr.flags.c_contiguous else arr.copy()
-        doc = {"dtype": name, "shape": arr.shape, "data": data}
-        if extra:
-            doc.update(extra)
-        return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY), {"content-type": JSON}
+        head, tail = json_frame(arr, extra)
+        return head + json_data(arr) + tail, headers
+    arr = wire_array(arr)
+    if media == RAW:
+        return arr.tobytes(), headers  # C order whatever the strides
+    return npy_header(arr) + arr.tobytes(), headers
+
+
+def headers_for(arr: np.ndarray, media: str, extra: dict | None = None) -> dict[str, str]:
+    if media == JSON:
+        return {"content-type": JSON}
+    name = dtype_name(arr.dtype)
+    if media == NPY and name == "bfloat16":
+        raise HttpError("invalid_parameter", "bfloat16 has no .npy type; ask for application/octet-stream",
+                        "dtype")
     headers = {"content-type": media, "x-posenc-dtype": name, "x-posenc-shape": ",".join(map(str, arr.shape))}
     for key, value in (extra or {}).items():
         headers[f"x-posenc-{key.replace('_', '-')}"] = repr(value)
+    return headers
+
+
+def json_frame(arr: np.ndarray, extra: dict | None = None) -> tuple[bytes, bytes]:
+    """The JSON document around `data`: b'{"dtype":..,"shape":..,"data":' and b'}' (extra keys before it)."""
+    head = orjson.dumps({"dtype": dtype_name(arr.dtype), "shape": arr.shape})[:-1] + b',"data":'
+    return head, (b"," + orjson.dumps(extra)[1:]) if extra else b"}"
+
+
+def json_data(arr: np.ndarray) -> bytes:
+    """`arr` as nested JSON lists (a 0-d array as its one number); bfloat16 printed as float32."""
+    if arr.dtype == _BFLOAT16:
+        arr = arr.astype(np.float32)
+    elif not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    if arr.ndim == 0:
+        return orjson.dumps(arr.reshape(1), option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
+    return orjson.dumps(arr, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def wire_array(arr: np.ndarray) -> np.ndarray:
+    """`arr` as C-contiguous little-endian, the byte layout of binary bodies."""
     if arr.dtype.byteorder == ">":
         arr = arr.astype(arr.dtype.newbyteorder("<"))
-    if media == RAW:
-        return arr.tobytes(), headers  # C order whatever the strides
-    if name == "bfloat16":
-        raise HttpError("invalid_parameter", "bfloat16 has no .npy type; ask for application/octet-stream",
-                        "dtype")
+    return np.ascontiguousarray(arr)
+
+
+def npy_header(arr: np.ndarray) -> bytes:
     out = io.BytesIO()
     np.lib.format.write_array_header_1_0(
         out, {"descr": np.lib.format.dtype_to_descr(arr.dtype), "fortran_order": False, "shape": arr.shape})
-    out.write(arr.tobytes())
-    return out.getvalue(), headers
+    return out.getvalue()
 
 
 def decode_json(body: bytes) -> dict:

@@ -4,6 +4,7 @@ FastAPI's routing, dependency and validation machinery costs ~170 us a request o
 machine, several times what uvicorn itself spends; the single-row lookup is the route
 clients hammer, so it is answered here, before FastAPI. Only the plain case is handled:
 a GET with no query string, an attached table, a non-negative in-range integer position
+(at most 19 digits: int() of a 5000-digit string raises, and no table is that long)
 and an Accept header this service can satisfy. Anything else returns None and goes to the
 FastAPI route of the same path, which documents it in OpenAPI, handles the rest (dtype=,
 negative positions, errors) and encodes with the same codec, so both give the same bytes.
@@ -16,12 +17,25 @@ out of the shared-memory mapping.
 from __future__ import annotations
 
 from .codecs import JSON, encode, negotiate
+from .responses import GZIP_MIN_BYTES, accepts_gzip
 from .errors import HttpError
 from .table_cache import TableCache
 
 ROW_ROUTE = ("GET", "/v1/tables/{name}/rows/{position}")
 _PREFIX = "/v1/tables/"
 _PREFIX_LEN = len(_PREFIX)
+
+
+def header(scope, name: bytes) -> bytes | None:
+    """The first value of a request header (lower-case `name`), or None."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return value
+    return None
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("latin-1")
 
 
 class _Prepared:
@@ -50,7 +64,7 @@ class FastRows:
         if scope["method"] != "GET" or scope["query_string"] or not path.startswith(_PREFIX):
             return None
         name, sep, position = path[_PREFIX_LEN:].partition("/rows/")
-        if not sep or not position.isascii() or not position.isdigit():
+        if not sep or not position.isascii() or not position.isdigit() or len(position) > 19:
             return None
         table = self.tables.get(name)
         if table is None:
@@ -59,20 +73,18 @@ class FastRows:
         row = int(position) - table.start
         if not 0 <= row < table.stop - table.start:
             return None
-        accept = None
-        for key, value in scope["headers"]:
-            if key == b"accept":
-                accept = value.decode("latin-1")
-                break
         try:
-            media = negotiate(accept)
+            media = negotiate(_text(header(scope, b"accept")))
         except HttpError:
             return None
         prepared = self._prepared.get((name, media))
         if prepared is None or prepared.table is not table:  # first use, or the table was replaced
             prepared = self._prepared[(name, media)] = _Prepared(table, media)
         if media == JSON:
-            return encode(table.array[row], JSON)[0], prepared.headers
+            body = encode(table.array[row], JSON)[0]
+            if len(body) >= GZIP_MIN_BYTES and accepts_gzip(_text(header(scope, b"accept-encoding"))):
+                return None  # a very wide row to a gzip client: the FastAPI route compresses it
+            return body, prepared.headers
         start = row * prepared.row_bytes
         return prepared.prefix + prepared.data[start:start + prepared.row_bytes], prepared.headers
 

@@ -4,13 +4,15 @@ uvicorn hands the app whatever the client sends, as slowly as it sends it. Here 
 is refused from its Content-Length when that is over the cap (without reading a byte),
 counted while it streams in (chunked bodies) and abandoned at the deadline, so no client
 can make a worker buffer more than `max_body_bytes` or wait on it longer than
-`body_timeout_s`. The routes then get the body replayed from memory.
+`body_timeout_s`; every byte received is also charged to the worker's MemoryBudget (503
+when it is spent). The routes then get the body replayed from memory.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from .budget import Reservation
 from .errors import HttpError
 
 
@@ -32,8 +34,8 @@ def declared_length(headers) -> int | None:
     return None
 
 
-async def read_body(scope, receive, max_bytes: int, timeout_s: float) -> bytes:
-    """The whole request body, or HttpError 413/408 (or ClientGone) as soon as it cannot be."""
+async def read_body(scope, receive, max_bytes: int, timeout_s: float, reservation: Reservation) -> bytes:
+    """The whole request body, or HttpError 413/408/503 (or ClientGone) as soon as it cannot be."""
     declared = declared_length(scope["headers"])
     too_large = HttpError("body_too_large", f"request body is over the limit of {max_bytes} bytes", "body",
                           headers={"connection": "close"})
@@ -51,6 +53,11 @@ async def read_body(scope, receive, max_bytes: int, timeout_s: float) -> bytes:
                 size += len(chunk)
                 if size > max_bytes:
                     raise too_large
+                try:
+                    reservation.grow(len(chunk), "the request body")
+                except HttpError as busy:
+                    busy.headers["connection"] = "close"  # the rest of the body will not be read
+                    raise
                 chunks.append(chunk)
                 if not message.get("more_body", False):
                     break

@@ -20,16 +20,26 @@ from .schemas import ArrayResponse, ErrorResponse
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
 _REF = "#/components/schemas/{model}"
 _ERROR_STATUSES = {
-    400: "Malformed body", 401: "Missing or wrong API key", 403: "Table management is off (no POSENC_API_KEY)",
-    404: "No such table", 406: "Accept names no supported media type", 409: "A configured table",
-    413: "Body, positions or output over the limit", 415: "Unsupported Content-Type",
-    422: "A parameter was rejected (`field` names it)", 429: "Too many requests in flight",
-    503: "Not ready",
+    400: "Malformed body", 401: "Missing or wrong API key",
+    403: "Table management is off (no POSENC_API_KEY)",
+    404: "No such table", 406: "Accept names no supported media type", 408: "Request body not received in time",
+    409: "A configured table",
+    413: "Body, positions or output (encoded, e.g. as JSON) over the limit", 415: "Unsupported Content-Type",
+    422: "A parameter (or X-Request-Id) was rejected (`field` names it)", 429: "Too many requests in flight (Retry-After)",
+    503: "Not ready, or this worker's buffered-bytes budget is spent (Retry-After)",
 }
 
 
 #: What any route that reads arrays may answer.
-_ARRAY_ERRORS = (400, 404, 406, 413, 415, 422, 429, 503)
+_ARRAY_ERRORS = (400, 404, 406, 408, 413, 415, 422, 429, 503)
+#: Paths the concurrency limit and the API-key option never apply to (see asgi.py).
+_UNLIMITED = ("/healthz", "/readyz", "/metrics")
+_OPEN = ("/healthz", "/readyz")
+_REQUEST_ID = {"name": "X-Request-Id", "in": "header", "required": False,
+               "description": "Your id for this request (generated when absent); echoed in the response, error "
+               "bodies and the server's logs.",
+               "schema": {"type": "string", "pattern": "^[A-Za-z0-9._~:/+=@-]{1,128}$"}}
+_REQUEST_ID_OUT = {"description": "The request's id (yours, or generated)", "schema": {"type": "string"}}
 
 
 def error_responses(*statuses: int) -> dict:
@@ -65,7 +75,9 @@ def query_parameters(model: type[BaseModel]) -> list[dict]:
     for name, prop in schema["properties"].items():
         if name in ARRAY_FIELDS:
             continue
-        param = {"name": name, "in": "query", "required": False, "description": prop.get("description", "")}
+        description = (prop.get("description", "") + " Binary bodies only: with a JSON body give it in the body "
+                       "(a query parameter next to a JSON body is refused, 422).").strip()
+        param = {"name": name, "in": "query", "required": False, "description": description}
         if _structured(prop):
             param["content"] = {JSON: {"schema": prop}}
         else:
@@ -79,15 +91,34 @@ def _structured(prop: dict) -> bool:
     return any(kind in ("object", "array") for kind in kinds)
 
 
-def install(app: FastAPI, request_models: list[type[BaseModel]]) -> None:
+def _what_every_route_does(schema: dict, require_api_key: bool) -> None:
+    """The ASGI layer's part of every operation: X-Request-Id in and out, 422 for a bad one, 429 on
+    limited routes, 401 on every route but health and readiness when the API key is required."""
+    for path, operations in schema.get("paths", {}).items():
+        for operation in operations.values():
+            operation.setdefault("parameters", []).append(_REQUEST_ID)
+            statuses = [422] + ([] if path in _UNLIMITED else [429]) + \
+                ([401] if require_api_key and path not in _OPEN else [])
+            responses = operation.setdefault("responses", {})
+            for status in statuses:
+                responses.setdefault(str(status), {"description": _ERROR_STATUSES[status],
+                                                   "content": {JSON: {"schema": {"$ref": _REF.format(
+                                                       model="ErrorResponse")}}}})
+            for response in responses.values():
+                response.setdefault("headers", {})["X-Request-Id"] = _REQUEST_ID_OUT
+
+
+def install(app: FastAPI, request_models: list[type[BaseModel]], require_api_key: bool = False) -> None:
     """Generate the schema once, with the request models in components."""
 
     def openapi() -> dict:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, description=app.description,
                                  routes=app.routes)
-            _, defs = models_json_schema([(m, "validation") for m in request_models], ref_template=_REF)
+            _, defs = models_json_schema([(m, "validation") for m in request_models + [ErrorResponse]],
+                                         ref_template=_REF)
             schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
+            _what_every_route_does(schema, require_api_key)
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -1,21 +1,27 @@
 """Request and response shapes: what OpenAPI documents and what a JSON body is checked against.
 
-Types and unknown keys are checked here; values (ranges, spec consistency) by the library,
-whose errors name the field too. Optional parameters default to None, meaning "the library's
+Types (strictly: no bool for a number, no "yes" for a bool) and unknown keys are checked here;
+values (ranges, spec consistency) by the library, whose errors name the field too. Optional parameters default to None, meaning "the library's
 default", so defaults live in one place. Array fields (positions, x, relative_position)
 are parsed straight to numpy, not through these models; they appear here for the docs.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_type_hints
+from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from ..encodings.alibi import MAX_BIAS_MAX
 from ..shm import TableInfo
 
 Dtype = Literal["float32", "float64", "float16", "bfloat16"]
 PositionsDtype = Literal["int64", "float64"]
+#: A table name as posenc.shm.paths.check_name accepts it: 1..64 of [A-Za-z0-9_.-], not ".", no "..".
+TABLE_NAME_PATTERN = r"^([A-Za-z0-9_-]|\.[A-Za-z0-9_-])[A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\.?$"
+TableName = Annotated[str, Field(min_length=1, max_length=64, pattern=TABLE_NAME_PATTERN)]
+#: ALiBi's alibi_bias_max as the library accepts it (posenc.encodings.alibi.MAX_BIAS_MAX).
+AlibiBiasMax = Annotated[float, Field(gt=0, le=MAX_BIAS_MAX)]
 
 _POSITIONS = Field(None, description="Positions (integers, or floats for fractional positions). With a binary "
                    "body (.npy, or raw little-endian `positions_dtype` values) the body is the positions. RoPE "
@@ -41,7 +47,7 @@ class _Strict(BaseModel):
 
 class SinusoidalRequest(_Strict):
     positions: list[float] | float | None = _POSITIONS
-    table: str | None = _TABLE
+    table: TableName | None = _TABLE
     spec: dict[str, Any] | None = Field(
         None, description="Sinusoidal spec: dim (required), base, layout (interleaved|halves|t2t), "
         "min_timescale, max_timescale, scale, target_std, offset.", examples=[{"dim": 128}])
@@ -51,7 +57,7 @@ class SinusoidalRequest(_Strict):
 
 class RopeCosSinRequest(_Strict):
     positions: list[float] | list[list[float]] | float | None = _POSITIONS
-    table: str | None = _TABLE
+    table: TableName | None = _TABLE
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
     layer_type: str | None = _LAYER_TYPE
@@ -67,7 +73,7 @@ class RopeApplyRequest(_Strict):
         None, description="n positions, or [3, n] (temporal, height, width) for an M-RoPE spec (mrope_section); "
         "default offset..offset+n-1. With a binary x body: in the query, as JSON.")
     offset: int = Field(0, description="First position when `positions` is not given.")
-    table: str | None = Field(None, description="Use this RoPE table's spec (and seq_len).")
+    table: TableName | None = Field(None, description="Use this RoPE table's spec (and seq_len).")
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
     layer_type: str | None = _LAYER_TYPE
@@ -79,7 +85,7 @@ class RopeApplyRequest(_Strict):
 
 
 class RopeInvFreqRequest(_Strict):
-    table: str | None = Field(None, description="Use this RoPE table's spec (and seq_len).")
+    table: TableName | None = Field(None, description="Use this RoPE table's spec (and seq_len).")
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
     layer_type: str | None = _LAYER_TYPE
@@ -89,7 +95,7 @@ class RopeInvFreqRequest(_Strict):
 class AlibiSlopesRequest(_Strict):
     n_heads: int = Field(description="Number of attention heads.", examples=[12])
     variant: Literal["paper", "bloom", "mpt", "falcon"] | None = None
-    alibi_bias_max: float | None = Field(None, description="mpt only (default 8).")
+    alibi_bias_max: AlibiBiasMax | None = Field(None, description="mpt only (default 8).")
     dtype: Dtype = "float64"
 
 
@@ -102,7 +108,7 @@ class AlibiBiasRequest(_Strict):
     mode: Literal["causal", "symmetric", "bloom"] | None = None
     gamma: float | list[float] | None = Field(None, description="Multiplies the slopes: one number or one per head.")
     variant: Literal["paper", "bloom", "mpt", "falcon"] | None = None
-    alibi_bias_max: float | None = None
+    alibi_bias_max: AlibiBiasMax | None = Field(None, description="mpt only (default 8).")
     dtype: Dtype = "float32"
 
 
@@ -146,15 +152,28 @@ class ErrorDetail(BaseModel):
     code: str = Field(examples=["invalid_parameter"])
     message: str
     field: str | None = Field(description="The request field at fault, when there is one.")
+    request_id: str | None = Field(description="The request's X-Request-Id (null if it never reached the app).")
 
 
 class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
+#: TableInfo fields the CLI shows but anonymous HTTP clients do not get (process ids of the host).
+PRIVATE_TABLE_FIELDS = ("writer_pid",)
+
+
+def public_table_info(info: TableInfo) -> dict:
+    doc = info.to_dict()
+    for name in PRIVATE_TABLE_FIELDS:
+        doc.pop(name, None)
+    return doc
+
+
 def _table_info_model() -> type[BaseModel]:
     """posenc.shm.TableInfo as a response model (one definition); its shape tuple becomes a JSON array."""
-    fields = {name: (hint, ...) for name, hint in get_type_hints(TableInfo).items()}
+    fields = {name: (hint, ...) for name, hint in get_type_hints(TableInfo).items()
+              if name not in PRIVATE_TABLE_FIELDS}
     fields["shape"] = (list[int], Field(description="[rows, width]"))
     return create_model("TableInfo", **fields)
 
@@ -171,6 +190,19 @@ class HealthResponse(BaseModel):
     kernel_path: str = Field(description="native ISA path in use (scalar, avx2, avx512) or 'numba'",
                              examples=["avx2"])
     cpu_features: str = Field(description="CPU features the native dispatcher detected", examples=["sse2 avx avx2 fma"])
+
+
+class InfoResponse(BaseModel):
+    version: str = Field(description="posenc's version")
+    python: str
+    components: dict[str, str | None] = Field(description="Versions of the libraries results depend on")
+    kernel_path: str = Field(examples=["avx2"])
+    cpu_features: str
+    limits: dict[str, int] = Field(description="The [limits] section in force")
+    timeouts_s: dict[str, float]
+    require_api_key: bool = Field(description="Whether every route but /healthz and /readyz needs the API key")
+    table_management: bool = Field(description="Whether PUT/DELETE /v1/tables is on (POSENC_API_KEY set)")
+    tables: list[TableInfoResponse]
 
 
 class ReadyResponse(BaseModel):

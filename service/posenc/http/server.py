@@ -100,6 +100,7 @@ def publish_tables(store: TableStore, config: ServiceConfig) -> None:
 
 def serve(config: ServiceConfig, sidecars: Sequence[Sidecar] | None = None) -> int:
     """Run the service in this process until SIGTERM/SIGINT; returns the exit status."""
+    config.check_serveable()
     logging.config.dictConfig(_log_config())
     # SIGTERM behaves like Ctrl-C: uvicorn drains and returns; during setup it unwinds the finally below.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -120,7 +121,8 @@ def serve(config: ServiceConfig, sidecars: Sequence[Sidecar] | None = None) -> i
                     # A worker loads its numba kernels before serving; on a busy node that can hold the GIL
                     # past uvicorn's 5 s ping, and the supervisor would kill and restart a healthy worker.
                     timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
-                    access_log=server.access_log, log_config=_log_config(), server_header=False)
+                    access_log=False,  # the app writes its own, with the request id (posenc.http.asgi)
+                    log_config=_log_config(), server_header=False)
     except KeyboardInterrupt:
         pass
     finally:

@@ -27,6 +27,7 @@ from ..shm import ShmError, Table, TableStore
 from ..shm.paths import check_name
 from ..tables import TableSpec
 from . import metrics as metrics_module
+from .budget import MemoryBudget
 from .errors import HttpError
 from .ledger import record_created_table
 from .metrics import Metrics
@@ -64,6 +65,7 @@ class Service:
         self.metrics: Metrics | None = None
         self.ready = False
         self.in_flight = 0
+        self.budget = MemoryBudget(config.limits.max_buffered_bytes)
         self._jobs = anyio.CapacityLimiter(threads())
         self._store: TableStore | None = None
         self._refresher: asyncio.Task | None = None
@@ -126,6 +128,10 @@ class Service:
         kernel thread at a time)."""
         if cost_ns <= INLINE_BUDGET_NS:
             return job()
+        return await self.in_thread(job)
+
+    async def in_thread(self, job: Callable[[], T]) -> T:
+        """job() in a worker thread, at most one per kernel thread at a time."""
         return await anyio.to_thread.run_sync(job, limiter=self._jobs)
 
     async def table(self, name: str) -> Table:
@@ -136,8 +142,8 @@ class Service:
         check_name(name)  # a malformed name is a 422, not a missing table
         try:
             return await anyio.to_thread.run_sync(self.tables.attach, name)
-        except ShmError as exc:
-            raise HttpError("not_found", f"no table named {name!r}: {exc.message}", "name") from None
+        except ShmError:  # its message names the shm directory: not for HTTP clients
+            raise HttpError("not_found", f"no table named {name!r}", "name") from None
 
     # --- table management (behind the API key) -------------------------------------------
     def _writable(self, name: str) -> TableStore:
@@ -158,6 +164,6 @@ class Service:
         store = self._writable(name)
         try:
             await anyio.to_thread.run_sync(store.remove, name)
-        except ShmError as exc:
-            raise HttpError("not_found", exc.message, "name") from None
+        except ShmError:
+            raise HttpError("not_found", f"no table named {name!r}", "name") from None
         self.tables.forget(name)

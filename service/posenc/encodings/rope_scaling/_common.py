@@ -18,6 +18,17 @@ def factor_at_least_one(params: dict, key: str = "factor") -> float:
     return as_float(params[key], f"scaling.{key}", minimum=1.0)
 
 
+#: Largest attention factor: it multiplies cos/sin in [-1, 1], and the product must fit every output
+#: dtype (float16's largest finite value).
+MAX_ATTENTION_FACTOR = 65504.0
+
+
+def check_attention_factor(value: float, field: str) -> float:
+    if not 0.0 <= value <= MAX_ATTENTION_FACTOR:  # NaN fails too
+        raise PosencError(field, f"gives an attention factor of {value:g}, outside [0, {MAX_ATTENTION_FACTOR:g}]")
+    return value
+
+
 def require(value, field: str, why: str):
     if value is None:
         raise PosencError(field, f"is required {why}")

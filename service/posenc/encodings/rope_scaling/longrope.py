@@ -13,7 +13,7 @@ import numpy as np
 
 from ...args import as_float, as_vector
 from ...errors import PosencError
-from ._common import default_inv_freq, require
+from ._common import check_attention_factor, default_inv_freq, require
 
 KEYS = {"required": ("long_factor", "short_factor"), "optional": ("factor", "attention_factor", "short_mscale", "long_mscale")}
 
@@ -43,6 +43,7 @@ def validate(params, dims):
         raise PosencError(f"scaling.{missing}", f"is required with scaling.{given[0]}")
     for key in given:
         out[key] = as_float(params[key], f"scaling.{key}", minimum=0.0)
+    check_attention_factor(_attention_factor(dims, out), "scaling.attention_factor")
     return out
 
 
@@ -55,7 +56,11 @@ def inv_freq(dims, params, seq_len):
     inv = default_inv_freq(dims.base, dims.rotary_dim) / ext
     if "long_mscale" in params:
         return inv, params["long_mscale" if uses_long_factor(dims, seq_len) else "short_mscale"]
+    return inv, _attention_factor(dims, params)
+
+
+def _attention_factor(dims, params) -> float:
     if params.get("attention_factor") is not None:
-        return inv, params["attention_factor"]
+        return params["attention_factor"]
     factor = params["factor"]
-    return inv, 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(dims.original_or_max))
+    return 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(dims.original_or_max))

@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 
-from ...args import as_float
+from ...args import as_bool, as_float
 from ...errors import PosencError
-from ._common import default_inv_freq, require
+from ._common import check_attention_factor, default_inv_freq, require
 
 MAX_ROTATIONS = 1e12
 
@@ -38,10 +38,16 @@ def validate(params, dims):
                                 maximum=MAX_ROTATIONS)
     out["beta_slow"] = as_float(params.get("beta_slow") or 1.0, "scaling.beta_slow", exclusive_minimum=0.0,
                                 maximum=MAX_ROTATIONS)
-    truncate = params.get("truncate", True)
-    if not isinstance(truncate, bool):
-        raise PosencError("scaling.truncate", f"must be true or false, got {truncate!r}")
-    out["truncate"] = truncate
+    out["truncate"] = as_bool(params.get("truncate", True), "scaling.truncate")
+    for key in ("beta_fast", "beta_slow"):
+        try:
+            finite = math.isfinite(_correction_dim(dims, out[key]))
+        except (ValueError, ZeroDivisionError, OverflowError):  # log(0): rotations * 2 pi overflowed
+            finite = False
+        if not finite:
+            raise PosencError(f"scaling.{key}", f"{out[key]:g} rotations put the correction dim out of range")
+    check_attention_factor(attention_factor(out), "scaling.attention_factor" if "attention_factor" in out
+                           else "scaling.mscale")
     return out
 
 
@@ -58,14 +64,15 @@ def attention_factor(params) -> float:
     return get_mscale(factor)
 
 
+def _correction_dim(dims, rotations: float) -> float:
+    """The frequency index that turns `rotations` times over the original context (HF's formula)."""
+    return dims.rotary_dim * math.log(dims.original_or_max / (rotations * 2 * math.pi)) / (2 * math.log(dims.base))
+
+
 def correction_range(dims, params) -> tuple[float, float]:
     """The [low, high] frequency-index band where the ramp runs (FORMULAS: D=128, b=1e4, L=2048 -> 16, 41)."""
-    d, base, original = dims.rotary_dim, dims.base, dims.original_or_max
-
-    def corr(rotations):
-        return d * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
-
-    low, high = corr(params["beta_fast"]), corr(params["beta_slow"])
+    d = dims.rotary_dim
+    low, high = _correction_dim(dims, params["beta_fast"]), _correction_dim(dims, params["beta_slow"])
     if params["truncate"]:
         low, high = math.floor(low), math.ceil(high)
     return max(low, 0), min(high, d - 1)

@@ -1,5 +1,6 @@
 """The FastAPI routers, one module per area."""
 
-from . import audit, encodings, explore, health, models, rows, tables
+from . import audit, encodings, explore, health, info, models, rows, tables
 
-ROUTERS = (health.router, encodings.router, models.router, tables.router, rows.router, audit.router, explore.router)
+ROUTERS = (health.router, info.router, encodings.router, models.router, tables.router, rows.router, audit.router,
+           explore.router)

@@ -144,8 +144,11 @@ async def rope_cos_sin(request: Request) -> Response:
     mrope = np.ndim(positions) == 2
     if _one_source(params, ("table", "spec", "hf_config")) == "table" and not mrope:
         table = await named_table(request, params.table, "rope")
-        if params.seq_len is not None and params.seq_len != table.spec.seq_len:
-            raise PosencError("seq_len", f"table {params.table!r} was built for seq_len {table.spec.seq_len}")
+        built = table.spec.seq_len
+        if params.seq_len is not None and params.seq_len != built:
+            raise PosencError("seq_len", f"table {params.table!r} was built without a seq_len (frequencies at init); "
+                              "leave seq_len out" if built is None else
+                              f"table {params.table!r} was built for seq_len {built:g}")
         return await rows_response(request, call.media, table, positions, dtype)
     spec, table_seq_len = await _rope_spec(request, params)
     if mrope:  # [3, n] (temporal, height, width): angles per axis, in no table row (a table lends its spec)

@@ -31,14 +31,17 @@ def _binary_stats(address) -> dict | None:
         return None
 
 
-@router.get("/healthz", summary="Alive", response_model=HealthResponse)
+@router.get("/healthz", summary="Alive", response_model=HealthResponse, operation_id="healthz")
+@router.head("/healthz", summary="Alive (headers only)", response_model=HealthResponse, operation_id="healthz_head")
 async def healthz() -> dict:
     return {"status": "ok", "kernel_path": native.ACTIVE.name if native.ACTIVE else "numba",
             "cpu_features": native.cpu_features()}
 
 
-@router.get("/readyz", summary="Ready: configured tables attached and kernels warm",
+@router.get("/readyz", summary="Ready: configured tables attached and kernels warm", operation_id="readyz",
             response_model=ReadyResponse, responses={503: {"model": ReadyResponse, "description": "Not ready"}})
+@router.head("/readyz", summary="Ready (headers only)", operation_id="readyz_head",
+             response_model=ReadyResponse, responses={503: {"model": ReadyResponse, "description": "Not ready"}})
 async def readyz(request: Request):
     service = service_of(request)
     missing = service.missing_tables()

@@ -17,13 +17,16 @@ from ...dtypes import output_dtype
 from ...errors import PosencError
 from ...shm import Table
 from ..calls import read_call, respond, service_of
-from ..codecs import encode, negotiate
+from ..codecs import negotiate
 from ..openapi import array_responses, request_body
-from ..schemas import Dtype, RowsRequest
+from ..schemas import TABLE_NAME_PATTERN, Dtype, RowsRequest
 from ..table_cache import serves_dtype
 
 router = APIRouter(prefix="/v1/tables", tags=["tables"])
-_NAME = Path(description="Table name (GET /v1/tables).", examples=["sin128"])
+_NAME = Path(description="Table name (GET /v1/tables).", examples=["sin128"], min_length=1, max_length=64,
+             pattern=TABLE_NAME_PATTERN)
+#: A position as the path may spell it: an optional minus and 1..19 digits (no "+5", no 5000 digits).
+POSITION_PATTERN = r"^-?[0-9]{1,19}$"
 
 
 async def named_table(request: Request, name: str, kind: str | None = None) -> Table:
@@ -64,15 +67,16 @@ async def table_rows(request: Request, name: Annotated[str, _NAME]) -> Response:
 
 @router.get("/{name}/rows/{position}", summary="One row of a table (the hot path)", responses=array_responses())
 async def table_row(request: Request, name: Annotated[str, _NAME],
-                    position: Annotated[int, Path(description="Absolute position.")],
+                    position: Annotated[str, Path(description="Absolute position (an integer).",
+                                                  pattern=POSITION_PATTERN, examples=["4095"])],
                     dtype: Annotated[Dtype | None, Query(description="Output dtype, default the table's.")] = None
                     ) -> Response:
     """One row, shape [width]. Without query parameters this is served by the raw-ASGI fast path."""
     media = negotiate(request.headers.get("accept"))
     table = await named_table(request, name)
     out = _dtype_for(table, dtype)
-    # a list: out-of-int64 positions are refused, not overflowed
-    row = table.spec.cast_rows(table.lookup([position]), [position], out)[0]
-    service_of(request).metrics.table(hit=True)
-    body, headers = encode(row, media)
-    return Response(body, headers=headers)
+    at = [int(position)]  # a list: out-of-int64 positions are refused, not overflowed
+    response = await respond(request, media, lambda: table.spec.cast_rows(table.lookup(at), at, out)[0],
+                             table.spec.width, gathered=True)
+    service_of(request).metrics.table(hit=True)  # after the answer, as every table hit is counted
+    return response

@@ -17,12 +17,13 @@ from ..calls import read_call, service_of
 from ..codecs import JSON, media_type
 from ..errors import HttpError
 from ..openapi import error_responses
+from ..schemas import TABLE_NAME_PATTERN, TableCreateRequest, TableInfoResponse, TableListResponse, public_table_info
 from ..uploads import UPLOAD_TYPES, table_request_body, uploaded_table
-from ..schemas import TableCreateRequest, TableInfoResponse, TableListResponse
 
 router = APIRouter(prefix="/v1/tables", tags=["tables"])
 _bearer = HTTPBearer(auto_error=False, description="The service's POSENC_API_KEY.")
-_NAME = Path(description="Table name: 1..64 of [A-Za-z0-9_.-].", examples=["sin128"])
+_NAME = Path(description="Table name: 1..64 of [A-Za-z0-9_.-], not '.', no '..'.", examples=["sin128"],
+             min_length=1, max_length=64, pattern=TABLE_NAME_PATTERN)
 
 
 def require_api_key(request: Request,
@@ -37,7 +38,7 @@ def require_api_key(request: Request,
 
 async def _infos(request: Request) -> list[dict]:
     infos = await anyio.to_thread.run_sync(list_tables, service_of(request).config.server.shm_dir)
-    return [info.to_dict() for info in infos]
+    return [public_table_info(info) for info in infos]
 
 
 @router.get("", summary="List tables", response_model=TableListResponse)
@@ -57,7 +58,8 @@ async def table(request: Request, name: Annotated[str, _NAME]) -> dict:
 
 
 @router.put("/{name}", summary="Create or replace a table", status_code=201, response_model=TableInfoResponse,
-            dependencies=[Depends(require_api_key)], responses=error_responses(400, 401, 409, 413, 415, 422),
+            dependencies=[Depends(require_api_key)],
+            responses=error_responses(400, 401, 403, 408, 409, 413, 415, 422, 503),
             openapi_extra=table_request_body(TableCreateRequest))
 async def create_table(request: Request, name: Annotated[str, _NAME]) -> dict:
     """Build the table into shared memory (a new generation if it exists) and publish it. A JSON
@@ -73,11 +75,11 @@ async def create_table(request: Request, name: Annotated[str, _NAME]) -> dict:
         call = await read_call(request, TableCreateRequest, None)
         spec = TableSpec.from_dict(call.params.model_dump())
     info = await service_of(request).publish(name, spec)
-    return info.to_dict()
+    return public_table_info(info)
 
 
 @router.delete("/{name}", summary="Remove a table", status_code=204, response_class=Response,
-               dependencies=[Depends(require_api_key)], responses=error_responses(401, 404, 409, 422))
+               dependencies=[Depends(require_api_key)], responses=error_responses(401, 403, 404, 409, 422))
 async def delete_table(request: Request, name: Annotated[str, _NAME]) -> Response:
     check_name(name)
     await service_of(request).remove(name)

@@ -1,0 +1,56 @@
+"""One worker's budget of buffered bytes: request bodies received and response arrays not yet sent.
+
+The concurrency limit bounds how many requests run, not how much memory they hold: a client
+that sends its body slowly, or stops reading a large response, keeps its bytes in the worker.
+Every such byte is taken from this budget (`limits.max_buffered_bytes`) while it is held and
+given back when the request ends; a request that would go over it is refused with 503 and
+Retry-After instead of growing the worker. Bodies are charged as their bytes arrive (a declared
+Content-Length reserves nothing, so headers alone cannot exhaust it); a response is charged its
+array's upper bound before it is computed, then its real size until its last byte is sent.
+Used only from the event-loop thread.
+"""
+
+from __future__ import annotations
+
+from .errors import HttpError
+
+
+class MemoryBudget:
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.held = 0
+
+    def take(self, nbytes: int, what: str) -> Reservation:
+        reservation = Reservation(self)
+        reservation.grow(nbytes, what)
+        return reservation
+
+
+class Reservation:
+    """Bytes held from a budget; `release()` (idempotent) gives them all back."""
+
+    __slots__ = ("budget", "nbytes")
+
+    def __init__(self, budget: MemoryBudget):
+        self.budget = budget
+        self.nbytes = 0
+
+    def grow(self, nbytes: int, what: str) -> None:
+        budget = self.budget
+        if budget.held + nbytes > budget.limit:
+            raise HttpError("busy", f"this worker holds {budget.held} of its {budget.limit} buffered bytes; "
+                            f"{what} needs {nbytes} more: retry shortly", None, headers={"retry-after": "1"})
+        budget.held += nbytes
+        self.nbytes += nbytes
+
+    def resize(self, nbytes: int) -> None:
+        """Hold exactly `nbytes` now (shrinking never fails; growing may, like grow)."""
+        if nbytes > self.nbytes:
+            self.grow(nbytes - self.nbytes, "the response")
+        else:
+            self.budget.held -= self.nbytes - nbytes
+            self.nbytes = nbytes
+
+    def release(self) -> None:
+        self.budget.held -= self.nbytes
+        self.nbytes = 0
