@@ -94,7 +94,7 @@ def test_spec_identity_and_the_keyword_only_section():
     so a model whose config uses the key with another meaning (Qwen3-VL interleaves) cannot slip through."""
     assert posenc.RopeSpec.from_dict(QWEN2_VL.to_dict()) == QWEN2_VL
     for scaling, field in (({"rope_type": "default", "mrope_section": [16, 24, 24]}, "scaling.mrope_section"),
-                           ({"type": "mrope"}, "scaling.rope_type")):
+                           ({"type": "mrope"}, "scaling.type")):
         with pytest.raises(posenc.PosencError) as info:
             posenc.RopeSpec(128, base=1e6, scaling=scaling)
         assert info.value.field == field
