@@ -62,5 +62,5 @@ def test_latency_histogram_resolves_microseconds():
     assert histogram.percentile_ms(50) == 0.251
     assert histogram.percentile_ms(99) == 0.300
     assert histogram.percentile_ms(99.9) == 0.457
-    assert 250.0 < histogram.percentile_ms(100) <= 250.0 * 1.002
+    assert histogram.percentile_ms(100) == 250.0  # a bucket's edge, but never above the slowest request
     assert math.isnan(LatencyHistogram().percentile_ms(99))
