@@ -2,6 +2,8 @@
 
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import ml_dtypes
@@ -16,6 +18,18 @@ settings.register_profile("ci", parent=settings.get_profile("posenc"), max_examp
 settings.load_profile("ci" if os.environ.get("CI") else "posenc")
 
 DTYPES = ["float32", "float64", "float16", "bfloat16"]
+
+
+def compile_c_test(tmp_path_factory, source: str, *flags: str) -> Path:
+    """tests/c/<source> compiled against native/include as a C11 program, warnings as errors (skips the
+    test without a C compiler); `flags` adds warnings or libraries."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler (cc/gcc/clang) on PATH")
+    exe = tmp_path_factory.mktemp("c") / Path(source).stem
+    subprocess.run([cc, "-std=c11", "-O2", "-Wall", "-Werror", f"-I{HERE.parent / 'native' / 'include'}",
+                    str(HERE / "c" / source), *flags, "-o", str(exe)], check=True)
+    return exe
 
 
 @pytest.fixture(scope="session")

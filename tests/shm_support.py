@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import assert_matches_oracle, ulp_tolerance
+from conftest import assert_matches_oracle, compile_c_test, ulp_tolerance
 from posenc import reference
 from posenc.shm import TableStore, attach
 from posenc.tables import TableSpec
@@ -49,13 +49,7 @@ def shm_store(shm_root):
 @pytest.fixture(scope="session")
 def shm_c_reader(tmp_path_factory):
     """tests/c/shm_reader_test.c compiled against native/include/posenc_shm.h (skips without a C compiler)."""
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        pytest.skip("no C compiler (cc/gcc/clang) on PATH")
-    exe = tmp_path_factory.mktemp("c") / "shm_reader_test"
-    subprocess.run([cc, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{TESTS.parent / 'native' / 'include'}",
-                    str(TESTS / "c" / "shm_reader_test.c"), "-o", str(exe)], check=True)
-    return exe
+    return compile_c_test(tmp_path_factory, "shm_reader_test.c", "-Wextra")
 
 
 def run_c_reader(exe, *args) -> tuple[int, list[str]]:

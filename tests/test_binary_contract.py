@@ -5,7 +5,6 @@ RESOLVE's JSON types and the table-id limit."""
 
 import math
 import re
-import shutil
 import struct
 import subprocess
 
@@ -14,7 +13,7 @@ import posenc
 import pytest
 from binary_support import (  # noqa: F401 (fixtures)
     ROOT, Raw, frame, positions_bytes, running_server, server, store_and_root, table_store, tables)
-from conftest import DTYPES, assert_matches_oracle
+from conftest import DTYPES, assert_matches_oracle, compile_c_test
 from posenc.client import Client, ServerError, Status
 from posenc.client.inline import sinusoidal_aux
 from posenc.client.protocol import SPEC_PREFIX, Opcode, PositionKind, SpecFlag, WireDtype
@@ -100,12 +99,7 @@ def test_t2t_frequencies_follow_the_documented_operation_order():
 
 @pytest.fixture(scope="module")
 def proto_freqs(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        pytest.skip("no C compiler")
-    exe = tmp_path_factory.mktemp("freqs") / "proto_freqs"
-    subprocess.run([cc, "-std=c11", "-O2", "-Wall", "-Werror", f"-I{ROOT / 'native' / 'include'}",
-                    str(ROOT / "tests" / "c" / "proto_freqs.c"), "-lm", "-o", str(exe)], check=True)
+    exe = compile_c_test(tmp_path_factory, "proto_freqs.c", "-lm")
     return lambda *args: [float.fromhex(v) for v in subprocess.run(
         [str(exe), *map(str, args)], capture_output=True, text=True, check=True).stdout.split()]
 

@@ -51,19 +51,18 @@ class ConfigView:
         return as_float(self.raw[key], self.field(key), exclusive_minimum=exclusive_minimum, maximum=maximum)
 
     def bool(self, key: str, default: bool) -> bool:
-        if not self.has(key):
-            return default
-        value = self.raw[key]
-        if not isinstance(value, bool):
-            raise PosencError(self.field(key), f"must be true or false, got {value!r}")
-        return value
+        return self._typed(key, default, bool, "true or false")
 
     def str(self, key: str, default=None):
+        return self._typed(key, default, str, "a string")
+
+    def _typed(self, key: str, default, kind: type, what: str):
+        """raw[key] when it is of exactly this JSON type, `default` when absent or null."""
         if not self.has(key):
             return default
         value = self.raw[key]
-        if not isinstance(value, str):
-            raise PosencError(self.field(key), f"must be a string, got {value!r}")
+        if not isinstance(value, kind):
+            raise PosencError(self.field(key), f"must be {what}, got {value!r}")
         return value
 
     def obj(self, key: str) -> ConfigView | None:
