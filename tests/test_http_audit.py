@@ -60,7 +60,7 @@ def stack(arrays: dict) -> np.ndarray:
 def error_of(response, status: int, field_prefix: str | None):
     assert response.status_code == status, response.text
     err = response.json()["error"]
-    assert set(err) == {"code", "message", "field"}
+    assert set(err) == {"code", "message", "field", "request_id"}
     if field_prefix is not None:
         assert (err["field"] or "").startswith(field_prefix), err
     return err

@@ -40,7 +40,7 @@ CASES = [
                                           "short_factor": [1.0] * 32}, original_max_position_embeddings=5,
                              max_position_embeddings=10), "scaling.long_factor"),
     (lambda: posenc.RopeSpec(64, scaling={"rope_type": ["linear"]}), "scaling.rope_type"),  # was a TypeError
-    (lambda: posenc.RopeSpec(64, scaling={"type": {}}), "scaling.rope_type"),
+    (lambda: posenc.RopeSpec(64, scaling={"type": {}}), "scaling.type"),
     (lambda: posenc.sinusoidal([1], True), "dim"),  # JSON true is not the integer 1
     (lambda: posenc.alibi_slopes(True), "n_heads"),
     (lambda: posenc.RopeSpec(0), "head_dim"),

@@ -44,7 +44,7 @@ class TableUploadQuery(_Strict):
 
 async def uploaded_table(request: Request, media: str) -> TableSpec:
     """The learned TableSpec (rows attached) an upload describes."""
-    params = validate(TableUploadQuery, _query(request))
+    params = validate(TableUploadQuery, _query(request, TableUploadQuery))
     body = await request.body()
 
     def parse() -> TableSpec:

@@ -41,8 +41,8 @@ def validate(params, dims):
     if len(given) == 1:
         missing = ({"short_mscale", "long_mscale"} - set(given)).pop()
         raise PosencError(f"scaling.{missing}", f"is required with scaling.{given[0]}")
-    for key in given:
-        out[key] = as_float(params[key], f"scaling.{key}", minimum=0.0)
+    for key in given:  # each is the attention factor of its range
+        out[key] = check_attention_factor(as_float(params[key], f"scaling.{key}", minimum=0.0), f"scaling.{key}")
     check_attention_factor(_attention_factor(dims, out), "scaling.attention_factor")
     return out
 
