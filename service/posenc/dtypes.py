@@ -41,9 +41,10 @@ BFLOAT16 = OUTPUT_DTYPES["bfloat16"]
 def cast_output(arr: np.ndarray, out: np.dtype) -> np.ndarray:
     """`arr` as `out`, each value rounded once (to nearest even) from its value in `arr`.
 
-    numpy rounds float64 -> float16 directly; ml_dtypes' float64 -> bfloat16 goes through
-    float32 (two roundings: 1 + 2^-8 + 2^-30 becomes 1.0, not 1.0078125), so that one is done
-    here by rounding to float32 *to odd* first, which makes the second rounding exact."""
+    numpy rounds float64 -> float16 directly; ml_dtypes before 0.7 took float64 -> bfloat16
+    through float32 (two roundings: 1 + 2^-8 + 2^-30 became 1.0, not 1.0078125), so that one is
+    done here, whatever ml_dtypes is installed, by rounding to float32 *to odd* first, which
+    makes the second rounding exact."""
     if arr.dtype == out:
         return arr
     if out == BFLOAT16 and arr.dtype == np.float64:
