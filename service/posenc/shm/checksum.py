@@ -128,7 +128,6 @@ def implementation() -> str:
     return "native" if _NATIVE is not None else "numba"
 
 
-
 def code_of(name: str) -> int:
     """The header value of a checksum name ("crc32", "crc32c")."""
     try:
