@@ -1,8 +1,8 @@
 /* The memory and tmpfs floors of publishing a table, for `posenc bench shm` (shm_publish.py).
  *
- * Each floor is the cheapest way this machine has to do one part of a publish of NBYTES into
- * a new file of DIR, with nothing computed and nothing checksummed, timed in C so the Python
- * call overhead is not in it. Usage: shm_publish_floors DIR NBYTES REPEATS BLOCK_BYTES.
+ * Each floor is one way this machine has to put NBYTES into a new file of DIR (or into warm
+ * memory, the ceiling), with nothing computed and nothing checksummed, timed in C so no
+ * Python call overhead is in it; the fastest safe one bounds what a publish can reach. Usage: shm_publish_floors DIR NBYTES REPEATS BLOCK_BYTES.
  * Prints one line per floor: "key median_seconds". The file is created and unlinked untimed.
  *
  *   memcpy_warm           memcpy between two warm anonymous buffers: the memory-speed ceiling
@@ -14,7 +14,7 @@
  *   fallocate_populate        fallocate + mmap MAP_POPULATE alone (zeroes and maps every page)
  *   fallocate_populate_memcpy the same, then memcpy from a warm buffer
  *   pwrite                pwrite of one cache-hot BLOCK_BYTES block per slot, no fallocate
- *   fallocate_pwrite      fallocate, then the same pwrites (what the writer did before)
+ *   fallocate_pwrite      fallocate, then the same pwrites (the writer's own path, minus rows and CRC)
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
