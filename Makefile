@@ -49,7 +49,7 @@ bench-deps:
 
 # Binary protocol vs redis on this machine, server and load generator pinned to different cores.
 bench-qps: install bench-deps
-	$(BIN)/posenc bench qps
+	$(BIN)/posenc bench qps --readme README.md
 
 # Locust SLO run: starts `posenc serve` (embedded config), 30 s of the realistic mix on 127.0.0.1;
 # fails on any failed request or P99 over the threshold (loadtest/slo.py --help for the knobs).
@@ -58,7 +58,7 @@ loadtest: install
 
 # HTTP with wrk vs a bare ASGI app returning the same bytes (server on CPU 0, wrk on CPU 1).
 bench-http: install
-	$(BIN)/posenc bench http
+	$(BIN)/posenc bench http --readme README.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info service/*.egg-info native/build

@@ -1,4 +1,4 @@
-"""`posenc bench SUITE`: run a benchmark suite and print (optionally save) its markdown table."""
+"""`posenc bench SUITE`: run a benchmark suite and print its markdown table (optionally into a file or\nthe README's marked block)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import importlib
 from pathlib import Path
 
 from ..bench import SUITES
+from ..bench.readme import write_into
 
 
 def register(sub) -> None:
@@ -15,6 +16,8 @@ def register(sub) -> None:
         sp = suites.add_parser(name, help=summary)
         importlib.import_module(f"posenc.bench.{name}").add_arguments(sp)
         sp.add_argument("--out", type=Path, help="also write the markdown table to this file")
+        sp.add_argument("--readme", type=Path, help=f"also put it into this file between "
+                        f"'<!-- bench: {name} -->' and '<!-- /bench: {name} -->'")
         sp.set_defaults(handler=run)
 
 
@@ -23,4 +26,7 @@ def run(args) -> int:
     print(markdown)
     if args.out:
         args.out.write_text(markdown)
+    if args.readme:
+        write_into(args.readme, args.suite, markdown)
+        print(f"updated the {args.suite} table in {args.readme}")
     return 0
