@@ -80,6 +80,27 @@ def test_crc32c_matches_the_standard_check_values_in_every_implementation():
     assert len(values) == 1
 
 
+def test_every_native_crc32c_kernel_agrees_with_numba_at_every_length_and_alignment():
+    # The VPCLMULQDQ kernel folds 256 bytes at a time from 512 bytes on and hands the rest to the
+    # crc32 instruction: lengths around those edges, odd offsets (unaligned loads), chaining.
+    kernels = checksum.native_kernels()
+    if not kernels:
+        pytest.skip("libposenc is not built")
+    data = np.random.default_rng(11).integers(0, 256, 300_000, np.uint8)
+    lengths = [0, 1, 15, 16, 255, 256, 257, 511, 512, 513, 767, 768, 1023, 1024, 1025, 4096 + 17,
+               3 * 32768 + 255, 3 * 32768 * 2 + 513, 299_000]
+    for offset in (0, 1, 7, 63):
+        for n in lengths:
+            piece = data[offset:offset + n]
+            seed = (n * 2654435761) & 0xFFFFFFFF
+            expected = checksum.crc32c(piece, seed, native=False)
+            assert {kernel: checksum.crc32c_by(kernel, piece, seed) for kernel in kernels} == \
+                dict.fromkeys(kernels, expected), (offset, n)
+    assert checksum.crc32c(data) == checksum.crc32c_by(kernels[-1], data)  # the default is one of them
+    with pytest.raises(PosencError, match="kernel"):
+        checksum.crc32c_by("crc64", data)
+
+
 @pytest.mark.parametrize("checksum_name", ["crc32", "crc32c"])
 def test_segments_of_either_checksum_verify_in_both_readers(shm_root, shm_c_reader, checksum_name):
     table = table_from({"kind": "rope", "head_dim": 32}, -5, 3000, "float64")

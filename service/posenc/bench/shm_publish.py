@@ -1,18 +1,26 @@
 """The publish rows of `posenc bench shm`: a whole `TableStore.publish` of the benchmark
-table, each of its steps timed alone on the same bytes, and memset/memcpy of as many bytes,
-all in one run, so the table says where the time goes and how far it is from memory speed.
+table, each of its stages timed alone on the same bytes, and the machine's floors for
+writing as many bytes into a new tmpfs file, all in one run, so the table says where the
+time goes and how far a publish is from memory speed.
 
-Steps, as segment.create/fill do them: `posix_fallocate` of a new file; the rows computed
-block by block into one cache-sized buffer; the block checksums (CRC-32C native, CRC-32C
-without the native library, zlib's CRC-32); the `pwrite` of every block into a reserved
-file. "fallocate + pwrite" is the file system's own floor: publishing any table of this
-size into this directory costs at least that much, even with the rows and checksums free.
+Stages, as segment.create/fill and TableStore.publish do them: `posix_fallocate` of a new
+file; the rows computed block by block into one cache-sized buffer; the block checksums
+(CRC-32C by the fastest native kernel, then by each slower kernel the CPU has, without the
+native library, and zlib's CRC-32); the `pwrite` of every block into the reserved file; and
+the fixed cost of a publish (create, header, READY, the registry flip, unlinking the
+replaced generation), timed as the publish of a one-row table.
+
+The floors come from shm_publish_floors.c, timed in C so no Python is in them: every way
+this machine has to put the bytes into a new file (pwrite with and without fallocate,
+writable mappings with MAP_POPULATE or page faults), and memset/memcpy of warm anonymous
+memory, the ceiling no file can beat. Ratios are against that memcpy.
 """
 
 from __future__ import annotations
 
-import ctypes
+import dataclasses
 import os
+import subprocess
 import time
 import zlib
 from pathlib import Path
@@ -21,10 +29,21 @@ import numpy as np
 
 from ..shm import TableStore, checksum, segment
 from ..tables import TableSpec
+from .c_helpers import compile_helper
 
-_libc = ctypes.CDLL(None)
-_libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
-_libc.memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+#: (key printed by shm_publish_floors.c, row label), in the order of the table.
+FLOORS = [
+    ("pwrite", "floor: `pwrite` of a cache-hot block per block into a new file (no fallocate)"),
+    ("fallocate_pwrite", "floor: `posix_fallocate` + the same `pwrite`s (the writer's safe path, nothing computed)"),
+    ("fallocate", "floor: `posix_fallocate` alone (tmpfs allocates every 4 KiB page)"),
+    ("fallocate_populate", "floor: fallocate + `mmap(MAP_POPULATE)` alone (tmpfs zeroes and maps every page)"),
+    ("fallocate_populate_memcpy", "floor: fallocate + `mmap(MAP_POPULATE)` + `memcpy` into the mapping"),
+    ("fallocate_fault_memset", "floor: fallocate + `mmap` + `memset` (a page fault zeroes each page)"),
+    ("fault_memset", "floor: `ftruncate` + `mmap` + `memset` (a page fault allocates and zeroes each page)"),
+    ("memset_warm", "ceiling: `memset` of a warm anonymous buffer"),
+    ("memcpy_warm", "ceiling: `memcpy` between two warm anonymous buffers (memory speed)"),
+]
+MEMCPY_LABEL = dict(FLOORS)["memcpy_warm"]
 
 
 def _median_s(step, repeats: int, setup=None, teardown=None) -> float:
@@ -45,14 +64,32 @@ def _blocks(table: TableSpec):
     return block_rows, [(lo, min(lo + block_rows, table.rows)) for lo in range(0, table.rows, block_rows)]
 
 
+def _crc32c_kernel() -> str:
+    kernels = checksum.native_kernels()
+    return f"native, {kernels[0]}" if kernels and checksum.implementation() == "native" else "numba"
+
+
+def floor_rows(root: Path, nbytes: int, repeats: int) -> list[tuple[str, float]] | str:
+    """[(label, median seconds)] of every floor, or why they were skipped."""
+    exe = root / "shm_publish_floors"
+    skipped = compile_helper("shm_publish_floors.c", exe)
+    if skipped:
+        return skipped
+    out = subprocess.run([str(exe), str(root), str(nbytes), str(repeats), str(segment.BLOCK_BYTES)],
+                         check=True, capture_output=True, text=True)
+    seconds = {key: float(value) for key, value in (line.split() for line in out.stdout.splitlines())}
+    return [(label, seconds[key]) for key, label in FLOORS]
+
+
 def publish_rows(root: Path, table: TableSpec, repeats: int) -> list[tuple[str, float]]:
-    """[(label, median seconds)] of a publish, its steps and the memory baselines."""
+    """[(label, median seconds)] of a publish, its stages, and the floors (when a C compiler is here)."""
     nbytes = table.nbytes
     block_rows, blocks = _blocks(table)
     buffer = np.empty((block_rows, table.width), table.np_dtype)
     table.fill_block(buffer, 0, block_rows)  # compile and warm
     hot = buffer.copy()
     scratch = root / "bench-file"
+    one_row = dataclasses.replace(table, stop=table.start + 1)
 
     def new_file(_=None):
         return os.open(scratch, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -83,40 +120,46 @@ def publish_rows(root: Path, table: TableSpec, repeats: int) -> list[tuple[str, 
 
     stores = {"crc32c": TableStore(root), "crc32": TableStore(root, checksum="crc32")}
 
-    def publish(store):
-        return store.publish("bench-publish", table)
+    def publish(store, what=table):
+        return store.publish("bench-publish", what)
 
     def unpublish(store):
         store.remove("bench-publish")
 
     publish(stores["crc32c"])  # warm: numba, the native library, the registry
     unpublish(stores["crc32c"])
-    memory = np.ones(nbytes, np.uint8)
-    copy = np.ones(nbytes, np.uint8)
     rows = []
     try:
         for label, name in (("`TableStore.publish`, CRC-32C (the default)", "crc32c"),
                             ("`TableStore.publish`, CRC-32 (`checksum=\"crc32\"`)", "crc32")):
             rows.append((label, _median_s(publish, repeats, setup=lambda: stores[name], teardown=unpublish)))
+        stages = [
+            ("stage: `posix_fallocate` of a new file", _median_s(lambda fd: os.posix_fallocate(fd, 0, nbytes),
+                                                                 repeats, new_file, drop_file)),
+            (f"stage: compute the rows ({segment.BLOCK_BYTES >> 20} MiB blocks, one buffer)",
+             _median_s(compute, repeats)),
+            (f"stage: CRC-32C of the blocks ({_crc32c_kernel()})", _median_s(block_checksums(checksum.crc32c),
+                                                                            repeats)),
+            ("stage: `pwrite` of every block into the reserved file", _median_s(pwrite_all, repeats, reserved_file,
+                                                                                drop_file)),
+            ("stage: create, header, READY, registry flip, unlink the old generation (a one-row publish)",
+             _median_s(lambda store: publish(store, one_row), repeats, lambda: stores["crc32c"], unpublish)),
+        ]
+        rows += stages
+        rows.append(("sum of the five stages above (CRC-32C)", sum(seconds for _, seconds in stages)))
+        rows += [(f"stage, other checksums: CRC-32C of the blocks (native, {kernel} kernel)",
+                  _median_s(block_checksums(lambda data, crc, kernel=kernel: checksum.crc32c_by(kernel, data, crc)),
+                            repeats))
+                 for kernel in checksum.native_kernels()[1:]]
         rows += [
-            ("step: `posix_fallocate` of a new file", _median_s(lambda fd: os.posix_fallocate(fd, 0, nbytes), repeats,
-                                                                new_file, drop_file)),
-            ("step: compute the rows (1 MiB blocks, one buffer)", _median_s(compute, repeats)),
-            (f"step: CRC-32C of the blocks ({checksum.implementation()})",
-             _median_s(block_checksums(checksum.crc32c), repeats)),
-            ("step: CRC-32C of the blocks (numba, no native library)",
+            ("stage, other checksums: CRC-32C of the blocks (numba, no native library)",
              _median_s(block_checksums(lambda data, crc: checksum.crc32c(data, crc, native=False)), repeats)),
-            ("step: CRC-32 (zlib) of the blocks", _median_s(block_checksums(zlib.crc32), repeats)),
-            ("step: `pwrite` of every block into the reserved file", _median_s(pwrite_all, repeats, reserved_file,
-                                                                               drop_file)),
-            ("floor: fallocate + pwrite (no compute, no checksum)",
-             _median_s(lambda fd: (os.posix_fallocate(fd, 0, nbytes), pwrite_all(fd)), repeats, new_file, drop_file)),
-            ("baseline: `memset` of as many bytes (pages already mapped)",
-             _median_s(lambda _: _libc.memset(memory.ctypes.data, 7, nbytes), repeats)),
-            ("baseline: `memcpy` of as many bytes",
-             _median_s(lambda _: _libc.memcpy(copy.ctypes.data, memory.ctypes.data, nbytes), repeats)),
+            ("stage, other checksums: CRC-32 (zlib) of the blocks", _median_s(block_checksums(zlib.crc32), repeats)),
         ]
     finally:
         for each in stores.values():
             each.close()
-    return rows
+    floors = floor_rows(root, nbytes, repeats)
+    if isinstance(floors, str):
+        return rows + [(f"floors: {floors}", float("nan"))]
+    return rows + floors

@@ -7,9 +7,10 @@ Two algorithms (header field `checksum`, docs/shm-format.md):
 * 1, CRC-32C (Castagnoli, the iSCSI/ext4/SSE4.2 CRC): the default for new segments, because
   x86-64 computes it in hardware (the `crc32` instruction) at several times zlib's speed.
 
-CRC-32C runs in libposenc (`posenc_crc32c`, native/src/checksum.c: SSE4.2 when the CPU has
-it, a table-driven loop otherwise). Without the native library a numba slice-by-8 loop
-computes the same value, slower: a reader never depends on the native build to verify.
+CRC-32C runs in libposenc (`posenc_crc32c`, native/src/checksum.c: AVX-512 VPCLMULQDQ
+folding when the CPU has it, else the SSE4.2 instruction, else a table-driven loop).
+Without the native library a numba slice-by-8 loop computes the same value, slower: a
+reader never depends on the native build to verify.
 """
 
 from __future__ import annotations
@@ -66,16 +67,22 @@ def _crc32c_numba(data, crc, t):
     return r ^ np.uint32(0xFFFFFFFF)
 
 
-def _native_crc32c():
-    """libposenc's posenc_crc32c(crc, pointer, length), or None (no library, or a build without it)."""
-    function = getattr(LIBRARY, "posenc_crc32c", None) if LIBRARY is not None else None
+#: libposenc's native CRC-32C kernels, fastest first (posenc_crc32c_by accepts each name).
+KERNELS = ("vpclmulqdq", "sse4.2", "table")
+
+
+def _native(name: str, restype, *argtypes):
+    """libposenc's function `name` with its C signature, or None (no library, or a build without it)."""
+    function = getattr(LIBRARY, name, None) if LIBRARY is not None else None
     if function is not None:
-        function.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t]
-        function.restype = ctypes.c_uint32
+        function.argtypes, function.restype = list(argtypes), restype
     return function
 
 
-_NATIVE = _native_crc32c()
+_NATIVE = _native("posenc_crc32c", ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t)
+_NATIVE_BY = _native("posenc_crc32c_by", ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_void_p,
+                     ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint32))
+_NATIVE_KERNEL = _native("posenc_crc32c_kernel", ctypes.c_char_p)
 
 
 def _bytes_of(data) -> np.ndarray:
@@ -94,6 +101,26 @@ def crc32c(data, crc: int = 0, *, native: bool | None = None) -> int:
             raise PosencError("native", "libposenc with posenc_crc32c is not loaded (run `make install`)")
         return int(_NATIVE(crc, view.ctypes.data, view.shape[0]))
     return int(_crc32c_numba(view, crc, _TABLES))
+
+
+def crc32c_by(kernel: str, data, crc: int = 0) -> int:
+    """CRC-32C of `data` continuing `crc` with one named native kernel (KERNELS), for tests
+    and benchmarks that compare them; a PosencError where this CPU or build lacks it."""
+    view = _bytes_of(data)
+    out = ctypes.c_uint32()
+    if _NATIVE_BY is None or kernel not in KERNELS or _NATIVE_BY(kernel.encode(), crc, view.ctypes.data,
+                                                                 view.shape[0], ctypes.byref(out)) != 0:
+        raise PosencError("kernel", f"the native CRC-32C kernel {kernel!r} is not available here "
+                          f"(available: {native_kernels()})")
+    return int(out.value)
+
+
+def native_kernels() -> list[str]:
+    """The native CRC-32C kernels this CPU runs, fastest first: what `crc32c_by` accepts."""
+    if _NATIVE_KERNEL is None:
+        return []
+    best = _NATIVE_KERNEL().decode()
+    return list(KERNELS[KERNELS.index(best):]) if best in KERNELS else []
 
 
 def implementation() -> str:
