@@ -94,6 +94,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--connections", type=int, default=64, help="wrk connections (default %(default)s)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per case (median reported)")
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of: %(default)s")
+    parser.add_argument("--in-process", action="store_true",
+                        help="no wrk, no sockets: the ASGI apps called in a loop, CPU time per request")
+    parser.add_argument("--rounds", type=int, default=5, help="--in-process: rounds per case (best reported)")
+    parser.add_argument("--requests", type=int, default=1000, help="--in-process: requests per round")
 
 
 # --- the bare ASGI app: the ceiling ---------------------------------------------------------------
@@ -226,12 +230,15 @@ def _service_config(shm_dir: str) -> str:
 
 
 def run(args) -> str:
-    if (os.cpu_count() or 1) < 2:
-        raise SystemExit("posenc bench http pins the server and wrk to different CPUs: it needs 2")
     cases = [name.strip() for name in args.cases.split(",") if name.strip()]
     unknown = sorted(set(cases) - set(CASES))
     if unknown:
         raise SystemExit(f"unknown cases {unknown}; choose from {list(CASES)}")
+    if args.in_process:
+        from . import http_inprocess  # it imports this module's cases and bare app
+        return http_inprocess.run(cases, args.rounds, args.requests)
+    if (os.cpu_count() or 1) < 2:
+        raise SystemExit("posenc bench http pins the server and wrk to different CPUs: it needs 2")
     wrk = ensure_wrk()
     directory = Path(tempfile.mkdtemp(prefix="posenc-bench-http-"))
     shm_dir = tempfile.mkdtemp(prefix="posenc-bench-shm-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None)
