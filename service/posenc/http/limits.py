@@ -45,7 +45,7 @@ async def read_body(scope, receive, max_bytes: int, timeout_s: float, reservatio
     declared = declared_length(scope["headers"])
     body = _Body(max_bytes, reservation)
     if declared is not None and declared > max_bytes:
-        raise body.too_large
+        raise body.too_large()
     first = started(receive())
     arrived = type(first) is dict
     if arrived and body.add(first):
@@ -64,15 +64,17 @@ async def read_body(scope, receive, max_bytes: int, timeout_s: float, reservatio
 class _Body:
     """The chunks received so far, checked against the size cap and charged to the budget."""
 
-    __slots__ = ("chunks", "max_bytes", "reservation", "size", "too_large")
+    __slots__ = ("chunks", "max_bytes", "reservation", "size")
 
     def __init__(self, max_bytes: int, reservation: Reservation):
         self.chunks: list[bytes] = []
         self.size = 0
         self.max_bytes = max_bytes
         self.reservation = reservation
-        self.too_large = HttpError("body_too_large", f"request body is over the limit of {max_bytes} bytes", "body",
-                                   headers={"connection": "close"})
+
+    def too_large(self) -> HttpError:
+        return HttpError("body_too_large", f"request body is over the limit of {self.max_bytes} bytes", "body",
+                         headers={"connection": "close"})
 
     def add(self, message) -> bool:
         """Take one received message; True when it was the body's last."""
@@ -81,7 +83,7 @@ class _Body:
         chunk = message.get("body", b"")
         self.size += len(chunk)
         if self.size > self.max_bytes:
-            raise self.too_large
+            raise self.too_large()
         try:
             self.reservation.grow(len(chunk), "the request body")
         except HttpError as busy:
