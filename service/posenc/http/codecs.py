@@ -92,7 +92,8 @@ def encode(arr: np.ndarray, media: str, extra: dict | None = None) -> tuple[byte
 def encode_body(arr: np.ndarray, media: str, extra: dict | None = None) -> tuple[bytes | memoryview, dict[str, str]]:
     """`encode`, except that a raw body is a view of the array's own bytes, not a copy of them (a
     1024-row batch is 512 KiB: the copy cost as much as the gather). The view keeps the array alive
-    until the server has written it; ASGI servers take any bytes-like body."""
+    until the server has written it. (The ASGI spec says a body is bytes; uvicorn's httptools and h11
+    protocols, which `posenc serve` runs, and Starlette's test client write any bytes-like object.)"""
     if media != RAW:
         return encode(arr, media, extra)
     headers = headers_for(arr, media, extra)

@@ -80,7 +80,8 @@ class FastComputed:
 
     async def serve(self, scope, receive, send, body: bytes, route: tuple[str, tuple]) -> bool:
         """Answer a request of `route` (from route_of): True when it was answered, False when it must
-        go to FastAPI. The plainest spec requests are answered by fastspec, the rest by the endpoint."""
+        go to FastAPI. The plainest spec and table-row requests are answered by fastspec (its reservation
+        held until the body is sent), the rest by the endpoint."""
         plain = fastspec.answer(self.service, scope, body, route)
         if plain is not None:
             payload, headers, reservation = plain

@@ -1,18 +1,21 @@
-"""The commonest computed requests parsed by hand: a spec and integer positions, for sinusoidal or RoPE rows.
+"""The commonest computed requests parsed by hand: spec rows (sinusoidal, RoPE) and table-row batches.
 
 What a business service sends again and again is POST /v1/sinusoidal or /v1/rope/cos_sin with
 `{"spec": {...}, "positions": [ints], "dtype": ...}` as JSON, or raw int64 positions with the spec
-(and dtype) in the query. For those, even the endpoint's own request plumbing (Starlette's
-request, the pydantic model, the Response object) costs several times the answer. Here the few
-fields are checked by hand, and only in the plainest form: keys among those, `spec` an object,
-positions a list of plain integers (or a raw int64 body), `dtype` one of the output dtypes
-spelled exactly, no other field, query or body form. The rest is the endpoint's own code: the
-spec from the same cache and builder, the same position checks (`as_array`, `as_positions`), the
-same table-or-kernel job (`spec_job`), the same encoder, the metric counted once answered. A request
-in any other shape, any exception, a job too big to run on the event loop, or an answer that the
-endpoint would treat specially (over the response-size cap, large enough to stream, or JSON to
-gzip for a client that accepts it) returns None and goes to the endpoint (fastcompute), so its
-error or encoding, if any, is the endpoint's.
+(and dtype) in the query, and POST /v1/tables/{name}/rows with `{"positions": [ints], "dtype": ...}`
+or raw int64 positions (dtype, if any, in the query). For those, even the endpoint's own request
+plumbing (Starlette's request, the pydantic model, the Response object) costs several times the
+answer. Here the few fields are checked by hand, and only in the plainest form: keys among those,
+`spec` an object, positions a list of plain integers (or a raw int64 body), `dtype` one of the
+output dtypes spelled exactly, no other field, query or body form. The rest is the endpoint's own
+code: the spec from the same cache and builder, the same position checks (`as_array`,
+`as_positions`), the same table-or-kernel job (`spec_job`) or table gather and dtype check
+(`dtype_for`), the same encoder, the response's bytes held in the worker's MemoryBudget as
+`calls.respond` holds them, the metric counted once answered. A request in any other shape, any
+exception (a budget that cannot hold the answer included), a job too big to run on the event loop,
+or an answer that the endpoint would treat specially (over the response-size cap, large enough to
+stream, or JSON to gzip for a client that accepts it) returns None and goes to the endpoint
+(fastcompute), so its error or encoding, if any, is the endpoint's.
 """
 
 from __future__ import annotations
