@@ -12,8 +12,8 @@ def test_every_case_is_answered_by_both_apps_and_timed():
     assert set(best) == {(name, server) for name in cases for server in ("bare ASGI", "posenc")}
     assert all(seconds > 0 for seconds in best.values())
     # the bare app answers each case with posenc's own body: the batch is 1024 float32 rows of 128
-    assert len(wire._payloads[b"batch"][0]) == wire.BATCH * 128 * 4
-    assert wire._payloads[b"spec1-json"][0].startswith(b'{"dtype":"float32","shape":[1,128],"data":[[')
+    assert len(wire.PAYLOADS[b"batch"][0]) == wire.BATCH * 128 * 4
+    assert wire.PAYLOADS[b"spec1-json"][0].startswith(b'{"dtype":"float32","shape":[1,128],"data":[[')
 
 
 def test_the_report_names_every_case_with_its_ratio():

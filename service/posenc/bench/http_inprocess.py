@@ -52,7 +52,8 @@ class _Send:
 def _scope(name: str, case: wire.Case) -> dict:
     path, _, query = case.path.partition("?")
     headers = [(b"host", b"127.0.0.1:8000"), (b"user-agent", b"wrk")]
-    headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in wire._headers(name, case).items()]
+    headers += [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                for k, v in wire.request_headers(name, case).items()]
     if case.method == "POST":
         headers.append((b"content-length", str(len(case.body)).encode("ascii")))
     return {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
@@ -115,13 +116,13 @@ async def _measure(app, cases: list[str], rounds: int, requests: int) -> dict[tu
         body = b"".join(m.get("body", b"") for m in captured[1:])
         if start["status"] != 200:
             raise RuntimeError(f"case {name}: posenc answered {start['status']}: {body[:200]!r}")
-        wire._payloads[name.encode()] = (body, kept)
+        wire.PAYLOADS[name.encode()] = (body, kept)
     best: dict[tuple[str, str], float] = {}
     for _ in range(rounds):
         for name in cases:
             for server, target in (("bare ASGI", wire.bare_app), ("posenc", app)):
                 seconds, send = await _drive(target, scopes[name], wire.CASES[name].body, requests)
-                if send.nbytes // requests != len(wire._payloads[name.encode()][0]):
+                if send.nbytes // requests != len(wire.PAYLOADS[name.encode()][0]):
                     raise RuntimeError(f"case {name}: {server} answered {send.nbytes // requests} bytes")
                 key = (name, server)
                 best[key] = min(best.get(key, seconds), seconds)
@@ -139,7 +140,7 @@ def measure(cases: list[str], rounds: int, requests: int) -> dict[tuple[str, str
     shm_dir = tempfile.mkdtemp(prefix="posenc-bench-shm-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None)
     store = TableStore(shm_dir)
     try:
-        config = ServiceConfig.from_toml(wire._service_config(shm_dir))
+        config = ServiceConfig.from_toml(wire.service_config(shm_dir))
         for table in config.tables:
             store.publish(table.name, table.spec)
         app = create_app(config)
