@@ -2,6 +2,7 @@
 bytes and headers on success (answered without FastAPI), the same error (answered by FastAPI), and
 table hits counted once either way. The FastAPI path is forced by calling the FastAPI app directly."""
 
+import asyncio
 import io
 import shutil
 import tempfile
@@ -227,12 +228,19 @@ PLAIN = [("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [1, 2]}, None, JS
          ("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [5], "dtype": "float16"}, None, NPY),
          ("/v1/sinusoidal", _raw([1, 2, 3]), {"spec": '{"dim": 48}', "dtype": "float64"}, RAW),
          ("/v1/rope/cos_sin", {"spec": ROPE32, "positions": [0, 2047]}, None, RAW),
-         ("/v1/rope/cos_sin", _raw([9]), {"spec": orjson.dumps(ROPE32).decode()}, JSON)]
+         ("/v1/rope/cos_sin", _raw([9]), {"spec": orjson.dumps(ROPE32).decode()}, JSON),
+         ("/v1/tables/sin64/rows", {"positions": [0, 1, 2047]}, None, RAW),
+         ("/v1/tables/sin64/rows", {"positions": [3], "dtype": "float16"}, None, NPY),
+         ("/v1/tables/sin16d/rows", _raw([-100, 0, 99]), {"dtype": "float64"}, JSON),
+         ("/v1/tables/sin64/rows", _raw(range(0, 2048, 7)), None, RAW)]
 NOT_PLAIN = [("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [1.5]}, None, JSON),  # a float position
              ("/v1/sinusoidal", {"table": "sin64", "positions": [1]}, None, JSON),
              ("/v1/sinusoidal", (npy(np.arange(3)), NPY), {"spec": '{"dim": 64}'}, JSON),
              ("/v1/rope/cos_sin", {"spec": ROPE32, "positions": [1], "seq_len": 100}, None, JSON),
-             ("/v1/sinusoidal", _raw([1.5], "<f8"), {"spec": '{"dim": 10}', "positions_dtype": "float64"}, JSON)]
+             ("/v1/sinusoidal", _raw([1.5], "<f8"), {"spec": '{"dim": 10}', "positions_dtype": "float64"}, JSON),
+             ("/v1/tables/sin16d/rows", (npy(np.array([-5, 5])), NPY), None, JSON),
+             ("/v1/tables/sin64/rows", {"positions": 5}, None, JSON),  # a scalar position
+             ("/v1/tables/sin64/rows", _raw([1]), {"positions_dtype": "int64"}, RAW)]
 
 
 @pytest.mark.parametrize("path, body, query, accept, plain", [(*case, True) for case in PLAIN] +
@@ -278,3 +286,43 @@ def test_metrics_count_fast_answers_under_their_route_and_failures_once(both):
     assert delta(requests, method="POST", route="/v1/sinusoidal", status="200") == 2
     assert delta(requests, method="POST", route="/v1/sinusoidal", status="422") == 1
     assert delta(requests, method="POST", route="/v1/tables/{name}/rows", status="200") == 1
+
+
+BUDGETED = [("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [1, 2, 3]}, None, RAW),
+            ("/v1/tables/sin64/rows", {"positions": [1, 2, 3]}, None, RAW),
+            ("/v1/tables/sin64/rows", _raw([1, 2, 3]), None, JSON)]
+
+
+@pytest.mark.parametrize("path, body, query, accept", BUDGETED)
+def test_a_response_the_memory_budget_cannot_hold_is_503_both_ways(both, monkeypatch, path, body, query, accept):
+    service_client, fastapi_client, counting = both
+    budget = service_client.app.service.budget
+    monkeypatch.setattr(budget, "limit", 1000)  # the body fits; 3 x 64 values at 8 bytes (1536) do not
+    fast, slow = _request(service_client, path, body, accept, query), _request(fastapi_client, path, body, accept,
+                                                                               query)
+    # the same refusal; the message says how much is held, which through the service includes the request body
+    assert fast.status_code == slow.status_code == 503 and fast.headers["retry-after"] == "1"
+    assert fast.json()["error"]["code"] == slow.json()["error"]["code"] == "busy" and counting.calls == 1
+    monkeypatch.setattr(budget, "limit", 1 << 20)
+    assert _request(service_client, path, body, accept, query).status_code == 200 and counting.calls == 1
+    assert budget.held == 0  # every reservation given back once the answer was sent
+
+
+def test_a_fast_answer_holds_its_bytes_in_the_budget_until_sent(app):
+    """The reservation covers the array and its body while `send` runs, as the endpoint's does."""
+    held = []
+
+    async def send(message):
+        if message["type"] == "http.response.body":
+            held.append(app.service.budget.held)
+
+    async def receive():
+        return {"type": "http.request", "body": _raw([1, 2, 3])[0], "more_body": False}
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/tables/sin64/rows", "raw_path": b"", "root_path": "",
+             "query_string": b"", "headers": [(b"content-type", RAW.encode()), (b"accept", RAW.encode())],
+             "scheme": "http", "http_version": "1.1", "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2)}
+    asyncio.run(app(scope, receive, send))
+    rows_bytes = 3 * 64 * 4
+    assert held == [24 + 2 * rows_bytes]  # the request body, the gathered rows and the body (a view of them)
+    assert app.service.budget.held == 0

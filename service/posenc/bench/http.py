@@ -13,7 +13,8 @@ with taskset; wrk runs pinned to CPU 1. Cases (CASES below):
 Each request carries an X-Bench-Case header; the bare app (`bare_app` below) answers it with
 the bytes posenc answered that request with (fetched from posenc before the runs), so the
 ratio is what posenc's own per-request work costs. Cases interleave within each repeat;
-medians are reported.
+medians are reported. `--in-process` measures the same cases without sockets instead
+(`bench/http_inprocess.py`: CPU time per request of the app itself, far steadier than wrk).
 """
 
 from __future__ import annotations
@@ -94,10 +95,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--connections", type=int, default=64, help="wrk connections (default %(default)s)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per case (median reported)")
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of: %(default)s")
+    parser.add_argument("--in-process", action="store_true",
+                        help="no wrk, no sockets: the ASGI apps called in a loop, CPU time per request")
+    parser.add_argument("--rounds", type=int, default=5, help="--in-process: rounds per case (best reported)")
+    parser.add_argument("--requests", type=int, default=1000, help="--in-process: requests per round")
 
 
 # --- the bare ASGI app: the ceiling ---------------------------------------------------------------
-_payloads: dict[bytes, tuple[bytes, list[tuple[bytes, bytes]]]] = {}
+#: Case name -> (body, headers) the bare app answers with: what posenc answered that case with.
+PAYLOADS: dict[bytes, tuple[bytes, list[tuple[bytes, bytes]]]] = {}
 
 
 def _load_payloads() -> None:
@@ -105,7 +111,7 @@ def _load_payloads() -> None:
     for name in CASES:
         meta = json.loads((directory / f"{name}.json").read_text())
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in meta["headers"]]
-        _payloads[name.encode()] = ((directory / f"{name}.body").read_bytes(), headers)
+        PAYLOADS[name.encode()] = ((directory / f"{name}.body").read_bytes(), headers)
 
 
 async def bare_app(scope, receive, send):
@@ -122,7 +128,7 @@ async def bare_app(scope, receive, send):
     while more:
         more = (await receive()).get("more_body", False)
     case = next((v for k, v in scope["headers"] if k == CASE_HEADER.lower().encode()), b"row-binary")
-    body, headers = _payloads.get(case, _payloads[b"row-binary"])
+    body, headers = PAYLOADS.get(case, PAYLOADS[b"row-binary"])
     await send({"type": "http.response.start", "status": 200,
                 "headers": [*headers, (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
@@ -145,7 +151,7 @@ def ensure_wrk() -> str:
     return found
 
 
-def _headers(name: str, case: Case) -> dict[str, str]:
+def request_headers(name: str, case: Case) -> dict[str, str]:
     headers = {CASE_HEADER: name}
     if case.accept:
         headers["Accept"] = case.accept
@@ -159,7 +165,7 @@ def _fetch_payloads(url: str, directory: Path) -> None:
     kept = ("content-type", "x-posenc-dtype", "x-posenc-shape")
     for name, case in CASES.items():
         request = urllib.request.Request(url + case.path, data=case.body if case.method == "POST" else None,
-                                         method=case.method, headers=_headers(name, case))
+                                         method=case.method, headers=request_headers(name, case))
         with urllib.request.urlopen(request, timeout=10) as response:
             body = response.read()
             headers = [(k.lower(), v) for k, v in response.getheaders() if k.lower() in kept]
@@ -169,7 +175,7 @@ def _fetch_payloads(url: str, directory: Path) -> None:
         lua = [f'wrk.method = "{case.method}"']
         if case.body:
             lua.append(f'wrk.body = io.open("{directory / f"{name}.request"}", "rb"):read("*a")')
-        lua += [f'wrk.headers["{k}"] = "{v}"' for k, v in _headers(name, case).items()]
+        lua += [f'wrk.headers["{k}"] = "{v}"' for k, v in request_headers(name, case).items()]
         (directory / f"{name}.lua").write_text("\n".join(lua) + "\n")
 
 
@@ -219,23 +225,26 @@ def _bare_server(directory: Path) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("the bare ASGI server did not start")
 
 
-def _service_config(shm_dir: str) -> str:
+def service_config(shm_dir: str) -> str:
     return (f'[server]\nworkers = 1\nbinary_port = 0\nshm_dir = "{shm_dir}"\n\n[limits]\nmax_concurrency = 4096\n\n'
             f'[[tables]]\nname = "sin128"\nencoding = {{ kind = "sinusoidal", dim = 128 }}\n'
             f'start = 0\nstop = {TABLE_ROWS}\ndtype = "float32"\n')
 
 
 def run(args) -> str:
-    if (os.cpu_count() or 1) < 2:
-        raise SystemExit("posenc bench http pins the server and wrk to different CPUs: it needs 2")
     cases = [name.strip() for name in args.cases.split(",") if name.strip()]
     unknown = sorted(set(cases) - set(CASES))
     if unknown:
         raise SystemExit(f"unknown cases {unknown}; choose from {list(CASES)}")
+    if args.in_process:
+        from . import http_inprocess  # it imports this module's cases and bare app
+        return http_inprocess.run(cases, args.rounds, args.requests)
+    if (os.cpu_count() or 1) < 2:
+        raise SystemExit("posenc bench http pins the server and wrk to different CPUs: it needs 2")
     wrk = ensure_wrk()
     directory = Path(tempfile.mkdtemp(prefix="posenc-bench-http-"))
     shm_dir = tempfile.mkdtemp(prefix="posenc-bench-shm-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None)
-    service = ServerProcess(_service_config(shm_dir), cpus="0").start()
+    service = ServerProcess(service_config(shm_dir), cpus="0").start()
     bare = None
     results: dict[tuple[str, str], list[dict]] = {}
     try:

@@ -23,7 +23,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
 from ..errors import PosencError
-from .codecs import JSON, NPY, RAW, decode_array, decode_json, encode, media_type, negotiate
+from .codecs import JSON, NPY, RAW, decode_array, decode_json, encode_body, media_type, negotiate
 from .errors import HttpError
 from .responses import GZIP_MIN_BYTES, STREAM_BYTES, ArrayResponse, accepts_gzip, check_response_size, \
     encoded_size_bound, gzipped
@@ -159,7 +159,7 @@ async def respond(request: Request, media: str, job: Callable[[], np.ndarray], e
         check_response_size(arr, media, limit)
         if encoded_size_bound(arr, media) > STREAM_BYTES:
             return arr, None, gzip
-        body = encode(arr, media, extra)[0]
+        body = encode_body(arr, media, extra)[0]
         if gzip and len(body) >= GZIP_MIN_BYTES:
             return arr, gzipped(body), True
         return arr, body, False

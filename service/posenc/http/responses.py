@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
+from functools import lru_cache
 
 import numpy as np
 from starlette.responses import Response
@@ -59,8 +60,10 @@ def check_response_size(arr: np.ndarray, media: str, limit: int) -> None:
                         "accept")
 
 
+@lru_cache(maxsize=256)
 def accepts_gzip(accept_encoding: str | None) -> bool:
-    """Whether Accept-Encoding allows gzip (q=0 refuses it; `*` allows it)."""
+    """Whether Accept-Encoding allows gzip (q=0 refuses it; `*` allows it). Cached: clients send a few
+    spellings of it, again and again."""
     for item in (accept_encoding or "").split(","):
         coding, *params = (part.strip() for part in item.split(";"))
         if coding.lower() in ("gzip", "*"):

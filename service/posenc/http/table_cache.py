@@ -16,6 +16,8 @@ from ..shm import ShmError, Table, attach, list_tables
 from ..tables import TableSpec
 
 REFRESH_S = 1.0
+#: How many (spec key, dtype) pairs `covering` remembers its candidate tables for (then it starts over).
+MAX_CANDIDATE_KEYS = 1024
 
 
 def spec_key(spec: TableSpec) -> tuple[str, float | None]:
@@ -27,6 +29,8 @@ class TableCache:
     def __init__(self, root: str):
         self.root = root
         self._tables: dict[str, Table] = {}
+        #: (spec key, dtype) -> the tables that could answer it; forgotten whenever the tables change.
+        self._candidates: dict[tuple, list[Table]] = {}
 
     def __contains__(self, name: str) -> bool:
         return name in self._tables
@@ -41,10 +45,12 @@ class TableCache:
         """Attach `name` now (blocking: maps and verifies it) and remember it; ShmError if absent."""
         table = attach(name, root=self.root)
         self._tables[name] = table
+        self._candidates.clear()
         return table
 
     def forget(self, name: str) -> None:
         self._tables.pop(name, None)
+        self._candidates.clear()
 
     def scan(self) -> dict[str, Table | None]:
         """Blocking part of a refresh: attach what is new or replaced; None marks what is gone."""
@@ -65,11 +71,17 @@ class TableCache:
                 self._tables.pop(name, None)
             else:
                 self._tables[name] = table
+        if changes:
+            self._candidates.clear()
 
     def covering(self, key: tuple[str, float | None], positions: np.ndarray, dtype: np.dtype) -> Table | None:
         """A table holding exactly these rows at least as precisely as `dtype`, if any."""
-        candidates = [table for table in self._tables.values()
-                      if spec_key(table.spec) == key and serves_dtype(table, dtype)]
+        candidates = self._candidates.get((key, dtype))
+        if candidates is None:  # matching keys costs microseconds a table: done once per key and dtype
+            if len(self._candidates) >= MAX_CANDIDATE_KEYS:
+                self._candidates.clear()
+            candidates = self._candidates[(key, dtype)] = [
+                table for table in self._tables.values() if spec_key(table.spec) == key and serves_dtype(table, dtype)]
         span = integer_range(positions) if candidates and positions.size else None
         if span is None:
             return None

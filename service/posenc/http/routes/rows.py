@@ -36,7 +36,7 @@ async def named_table(request: Request, name: str, kind: str | None = None) -> T
     return table
 
 
-def _dtype_for(table: Table, dtype) -> np.dtype:
+def dtype_for(table: Table, dtype) -> np.dtype:
     """The requested output dtype (default the table's), refusing one wider than the table stores."""
     out = table.spec.np_dtype if dtype is None else output_dtype(dtype)
     if not serves_dtype(table, out):
@@ -46,7 +46,7 @@ def _dtype_for(table: Table, dtype) -> np.dtype:
 
 
 async def rows_response(request: Request, media: str, table: Table, positions, dtype) -> Response:
-    dtype = _dtype_for(table, dtype)
+    dtype = dtype_for(table, dtype)
     response = await respond(request, media,
                              lambda: table.spec.cast_rows(table.lookup(positions), positions, dtype),
                              int(np.size(positions)) * table.spec.width, gathered=True)
@@ -74,7 +74,7 @@ async def table_row(request: Request, name: Annotated[str, _NAME],
     """One row, shape [width]. Without query parameters this is served by the raw-ASGI fast path."""
     media = negotiate(request.headers.get("accept"))
     table = await named_table(request, name)
-    out = _dtype_for(table, dtype)
+    out = dtype_for(table, dtype)
     at = [int(position)]  # a list: out-of-int64 positions are refused, not overflowed
     response = await respond(request, media, lambda: table.spec.cast_rows(table.lookup(at), at, out)[0],
                              table.spec.width, gathered=True)
