@@ -15,7 +15,17 @@ HERE = Path(__file__).parent
 settings.register_profile("posenc", deadline=None, max_examples=60,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("ci", parent=settings.get_profile("posenc"), max_examples=40, derandomize=True)
-settings.load_profile("ci" if os.environ.get("CI") else "posenc")
+settings.register_profile("thorough", parent=settings.get_profile("posenc"), max_examples=1000)
+#: POSENC_HYPOTHESIS_PROFILE=thorough: 1000 examples a property (the default profile: 60), and the tests that
+#: set their own budget (`by_profile`: fuzzers' seconds, schemathesis' examples) take their long one; for a
+#: release or a night, not for `make test`. Without it: "ci" when CI is set, else "posenc".
+HYPOTHESIS_PROFILE = os.environ.get("POSENC_HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "posenc")
+settings.load_profile(HYPOTHESIS_PROFILE)
+
+
+def by_profile(default, thorough):
+    """A test's own budget (examples, seconds): `thorough` under the thorough profile, else `default`."""
+    return thorough if HYPOTHESIS_PROFILE == "thorough" else default
 
 DTYPES = ["float32", "float64", "float16", "bfloat16"]
 

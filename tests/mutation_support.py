@@ -17,6 +17,9 @@ JSON_VALUES = [None, True, False, 0, 1, -1, 2, 3, 0.5, -0.5, 1.5, 1e308, -1e308,
 #: Only the library sees these (JSON has no NaN/inf, orjson refuses integers beyond 64 bits).
 LIBRARY_ONLY_VALUES = [float("nan"), float("inf"), float("-inf"), 2**64, 10**400, b"x", object()]
 REMOVED = object()
+#: One value of each JSON type (null, boolean, integer, real, string, array, object): what a key the code
+#: under test never reads gets instead of every value (see `unread_paths`).
+ONE_OF_EACH_TYPE = [None, True, 0, 0.5, "x", [1], {"a": 1}]
 
 #: Spec dicts exercising every key each spec class knows (all RoPE scaling variants).
 ROPE_SPECS = {
@@ -87,10 +90,29 @@ def mutated(doc: dict, path: tuple, value) -> dict:
     return out
 
 
-def mutations(doc: dict, values=JSON_VALUES, required=()):
+def unread_paths(doc: dict, read) -> frozenset[tuple]:
+    """Key paths of `doc` that `read` never looks at: every mutation of one (each of JSON_VALUES, and
+    the key removed) leaves `read`'s result equal to read(doc) and raises nothing. When `read` is all
+    that the code under test derives from the doc, such a key cannot change its answer whatever it
+    holds, so sending it every extreme number again proves nothing that one value of each type does not."""
+    base = read(doc)
+
+    def unchanged(candidate) -> bool:
+        try:
+            return read(candidate) == base
+        except Exception:  # noqa: BLE001 - a key whose value can raise is a key that is read
+            return False
+
+    return frozenset(path for path in key_paths(doc)
+                     if all(unchanged(mutated(doc, path, value)) for value in [*JSON_VALUES, REMOVED]))
+
+
+def mutations(doc: dict, values=JSON_VALUES, required=(), unread=frozenset()):
     """(description, mutated doc) for every key path x every value (and the key removed, unless it
-    is a `required` argument of a Python call, where a missing argument is Python's TypeError)."""
+    is a `required` argument of a Python call, where a missing argument is Python's TypeError).
+    Paths in `unread` (from `unread_paths`) get ONE_OF_EACH_TYPE instead of `values`."""
     for path in key_paths(doc):
-        for value in [*values] + ([] if path[0] in required else [REMOVED]):
+        tried = ONE_OF_EACH_TYPE if path in unread else values
+        for value in [*tried] + ([] if path[0] in required else [REMOVED]):
             label = "removed" if value is REMOVED else repr(value)[:40]
             yield f"{'.'.join(map(str, path))} = {label}", mutated(doc, path, value)

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import posenc
 import pytest
-from conftest import DTYPES, assert_matches_oracle
+from conftest import DTYPES, assert_matches_oracle, by_profile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from posenc import native, reference
@@ -97,7 +97,7 @@ def neighbourhoods(draw):
     return np.concatenate([before, [target], after]), before.size
 
 
-@settings(max_examples=30)
+@settings(max_examples=by_profile(30, 500))
 @given(batch=neighbourhoods(), name=st.sampled_from(sorted(FUNCTIONS)), dtype=st.sampled_from(DTYPES))
 def test_a_row_is_the_same_alone_and_in_any_call(batch, name, dtype):
     positions, k = batch
@@ -105,7 +105,7 @@ def test_a_row_is_the_same_alone_and_in_any_call(batch, name, dtype):
     assert_bitwise(rows(positions, dtype)[k], rows(positions[k:k + 1], dtype)[0])
 
 
-@settings(max_examples=20)
+@settings(max_examples=by_profile(20, 500))
 @given(batch=neighbourhoods(), name=st.sampled_from(sorted(FUNCTIONS)), dtype=st.sampled_from(sorted(HALF)))
 def test_16bit_outputs_are_the_single_rounding_of_float64(batch, name, dtype):
     positions, _ = batch

@@ -13,13 +13,14 @@ import numpy as np
 import posenc
 import pytest
 from binary_support import BUILD, ROOT, Raw, running_server, table_store
+from conftest import by_profile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from posenc.client import Client, calls
 from posenc.client.protocol import HEADER_SIZE, parse_header
 from posenc.tables import TableSpec
 
-FUZZ_SECONDS = 20
+FUZZ_SECONDS = by_profile(10, 300)  # -max_total_time of the sanitizer run (thorough profile: 5 min)
 
 
 def seed_frames() -> list[bytes]:
@@ -97,7 +98,7 @@ def read_all_replies(conn: Raw) -> int:
         n += 1
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=by_profile(250, 5000), deadline=None)
 @given(data=streams)
 def test_any_byte_stream_gets_well_formed_replies_then_a_close(server, data):
     with Raw(server.address, timeout=10) as conn:

@@ -6,6 +6,7 @@ import tempfile
 
 import pytest
 import schemathesis
+from conftest import by_profile
 from hypothesis import HealthCheck, settings
 from posenc.config import ServiceConfig
 from posenc.http import create_app
@@ -18,7 +19,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-FUZZ_EXAMPLES = 25
+FUZZ_EXAMPLES = by_profile(25, 300)
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
           response_schema_conformance]
 CONFIG = """

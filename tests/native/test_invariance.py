@@ -18,11 +18,12 @@ from posenc import kernels as nb_kernels
 from posenc.encodings import RopeSpec, SinusoidalSpec
 from posenc.encodings.columns import ColumnPlan
 from posenc.kernels import trig
+from conftest import by_profile
 from test_batch_invariance import assert_bitwise
 
 pytest_plugins = ["native_support"]
 
-FIXTURE_OK = settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FIXTURE_OK = settings(max_examples=by_profile(25, 500), suppress_health_check=[HealthCheck.function_scoped_fixture])
 TOP = 2.0**31
 WIDTHS = [1, 3, 8, 17, 64, 130]
 
