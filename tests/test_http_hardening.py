@@ -424,3 +424,121 @@ def test_cors_is_off_by_default_and_follows_the_configured_origins(root, client)
         assert "access-control-allow-origin" not in other.headers
     with pytest.raises(posenc.PosencError, match="cors_origins"):
         ServiceConfig.from_dict({"server": {"cors_origins": "https://app.example"}})
+
+
+# --- found repeating the review by hand after the merges ------------------------------------------
+def npy(arr: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.save(out, arr)
+    return out.getvalue()
+
+
+# --- 500s ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(0, 4), (2, 0, 4), (3, 1, 0, 4)])
+def test_an_x_of_no_rows_is_rotated_to_an_empty_answer(client, shape):
+    """x.reshape(-1, 0, head_dim) cannot infer the batch: was a ValueError, a 500 over HTTP."""
+    x = np.zeros(shape, np.float32)
+    assert posenc.rope_apply(x, np.arange(0), {"head_dim": 4}).shape == shape
+    for params in ({"spec": '{"head_dim": 4}'}, {"spec": '{"head_dim": 4}', "offset": "3"},
+                   {"spec": '{"head_dim": 4, "xpos_scale_base": 512}', "xpos_role": "k"}):
+        r = client.post("/v1/rope/apply", params=params, content=npy(x), headers={"Content-Type": NPY,
+                                                                                   "Accept": NPY})
+        assert r.status_code == 200, r.text
+        out = np.load(io.BytesIO(r.content))
+        assert out.shape == shape and out.dtype == np.float32
+
+
+def test_an_empty_q_for_the_rotation_audit_is_a_422(client):
+    q = np.zeros((2, 0, 4))
+    r = client.post("/v1/audit", files={"q": ("q.npy", npy(q)), "q_rot": ("q_rot.npy", npy(q))})
+    assert r.status_code == 422 and error_of(r)["field"] == "q_rot", r.text
+
+
+@pytest.mark.parametrize("x", [5, "abcd", {"a": 1}])
+def test_a_json_x_that_is_no_list_is_a_422(client, x):
+    """A scalar or string x was taken for a binary body's array: AttributeError, a 500."""
+    r = client.post("/v1/rope/apply", json={"spec": {"head_dim": 4}, "x": x})
+    assert r.status_code == 422 and error_of(r)["field"] == "x", r.text
+
+
+# --- loose typing ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("x", [
+    [["1", "2", "3", "4"]],  # was rotated as the numbers 1..4
+    [["1e3", "nan", "inf", "-inf"]],  # was NaN and inf in, null out
+    [[None, 2, 3, 4]],  # was NaN
+    [[True, 2, 3, 4]],  # was 1.0
+])
+def test_a_json_x_holds_numbers_only(client, x):
+    r = client.post("/v1/rope/apply", json={"spec": {"head_dim": 4}, "x": x})
+    assert r.status_code == 422 and error_of(r)["field"] == "x", r.text
+
+
+def test_a_json_x_must_fit_its_dtype(client):
+    body = {"spec": {"head_dim": 4}, "x": [[1e21, 2, 3, 4]]}
+    assert client.post("/v1/rope/apply", json=body).status_code == 200  # float64 holds it
+    r = client.post("/v1/rope/apply", json={**body, "dtype": "float16"})  # was inf out (null in JSON)
+    assert r.status_code == 422 and error_of(r)["field"] == "x" and "float16" in error_of(r)["message"]
+
+
+@pytest.mark.parametrize("route, body, field", [
+    ("/v1/t5/buckets", {"relative_position": [[1, 2], [3, True]]}, "relative_position"),
+    ("/v1/sinusoidal", {"spec": {"dim": 4}, "positions": [0, True]}, "positions"),
+    ("/v1/rope/cos_sin", {"spec": {"head_dim": 4}, "positions": [False, 1.5]}, "positions"),
+    ("/v1/tables/sin128/rows", {"positions": [1, True]}, "positions"),
+    ("/v1/rope/apply", {"spec": {"head_dim": 4}, "x": [[1, 2, 3, 4]], "positions": [True]}, "positions"),
+])
+def test_a_boolean_among_numbers_is_not_a_number(client, route, body, field):
+    """numpy makes [0, true] the integers [0, 1]: that was served as position 1."""
+    r = client.post(route, json=body)
+    assert r.status_code == 422 and error_of(r)["field"] == field, r.text
+    numbers = client.post(route, json={**body, field: [[1, 2], [3, 1]] if field == "relative_position" else [0]})
+    assert numbers.status_code == 200, numbers.text
+
+
+# --- offline docs -----------------------------------------------------------------------------------
+def test_docs_page_turns_off_swagger_uis_online_validator(client):
+    """Swagger UI's default validatorUrl loads a badge image from validator.swagger.io on any host
+    but localhost: an external URL on an offline production host."""
+    page = client.get("/docs").text
+    assert '"validatorUrl": null' in page
+
+
+# --- every error is the JSON error body --------------------------------------------------------------
+def test_a_refused_cors_preflight_is_a_json_403_and_counted(root):
+    app = create_app(config(root, {"cors_origins": ["https://app.example"]}))
+    with TestClient(app, raise_server_exceptions=False) as c:
+        for headers, field in (({"Origin": "https://evil.example"}, "origin"),
+                               ({"Origin": "https://app.example", "Access-Control-Request-Method": "PATCH"},
+                                "access-control-request-method"),
+                               ({"Origin": "https://app.example", "Access-Control-Request-Headers": "x-evil"},
+                                "access-control-request-headers")):
+            r = c.options("/v1/sinusoidal", headers={"Access-Control-Request-Method": "POST", **headers,
+                                                     "X-Request-Id": "preflight"})
+            error = error_of(r)  # was text/plain "Disallowed CORS origin", a 400
+            assert r.status_code == 403 and error["code"] == "forbidden" and error["field"] == field, r.text
+            assert error["request_id"] == "preflight" and r.headers["x-request-id"] == "preflight"
+        ok = c.options("/v1/sinusoidal", headers={"Origin": "https://app.example",
+                                                  "Access-Control-Request-Method": "POST"})
+        assert ok.status_code == 200 and ok.headers["access-control-allow-origin"] == "https://app.example"
+        assert status_counts(c)[("unmatched", "403")] == 3  # no route answers OPTIONS: counted as unmatched
+
+
+# --- OpenAPI honesty ------------------------------------------------------------------------------
+def test_406_is_documented_where_accept_is_negotiated(client):
+    paths = client.get("/openapi.json").json()["paths"]
+    for method, path, template, body in (
+            ("post", "/v1/models/positions", None, {"hf_config": {"head_dim": 8}}),
+            ("put", "/v1/tables/t", "/v1/tables/{name}", {"encoding": {"kind": "sinusoidal", "dim": 4}, "stop": 4}),
+            ("post", "/explore/figures/audit", None, {"report": {}})):
+        r = client.request(method, path, json=body, headers={"Accept": "text/html", "Authorization": "Bearer secret"})
+        assert r.status_code == 406, (path, r.text)
+        assert "406" in paths[template or path][method]["responses"], path
+
+
+def test_every_operation_with_a_body_documents_the_body_limits(client):
+    """Every body is read under max_body_bytes (413), body_timeout_s (408) and the worker's memory
+    budget (503) before any route runs."""
+    for path, operations in client.get("/openapi.json").json()["paths"].items():
+        for method, operation in operations.items():
+            if "requestBody" in operation:
+                assert {"408", "413", "503"} <= set(operation["responses"]), (method, path)
