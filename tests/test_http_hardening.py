@@ -156,6 +156,34 @@ def test_an_unhandled_exception_is_a_counted_json_500_with_the_request_id(root, 
     assert any("req-500" in record.getMessage() for record in caplog.records)
 
 
+@pytest.mark.parametrize("where, method, path, body, route", [
+    ("raw row route", "GET", "/v1/tables/sin128/rows/3", None, "/v1/tables/{name}/rows/{position}"),
+    ("fastspec", "POST", "/v1/sinusoidal", {"spec": {"dim": 4}, "positions": [1]}, "/v1/sinusoidal"),
+    ("fastcompute", "POST", "/v1/alibi/slopes", {"n_heads": 4}, "/v1/alibi/slopes"),
+])
+def test_a_bug_on_a_fast_path_is_a_counted_json_500_too(root, monkeypatch, where, method, path, body, route):
+    import posenc.http.fastspec
+    import posenc.http.routes.encodings
+
+    def bug(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    app = create_app(config(root))
+    with TestClient(app, raise_server_exceptions=False) as c:  # started (warmed up) before the bug is planted
+        if where == "raw row route":
+            monkeypatch.setattr(app.fast, "answer", lambda scope: bug() if scope["path"] == path else None)
+        elif where == "fastspec":  # the hand-parsed path and the endpoint it falls back to
+            monkeypatch.setattr(posenc.http.fastspec, "spec_job", bug)
+            monkeypatch.setattr(posenc.http.routes.encodings, "spec_job", bug)
+        else:  # the endpoint called directly, then by FastAPI
+            monkeypatch.setattr(posenc.api, "alibi_slopes", bug)
+        r = c.request(method, path, json=body, headers={"X-Request-Id": "bug-1"})
+        assert r.status_code == 500 and error_of(r) == {
+            "code": "internal", "message": "internal error (logged by the server as request bug-1)", "field": None,
+            "request_id": "bug-1"}
+        assert status_counts(c)[(route, "500")] == 1
+
+
 # --- loose typing removed -----------------------------------------------------------------------
 @pytest.mark.parametrize("route, body, field", [
     ("/v1/sinusoidal", {"spec": {"dim": True}, "positions": [1]}, "spec.dim"),  # was dim 1
@@ -248,6 +276,21 @@ def test_gzip_when_asked_and_large_enough_only(client):
         assert "content-encoding" not in client.post("/v1/sinusoidal", json=large, headers=headers).headers
     assert "content-encoding" not in client.post("/v1/sinusoidal", json=small,
                                                  headers={"Accept-Encoding": "gzip"}).headers
+
+
+def test_whole_json_documents_are_gzipped_when_asked_too(client):
+    """Not only arrays: /openapi.json, listings, /info, reports (was: never compressed)."""
+    plain = client.get("/openapi.json", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers and len(plain.content) >= GZIP_MIN_BYTES
+    zipped = client.get("/openapi.json", headers={"Accept-Encoding": "gzip"})
+    assert zipped.headers["content-encoding"] == "gzip" and zipped.headers["vary"] == "accept-encoding"
+    assert zipped.content == plain.content and int(zipped.headers["content-length"]) < len(plain.content) / 3
+    small = client.get("/v1/tables/sin128", headers={"Accept-Encoding": "gzip"})
+    assert small.status_code == 200 and "content-encoding" not in small.headers
+    text = client.get("/metrics", headers={"Accept-Encoding": "gzip"})  # Prometheus text: not JSON
+    assert "content-encoding" not in text.headers
+    head = client.head("/healthz", headers={"Accept-Encoding": "gzip"})
+    assert head.status_code == 200 and "content-encoding" not in head.headers
 
 
 def test_single_rows_are_gzipped_only_when_wide_and_both_routes_agree(client):
