@@ -199,6 +199,14 @@ def test_loose_types_are_refused(client, route, body, field):
     assert r.status_code == 422 and error_of(r)["field"] == field, r.text
 
 
+def test_a_single_row_takes_dtype_once_and_nothing_else_in_its_query(client):
+    """Was: `?dtyp=float16` silently ignored (a float32 row), a second dtype silently won."""
+    assert client.get("/v1/tables/sin128/rows/1", params={"dtype": "float16"}).json()["dtype"] == "float16"
+    for query, field in (("dtyp=float16", "dtyp"), ("%zz", "%zz"), ("dtype=float32&dtype=float16", "dtype")):
+        r = client.get(f"/v1/tables/sin128/rows/1?{query}")
+        assert r.status_code == 422 and error_of(r)["field"] == field, (query, r.text)
+
+
 def test_query_values_are_typed_by_their_field_and_refused_beside_a_json_body(client):
     raw = np.arange(3, dtype="<i8").tobytes()
     ok = client.post("/v1/t5/buckets", params={"bidirectional": "false", "num_buckets": "16"}, content=raw,
