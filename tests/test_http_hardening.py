@@ -228,6 +228,16 @@ def test_404_names_the_table_once_and_no_server_path(client, root):
         assert root not in r.text and "/dev/shm" not in r.text
 
 
+def test_messages_name_json_types_not_python_ones(client):
+    """Was "got NoneType", "got list", "got str": a JSON client never sent those."""
+    for body, expected in ((b"null", "got null"), (b"[1]", "got array"), (b'"x"', "got string")):
+        r = client.post("/v1/sinusoidal", content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and error_of(r)["message"] == f"body must be a JSON object, {expected}"
+    r = client.post("/v1/models/positions", json={"hf_config": {"head_dim": 8, "rope_scaling": "x"}})
+    assert r.status_code == 422 and error_of(r)["field"] == "hf_config.rope_scaling"
+    assert error_of(r)["message"].endswith("must be a JSON object, got string"), r.text
+
+
 def test_seq_len_against_a_table_built_without_one_says_so(client):
     r = client.post("/v1/rope/cos_sin", json={"table": "rope16", "positions": [1], "seq_len": 100})
     assert r.status_code == 422 and "None" not in error_of(r)["message"]
