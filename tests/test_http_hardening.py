@@ -90,6 +90,15 @@ def test_a_scalar_relative_position_gets_a_scalar_bucket(client):
     assert r.json() == {"dtype": "int64", "shape": [], "data": int(posenc.t5_relative_position_bucket(3))}
 
 
+@pytest.mark.parametrize("relative_position, shape", [([], [0]), ([[]], [1, 0]), ([[], []], [2, 0])])
+def test_an_empty_json_relative_position_gets_an_empty_answer(client, relative_position, shape):
+    """numpy reads [] as float64: was a 422 "must be integers, got dtype float64" for no value at all."""
+    assert posenc.t5_relative_position_bucket(relative_position).shape == tuple(shape)
+    r = client.post("/v1/t5/buckets", json={"relative_position": relative_position})
+    assert r.status_code == 200 and r.json() == {"dtype": "int64", "shape": shape, "data": relative_position}, r.text
+    assert client.post("/v1/t5/buckets", json={"relative_position": [1.5]}).status_code == 422
+
+
 @pytest.mark.parametrize("shape", [(-2, -4), (-1, 0), (2**32, 2**32, 0, 4), (2**31,) * 3 + (0,)])
 def test_hostile_npy_shapes_are_a_400(client, shape):
     r = client.post("/v1/rope/apply", params={"spec": '{"head_dim": 4}'}, content=npy_header(shape),
