@@ -90,6 +90,15 @@ def test_a_scalar_relative_position_gets_a_scalar_bucket(client):
     assert r.json() == {"dtype": "int64", "shape": [], "data": int(posenc.t5_relative_position_bucket(3))}
 
 
+@pytest.mark.parametrize("relative_position, shape", [([], [0]), ([[]], [1, 0]), ([[], []], [2, 0])])
+def test_an_empty_json_relative_position_gets_an_empty_answer(client, relative_position, shape):
+    """numpy reads [] as float64: was a 422 "must be integers, got dtype float64" for no value at all."""
+    assert posenc.t5_relative_position_bucket(relative_position).shape == tuple(shape)
+    r = client.post("/v1/t5/buckets", json={"relative_position": relative_position})
+    assert r.status_code == 200 and r.json() == {"dtype": "int64", "shape": shape, "data": relative_position}, r.text
+    assert client.post("/v1/t5/buckets", json={"relative_position": [1.5]}).status_code == 422
+
+
 @pytest.mark.parametrize("shape", [(-2, -4), (-1, 0), (2**32, 2**32, 0, 4), (2**31,) * 3 + (0,)])
 def test_hostile_npy_shapes_are_a_400(client, shape):
     r = client.post("/v1/rope/apply", params={"spec": '{"head_dim": 4}'}, content=npy_header(shape),
@@ -156,6 +165,34 @@ def test_an_unhandled_exception_is_a_counted_json_500_with_the_request_id(root, 
     assert any("req-500" in record.getMessage() for record in caplog.records)
 
 
+@pytest.mark.parametrize("where, method, path, body, route", [
+    ("raw row route", "GET", "/v1/tables/sin128/rows/3", None, "/v1/tables/{name}/rows/{position}"),
+    ("fastspec", "POST", "/v1/sinusoidal", {"spec": {"dim": 4}, "positions": [1]}, "/v1/sinusoidal"),
+    ("fastcompute", "POST", "/v1/alibi/slopes", {"n_heads": 4}, "/v1/alibi/slopes"),
+])
+def test_a_bug_on_a_fast_path_is_a_counted_json_500_too(root, monkeypatch, where, method, path, body, route):
+    import posenc.http.fastspec
+    import posenc.http.routes.encodings
+
+    def bug(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    app = create_app(config(root))
+    with TestClient(app, raise_server_exceptions=False) as c:  # started (warmed up) before the bug is planted
+        if where == "raw row route":
+            monkeypatch.setattr(app.fast, "answer", lambda scope: bug() if scope["path"] == path else None)
+        elif where == "fastspec":  # the hand-parsed path and the endpoint it falls back to
+            monkeypatch.setattr(posenc.http.fastspec, "spec_job", bug)
+            monkeypatch.setattr(posenc.http.routes.encodings, "spec_job", bug)
+        else:  # the endpoint called directly, then by FastAPI
+            monkeypatch.setattr(posenc.api, "alibi_slopes", bug)
+        r = c.request(method, path, json=body, headers={"X-Request-Id": "bug-1"})
+        assert r.status_code == 500 and error_of(r) == {
+            "code": "internal", "message": "internal error (logged by the server as request bug-1)", "field": None,
+            "request_id": "bug-1"}
+        assert status_counts(c)[(route, "500")] == 1
+
+
 # --- loose typing removed -----------------------------------------------------------------------
 @pytest.mark.parametrize("route, body, field", [
     ("/v1/sinusoidal", {"spec": {"dim": True}, "positions": [1]}, "spec.dim"),  # was dim 1
@@ -169,6 +206,14 @@ def test_an_unhandled_exception_is_a_counted_json_500_with_the_request_id(root, 
 def test_loose_types_are_refused(client, route, body, field):
     r = client.post(route, json=body)
     assert r.status_code == 422 and error_of(r)["field"] == field, r.text
+
+
+def test_a_single_row_takes_dtype_once_and_nothing_else_in_its_query(client):
+    """Was: `?dtyp=float16` silently ignored (a float32 row), a second dtype silently won."""
+    assert client.get("/v1/tables/sin128/rows/1", params={"dtype": "float16"}).json()["dtype"] == "float16"
+    for query, field in (("dtyp=float16", "dtyp"), ("%zz", "%zz"), ("dtype=float32&dtype=float16", "dtype")):
+        r = client.get(f"/v1/tables/sin128/rows/1?{query}")
+        assert r.status_code == 422 and error_of(r)["field"] == field, (query, r.text)
 
 
 def test_query_values_are_typed_by_their_field_and_refused_beside_a_json_body(client):
@@ -190,6 +235,16 @@ def test_404_names_the_table_once_and_no_server_path(client, root):
               client.post("/v1/sinusoidal", json={"table": "nope", "positions": [1]})):
         assert r.status_code == 404 and error_of(r)["message"] == "no table named 'nope'", r.text
         assert root not in r.text and "/dev/shm" not in r.text
+
+
+def test_messages_name_json_types_not_python_ones(client):
+    """Was "got NoneType", "got list", "got str": a JSON client never sent those."""
+    for body, expected in ((b"null", "got null"), (b"[1]", "got array"), (b'"x"', "got string")):
+        r = client.post("/v1/sinusoidal", content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and error_of(r)["message"] == f"body must be a JSON object, {expected}"
+    r = client.post("/v1/models/positions", json={"hf_config": {"head_dim": 8, "rope_scaling": "x"}})
+    assert r.status_code == 422 and error_of(r)["field"] == "hf_config.rope_scaling"
+    assert error_of(r)["message"].endswith("must be a JSON object, got string"), r.text
 
 
 def test_seq_len_against_a_table_built_without_one_says_so(client):
@@ -248,6 +303,21 @@ def test_gzip_when_asked_and_large_enough_only(client):
         assert "content-encoding" not in client.post("/v1/sinusoidal", json=large, headers=headers).headers
     assert "content-encoding" not in client.post("/v1/sinusoidal", json=small,
                                                  headers={"Accept-Encoding": "gzip"}).headers
+
+
+def test_whole_json_documents_are_gzipped_when_asked_too(client):
+    """Not only arrays: /openapi.json, listings, /info, reports (was: never compressed)."""
+    plain = client.get("/openapi.json", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers and len(plain.content) >= GZIP_MIN_BYTES
+    zipped = client.get("/openapi.json", headers={"Accept-Encoding": "gzip"})
+    assert zipped.headers["content-encoding"] == "gzip" and zipped.headers["vary"] == "accept-encoding"
+    assert zipped.content == plain.content and int(zipped.headers["content-length"]) < len(plain.content) / 3
+    small = client.get("/v1/tables/sin128", headers={"Accept-Encoding": "gzip"})
+    assert small.status_code == 200 and "content-encoding" not in small.headers
+    text = client.get("/metrics", headers={"Accept-Encoding": "gzip"})  # Prometheus text: not JSON
+    assert "content-encoding" not in text.headers
+    head = client.head("/healthz", headers={"Accept-Encoding": "gzip"})
+    assert head.status_code == 200 and "content-encoding" not in head.headers
 
 
 def test_single_rows_are_gzipped_only_when_wide_and_both_routes_agree(client):
@@ -424,3 +494,121 @@ def test_cors_is_off_by_default_and_follows_the_configured_origins(root, client)
         assert "access-control-allow-origin" not in other.headers
     with pytest.raises(posenc.PosencError, match="cors_origins"):
         ServiceConfig.from_dict({"server": {"cors_origins": "https://app.example"}})
+
+
+# --- found repeating the review by hand after the merges ------------------------------------------
+def npy(arr: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.save(out, arr)
+    return out.getvalue()
+
+
+# --- 500s ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(0, 4), (2, 0, 4), (3, 1, 0, 4)])
+def test_an_x_of_no_rows_is_rotated_to_an_empty_answer(client, shape):
+    """x.reshape(-1, 0, head_dim) cannot infer the batch: was a ValueError, a 500 over HTTP."""
+    x = np.zeros(shape, np.float32)
+    assert posenc.rope_apply(x, np.arange(0), {"head_dim": 4}).shape == shape
+    for params in ({"spec": '{"head_dim": 4}'}, {"spec": '{"head_dim": 4}', "offset": "3"},
+                   {"spec": '{"head_dim": 4, "xpos_scale_base": 512}', "xpos_role": "k"}):
+        r = client.post("/v1/rope/apply", params=params, content=npy(x), headers={"Content-Type": NPY,
+                                                                                   "Accept": NPY})
+        assert r.status_code == 200, r.text
+        out = np.load(io.BytesIO(r.content))
+        assert out.shape == shape and out.dtype == np.float32
+
+
+def test_an_empty_q_for_the_rotation_audit_is_a_422(client):
+    q = np.zeros((2, 0, 4))
+    r = client.post("/v1/audit", files={"q": ("q.npy", npy(q)), "q_rot": ("q_rot.npy", npy(q))})
+    assert r.status_code == 422 and error_of(r)["field"] == "q_rot", r.text
+
+
+@pytest.mark.parametrize("x", [5, "abcd", {"a": 1}])
+def test_a_json_x_that_is_no_list_is_a_422(client, x):
+    """A scalar or string x was taken for a binary body's array: AttributeError, a 500."""
+    r = client.post("/v1/rope/apply", json={"spec": {"head_dim": 4}, "x": x})
+    assert r.status_code == 422 and error_of(r)["field"] == "x", r.text
+
+
+# --- loose typing ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("x", [
+    [["1", "2", "3", "4"]],  # was rotated as the numbers 1..4
+    [["1e3", "nan", "inf", "-inf"]],  # was NaN and inf in, null out
+    [[None, 2, 3, 4]],  # was NaN
+    [[True, 2, 3, 4]],  # was 1.0
+])
+def test_a_json_x_holds_numbers_only(client, x):
+    r = client.post("/v1/rope/apply", json={"spec": {"head_dim": 4}, "x": x})
+    assert r.status_code == 422 and error_of(r)["field"] == "x", r.text
+
+
+def test_a_json_x_must_fit_its_dtype(client):
+    body = {"spec": {"head_dim": 4}, "x": [[1e21, 2, 3, 4]]}
+    assert client.post("/v1/rope/apply", json=body).status_code == 200  # float64 holds it
+    r = client.post("/v1/rope/apply", json={**body, "dtype": "float16"})  # was inf out (null in JSON)
+    assert r.status_code == 422 and error_of(r)["field"] == "x" and "float16" in error_of(r)["message"]
+
+
+@pytest.mark.parametrize("route, body, field", [
+    ("/v1/t5/buckets", {"relative_position": [[1, 2], [3, True]]}, "relative_position"),
+    ("/v1/sinusoidal", {"spec": {"dim": 4}, "positions": [0, True]}, "positions"),
+    ("/v1/rope/cos_sin", {"spec": {"head_dim": 4}, "positions": [False, 1.5]}, "positions"),
+    ("/v1/tables/sin128/rows", {"positions": [1, True]}, "positions"),
+    ("/v1/rope/apply", {"spec": {"head_dim": 4}, "x": [[1, 2, 3, 4]], "positions": [True]}, "positions"),
+])
+def test_a_boolean_among_numbers_is_not_a_number(client, route, body, field):
+    """numpy makes [0, true] the integers [0, 1]: that was served as position 1."""
+    r = client.post(route, json=body)
+    assert r.status_code == 422 and error_of(r)["field"] == field, r.text
+    numbers = client.post(route, json={**body, field: [[1, 2], [3, 1]] if field == "relative_position" else [0]})
+    assert numbers.status_code == 200, numbers.text
+
+
+# --- offline docs -----------------------------------------------------------------------------------
+def test_docs_page_turns_off_swagger_uis_online_validator(client):
+    """Swagger UI's default validatorUrl loads a badge image from validator.swagger.io on any host
+    but localhost: an external URL on an offline production host."""
+    page = client.get("/docs").text
+    assert '"validatorUrl": null' in page
+
+
+# --- every error is the JSON error body --------------------------------------------------------------
+def test_a_refused_cors_preflight_is_a_json_403_and_counted(root):
+    app = create_app(config(root, {"cors_origins": ["https://app.example"]}))
+    with TestClient(app, raise_server_exceptions=False) as c:
+        for headers, field in (({"Origin": "https://evil.example"}, "origin"),
+                               ({"Origin": "https://app.example", "Access-Control-Request-Method": "PATCH"},
+                                "access-control-request-method"),
+                               ({"Origin": "https://app.example", "Access-Control-Request-Headers": "x-evil"},
+                                "access-control-request-headers")):
+            r = c.options("/v1/sinusoidal", headers={"Access-Control-Request-Method": "POST", **headers,
+                                                     "X-Request-Id": "preflight"})
+            error = error_of(r)  # was text/plain "Disallowed CORS origin", a 400
+            assert r.status_code == 403 and error["code"] == "forbidden" and error["field"] == field, r.text
+            assert error["request_id"] == "preflight" and r.headers["x-request-id"] == "preflight"
+        ok = c.options("/v1/sinusoidal", headers={"Origin": "https://app.example",
+                                                  "Access-Control-Request-Method": "POST"})
+        assert ok.status_code == 200 and ok.headers["access-control-allow-origin"] == "https://app.example"
+        assert status_counts(c)[("unmatched", "403")] == 3  # no route answers OPTIONS: counted as unmatched
+
+
+# --- OpenAPI honesty ------------------------------------------------------------------------------
+def test_406_is_documented_where_accept_is_negotiated(client):
+    paths = client.get("/openapi.json").json()["paths"]
+    for method, path, template, body in (
+            ("post", "/v1/models/positions", None, {"hf_config": {"head_dim": 8}}),
+            ("put", "/v1/tables/t", "/v1/tables/{name}", {"encoding": {"kind": "sinusoidal", "dim": 4}, "stop": 4}),
+            ("post", "/explore/figures/audit", None, {"report": {}})):
+        r = client.request(method, path, json=body, headers={"Accept": "text/html", "Authorization": "Bearer secret"})
+        assert r.status_code == 406, (path, r.text)
+        assert "406" in paths[template or path][method]["responses"], path
+
+
+def test_every_operation_with_a_body_documents_the_body_limits(client):
+    """Every body is read under max_body_bytes (413), body_timeout_s (408) and the worker's memory
+    budget (503) before any route runs."""
+    for path, operations in client.get("/openapi.json").json()["paths"].items():
+        for method, operation in operations.items():
+            if "requestBody" in operation:
+                assert {"408", "413", "503"} <= set(operation["responses"]), (method, path)

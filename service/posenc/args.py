@@ -13,6 +13,16 @@ from .errors import PosencError
 from .limits import LIMITS
 
 
+#: Python types as JSON names them (messages about a config.json or a request body speak JSON).
+_JSON_TYPES = {type(None): "null", bool: "boolean", int: "number", float: "number", str: "string", list: "array",
+               dict: "object"}
+
+
+def json_type(value) -> str:
+    """The JSON name of a value's type ("array", not "list"; "null", not "NoneType")."""
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
 def _shown(value) -> str:
     """A value for an error message, bounded (a hostile value may be a 10,000-digit integer)."""
     text = repr(value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -182,7 +183,8 @@ def rope_apply(x, positions, spec, *, layout=None, seq_len=None, xpos_role="q", 
             scale = 1.0 / scale
         cos *= scale
         sin *= scale
-    x3 = np.ascontiguousarray(x.reshape(-1, n, spec.head_dim), dtype=kernel_dtype(x.dtype))
+    batch = math.prod(x.shape[:-2])  # not reshape(-1, ...): with n = 0 the batch size is not implied
+    x3 = np.ascontiguousarray(x.reshape(batch, n, spec.head_dim), dtype=kernel_dtype(x.dtype))
     out = np.empty_like(x3)
     rotate = native.pick("rope_rotate_rows", rope_rotate_rows, x3.size)
     run_rows(rotate, n, x3.shape[0] * spec.head_dim, x3, cos, sin, layout == "interleaved", out)

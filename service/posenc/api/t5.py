@@ -36,7 +36,7 @@ def t5_relative_position_bucket(relative_position, spec=None, *, bidirectional=N
         rel = np.asarray(relative_position)
     except (TypeError, ValueError):
         raise PosencError("relative_position", "must be an integer array") from None
-    if rel.dtype.kind not in "iu":
+    if rel.dtype.kind not in "iu" and not (rel.size == 0 and rel.dtype.kind == "f"):  # [] is float64 to numpy
         raise PosencError("relative_position", f"must be integers, got dtype {rel.dtype}")
     if rel.dtype.kind == "u" and rel.size and int(rel.max()) > np.iinfo(np.int64).max:
         raise PosencError("relative_position", "must fit in int64")

@@ -10,6 +10,8 @@ pair; the trailing dims q_rot leaves untouched are the pass-through of partial r
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -40,8 +42,9 @@ def cache_from_rotation(q: np.ndarray, q_rot: np.ndarray, start: int = 0) -> Cac
     if dtype not in _MANTISSA:
         raise PosencError("q_rot", f"dtype must be float64, float32, float16 or bfloat16, got {q_rot.dtype}")
     n, head_dim = q.shape[-2], q.shape[-1]
-    x = np.asarray(q, dtype=np.float64).reshape(-1, n, head_dim)
-    y = np.asarray(q_rot, dtype=np.float64).reshape(-1, n, head_dim)
+    batch = math.prod(q.shape[:-2])  # not reshape(-1, ...): an empty q does not imply the batch size
+    x = np.asarray(q, dtype=np.float64).reshape(batch, n, head_dim)
+    y = np.asarray(q_rot, dtype=np.float64).reshape(batch, n, head_dim)
     changed = np.flatnonzero(np.any(x != y, axis=(0, 1)))
     width = int(changed.max()) + 1 if changed.size else 0
     width += width % 2

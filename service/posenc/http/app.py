@@ -16,6 +16,7 @@ from .. import __version__
 from ..config import ServiceConfig
 from . import errors, openapi, protocol
 from .asgi import ServiceApp
+from .compress import GzipJson
 from .routes import ROUTERS, docs
 from .routes.models import ModelPositionsRequest
 from .schemas import (
@@ -68,6 +69,7 @@ def create_app(config: ServiceConfig | None = None, *, run_dir: str | None = Non
     for router in ROUTERS:
         api.include_router(router)
     docs.install(api)
+    api.add_middleware(GzipJson)  # whole JSON documents; arrays compress themselves (responses.py)
     routes = [(method, route.path) for router in ROUTERS for route in router.routes
               for method in sorted(route.methods)]
     errors.install(api, routes)

@@ -28,8 +28,8 @@ import re
 import time
 
 from fastapi import FastAPI
-from starlette.middleware.cors import CORSMiddleware
 
+from .cors import Cors
 from .errors import REQUEST_ID, HttpError, error_body
 from .fastcompute import FastComputed
 from .fastpath import ROW_ROUTE, FastRows, header
@@ -123,10 +123,10 @@ class ServiceApp:
         self.access_log = config.server.access_log
         self.inner = self._serve
         if config.server.cors_origins:
-            self.inner = CORSMiddleware(self._serve, allow_origins=list(config.server.cors_origins),
-                                        allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
-                                        allow_headers=["authorization", "content-type", "accept", "x-request-id"],
-                                        expose_headers=CORS_EXPOSED, max_age=600)
+            self.inner = Cors(self._serve, allow_origins=list(config.server.cors_origins),
+                              allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
+                              allow_headers=["authorization", "content-type", "accept", "x-request-id"],
+                              expose_headers=CORS_EXPOSED, max_age=600)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":

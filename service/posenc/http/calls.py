@@ -100,6 +100,7 @@ async def read_call(request: Request, model: type[BaseModel], body_array: str | 
                             "(query parameters go with binary bodies)", first)
         doc = doc or query
         arrays = {name: doc.pop(name) for name in ARRAY_FIELDS if name in doc}
+        refuse_booleans(body, arrays)
     elif content in (NPY, RAW) and body_array is not None:
         doc = query
         raw_dtype = _RAW_DTYPES.get(doc.get("positions_dtype", "int64"))
@@ -119,16 +120,42 @@ async def read_call(request: Request, model: type[BaseModel], body_array: str | 
     return Call(params, media, arrays)
 
 
+def _leaf_types(value) -> set[type]:
+    """The types of the leaves of a nested JSON list."""
+    if type(value) is not list:
+        return {type(value)}
+    if value and type(value[0]) is list:
+        return set().union(*map(_leaf_types, value))
+    return set(map(type, value))
+
+
+def refuse_booleans(body: bytes, arrays: dict[str, Any]) -> None:
+    """A JSON true/false in an array field is not a number (numpy would make [0, true] [0, 1])."""
+    if b"true" in body or b"false" in body:  # one scan of the body rules out the usual case
+        for name, value in arrays.items():
+            if bool in _leaf_types(value):
+                raise PosencError(name, "must hold numbers only, got true/false")
+
+
 def as_array(value, name: str, limit: int, dtype=None) -> np.ndarray:
-    """A JSON value (or decoded body) as an ndarray of at most `limit` elements."""
+    """A JSON value (or decoded body) as an ndarray of at most `limit` elements; with `dtype`,
+    numbers only (no strings, no nulls), each finite in that dtype."""
     if isinstance(value, list) and len(value) > limit:
         raise HttpError("too_many_positions", f"{len(value)} {name} is over the limit of {limit}", name)
     try:
-        arr = np.asarray(value, dtype=dtype)
+        arr = np.asarray(value)
     except (TypeError, ValueError, OverflowError) as exc:
         raise PosencError(name, f"must be an array of numbers ({exc})") from None
     if arr.size > limit:
         raise HttpError("too_many_positions", f"{arr.size} {name} is over the limit of {limit}", name)
+    if dtype is not None:
+        if arr.dtype.kind not in "iuf":
+            raise PosencError(name, f"must be an array of numbers, got {arr.dtype} values")
+        with np.errstate(over="ignore"):
+            cast = arr.astype(dtype)
+        if not np.isfinite(cast).all():  # JSON has no inf or NaN: a number too large for `dtype`
+            raise PosencError(name, f"holds a number too large for {np.dtype(dtype).name}")
+        arr = cast
     return arr
 
 

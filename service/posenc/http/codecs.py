@@ -21,6 +21,7 @@ import ml_dtypes
 import numpy as np
 import orjson
 
+from ..args import json_type
 from ..npyfile import parse_npy
 from .errors import HttpError
 
@@ -153,7 +154,7 @@ def decode_json(body: bytes) -> dict:
     except orjson.JSONDecodeError as exc:
         raise HttpError("invalid_body", f"body is not valid JSON: {exc}", "body") from None
     if not isinstance(doc, dict):
-        raise HttpError("invalid_body", f"body must be a JSON object, got {type(doc).__name__}", "body")
+        raise HttpError("invalid_body", f"body must be a JSON object, got {json_type(doc)}", "body")
     return doc
 
 

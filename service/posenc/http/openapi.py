@@ -93,12 +93,14 @@ def _structured(prop: dict) -> bool:
 
 def _what_every_route_does(schema: dict, require_api_key: bool) -> None:
     """The ASGI layer's part of every operation: X-Request-Id in and out, 422 for a bad one, 429 on
-    limited routes, 401 on every route but health and readiness when the API key is required."""
+    limited routes, 401 on every route but health and readiness when the API key is required, and
+    where a body is taken, its size cap, deadline and memory budget (413, 408, 503)."""
     for path, operations in schema.get("paths", {}).items():
         for operation in operations.values():
             operation.setdefault("parameters", []).append(_REQUEST_ID)
             statuses = [422] + ([] if path in _UNLIMITED else [429]) + \
-                ([401] if require_api_key and path not in _OPEN else [])
+                ([401] if require_api_key and path not in _OPEN else []) + \
+                ([408, 413, 503] if "requestBody" in operation else [])
             responses = operation.setdefault("responses", {})
             for status in statuses:
                 responses.setdefault(str(status), {"description": _ERROR_STATUSES[status],

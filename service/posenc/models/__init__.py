@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..args import json_type
 from ..errors import PosencError
 from .positions import LayerPositions, ModelPositions
 
@@ -32,7 +33,7 @@ def from_hf_config(config: dict, *, strict: bool = True) -> ModelPositions:
     (`strict=False` downgrades that to a warning): never a silent default.
     """
     if not isinstance(config, dict):
-        raise PosencError("config", f"must be a JSON object, got {type(config).__name__}")
+        raise PosencError("config", f"must be a JSON object, got {json_type(config)}")
     model_type = config.get("model_type")
     if model_type is not None and not isinstance(model_type, str):
         raise PosencError("config.model_type", f"must be a string, got {type(model_type).__name__}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ..args import as_float, as_int
+from ..args import as_float, as_int, json_type
 from ..errors import PosencError
 
 #: Layer counts beyond this are not a model, they are a memory bomb (the index lists are materialised).
@@ -24,7 +24,7 @@ class ConfigView:
 
     def __init__(self, raw, path: str = "config"):
         if not isinstance(raw, dict):
-            raise PosencError(path, f"must be a JSON object, got {type(raw).__name__}")
+            raise PosencError(path, f"must be a JSON object, got {json_type(raw)}")
         self.raw = raw
         self.path = path
 

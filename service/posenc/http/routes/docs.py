@@ -17,6 +17,8 @@ from fastapi.staticfiles import StaticFiles
 DOCS_PATH = "/docs"
 ASSETS_PATH = "/docs/assets"
 ASSETS = files("fastapi_offline") / "static"
+#: Swagger UI's online validator badge is an image from validator.swagger.io on any host but localhost.
+SWAGGER_PARAMETERS = {"validatorUrl": None}
 
 
 def install(api: FastAPI) -> None:
@@ -29,4 +31,5 @@ def install(api: FastAPI) -> None:
         return get_swagger_ui_html(openapi_url=f"{root}{api.openapi_url}", title=f"{api.title} - API docs",
                                    swagger_js_url=f"{root}{ASSETS_PATH}/swagger-ui-bundle.js",
                                    swagger_css_url=f"{root}{ASSETS_PATH}/swagger-ui.css",
-                                   swagger_favicon_url=f"{root}{ASSETS_PATH}/favicon.png")
+                                   swagger_favicon_url=f"{root}{ASSETS_PATH}/favicon.png",
+                                   swagger_ui_parameters=SWAGGER_PARAMETERS)

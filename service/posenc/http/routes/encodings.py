@@ -173,7 +173,7 @@ async def rope_apply(request: Request) -> Response:
     if "x" not in call.arrays:
         raise PosencError("x", "is required")
     x = call.arrays["x"]
-    if isinstance(x, list):
+    if not isinstance(x, np.ndarray):  # a JSON x (any JSON value); a binary body's x is an array
         dtype = output_dtype(params.dtype or "float64", "dtype")
         x = as_array(x, "x", LIMITS.max_output_bytes // dtype.itemsize, dtype)
     elif params.dtype is not None:

@@ -73,7 +73,7 @@ def _figure_response(svg: bytes, summary: dict) -> Response:
 
 
 @router.post("/figures/audit", summary="The audit's error-vs-position figure (SVG in JSON)",
-             responses=error_responses(400, 413, 415, 422), openapi_extra=request_body(AuditFigureRequest, False))
+             responses=error_responses(400, 406, 413, 415, 422), openapi_extra=request_body(AuditFigureRequest, False))
 async def audit_figure(request: Request) -> Response:
     call = await read_call(request, AuditFigureRequest, None)
     svg, summary = await service_of(request).run(lambda: render_audit(call.params.report), FIGURE_COST_NS)
@@ -81,7 +81,7 @@ async def audit_figure(request: Request) -> Response:
 
 
 @router.post("/figures/{figure}", summary="One explorer figure (SVG in JSON) for a table, specs or a config",
-             responses=error_responses(400, 404, 413, 415, 422), openapi_extra=request_body(FigureRequest, False))
+             responses=error_responses(400, 404, 406, 413, 415, 422), openapi_extra=request_body(FigureRequest, False))
 async def figure(request: Request, figure: str) -> Response:
     if figure not in FIGURES:
         raise HttpError("not_found", f"no figure {figure!r}; one of {sorted(FIGURES)} or audit", "figure")

@@ -18,6 +18,7 @@ from ...errors import PosencError
 from ...shm import Table
 from ..calls import read_call, respond, service_of
 from ..codecs import negotiate
+from ..errors import HttpError
 from ..openapi import array_responses, request_body
 from ..schemas import TABLE_NAME_PATTERN, Dtype, RowsRequest
 from ..table_cache import serves_dtype
@@ -65,6 +66,16 @@ async def table_rows(request: Request, name: Annotated[str, _NAME]) -> Response:
     return await rows_response(request, call.media, table, call.arrays["positions"], call.params.dtype)
 
 
+def _only_dtype_in_query(request: Request) -> None:
+    """A typo (`dtyp=`) or a second dtype is refused, as on every other route, not silently ignored."""
+    keys = [key for key, _ in request.query_params.multi_items()]
+    for key in keys:
+        if key != "dtype":
+            raise HttpError("invalid_parameter", f"unknown query parameter {key!r}: this route takes dtype only", key)
+    if len(keys) > 1:
+        raise HttpError("invalid_parameter", "query parameter 'dtype' is given more than once", "dtype")
+
+
 @router.get("/{name}/rows/{position}", summary="One row of a table (the hot path)", responses=array_responses())
 async def table_row(request: Request, name: Annotated[str, _NAME],
                     position: Annotated[str, Path(description="Absolute position (an integer).",
@@ -72,6 +83,7 @@ async def table_row(request: Request, name: Annotated[str, _NAME],
                     dtype: Annotated[Dtype | None, Query(description="Output dtype, default the table's.")] = None
                     ) -> Response:
     """One row, shape [width]. Without query parameters this is served by the raw-ASGI fast path."""
+    _only_dtype_in_query(request)
     media = negotiate(request.headers.get("accept"))
     table = await named_table(request, name)
     out = dtype_for(table, dtype)

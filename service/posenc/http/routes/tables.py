@@ -59,7 +59,7 @@ async def table(request: Request, name: Annotated[str, _NAME]) -> dict:
 
 @router.put("/{name}", summary="Create or replace a table", status_code=201, response_model=TableInfoResponse,
             dependencies=[Depends(require_api_key)],
-            responses=error_responses(400, 401, 403, 408, 409, 413, 415, 422, 503),
+            responses=error_responses(400, 401, 403, 406, 408, 409, 413, 415, 422, 503),
             openapi_extra=table_request_body(TableCreateRequest))
 async def create_table(request: Request, name: Annotated[str, _NAME]) -> dict:
     """Build the table into shared memory (a new generation if it exists) and publish it. A JSON
