@@ -203,6 +203,8 @@ class InfoResponse(BaseModel):
     require_api_key: bool = Field(description="Whether every route but /healthz and /readyz needs the API key")
     table_management: bool = Field(description="Whether PUT/DELETE /v1/tables is on (POSENC_API_KEY set)")
     tables: list[TableInfoResponse]
+    gc_frozen_objects: int = Field(description="Objects alive after start-up that a served worker moved out of the "
+                                   "garbage collector's reach (gc.freeze), so no full collection pauses requests")
 
 
 class ReadyResponse(BaseModel):

@@ -9,6 +9,7 @@ per kernel thread at a time, so the event loop keeps answering and memory stays 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import shutil
@@ -50,6 +51,15 @@ def make_run_dir() -> Path:
 INLINE_BUDGET_NS = 1_000_000
 
 
+
+def freeze_startup_heap() -> None:
+    """Move everything alive after start-up (imported modules, compiled kernels, mapped tables:
+    ~100k objects) out of the garbage collector's reach. A full collection of that heap takes
+    tens of milliseconds on the event loop: a pause every request in flight then waits for,
+    which was the service's P99. Requests' own objects are still collected as usual."""
+    gc.collect()
+    gc.freeze()
+
 class Service:
     def __init__(self, config: ServiceConfig, run_dir: str | os.PathLike | None,
                  routes: Sequence[tuple[str, str]]):
@@ -81,6 +91,8 @@ class Service:
         self._library_output_cap = LIMITS.max_output_bytes
         LIMITS.max_output_bytes = self.config.limits.max_output_bytes
         await anyio.to_thread.run_sync(self._attach_and_warm)
+        if not self.standalone:  # a served worker; tests and embedders keep their own heap as it is
+            freeze_startup_heap()
         self.ready = not self.missing_tables()
         if not self.ready:
             log.error("not ready: configured tables missing from %s: %s", self.config.server.shm_dir,

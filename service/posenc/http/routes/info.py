@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import platform
 from importlib.metadata import PackageNotFoundError, version
 
@@ -43,4 +44,5 @@ async def info(request: Request) -> dict:
         "require_api_key": config.server.require_api_key,
         "table_management": config.api_key is not None,
         "tables": [public_table_info(t) for t in tables if t.state == "READY"],
+        "gc_frozen_objects": gc.get_freeze_count(),
     }
