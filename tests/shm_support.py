@@ -17,12 +17,15 @@ import sys
 import tempfile
 import time
 import zlib
+from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import assert_matches_oracle, compile_c_test, ulp_tolerance
 from posenc import reference
+from posenc.config import ServiceConfig
 from posenc.shm import TableStore, attach
 from posenc.tables import TableSpec
 
@@ -36,6 +39,23 @@ def shm_root():
     path = Path(tempfile.mkdtemp(prefix="posenc-test-", dir=parent))
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@contextmanager
+def published_config(prefix: str, config_of: Callable[[str], ServiceConfig]):
+    """(config, store): the service config `config_of(root)` on a fresh shm directory, its
+    [[tables]] already published as `posenc serve` would have them (the store publishes more);
+    the tables and the directory are removed afterwards."""
+    root = tempfile.mkdtemp(prefix=prefix, dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    store = TableStore(root)
+    try:
+        config = config_of(root)
+        for table in config.tables:
+            store.publish(table.name, table.spec)
+        yield config, store
+    finally:
+        store.close()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -3,23 +3,19 @@
 for bit, in every dtype, whatever else is in the request and whether a table or the kernels
 answered it."""
 
-import shutil
-import tempfile
-
 import numpy as np
 import posenc
 import pytest
-from posenc.client import ServerError
 from binary_support import running_server, table_store
 from conftest import DTYPES
 from fastapi.testclient import TestClient
 from posenc.api import rope_table
-from posenc.client import Client
+from posenc.client import Client, ServerError
 from posenc.config import ServiceConfig
 from posenc.dtypes import OUTPUT_DTYPES
 from posenc.http import create_app
-from posenc.shm import TableStore
 from posenc.tables import TableSpec
+from shm_support import published_config
 from test_batch_invariance import LLAMA3, assert_bitwise
 from test_http_routes import RAW, array_of, hits
 
@@ -49,17 +45,14 @@ def as_list(positions) -> list:
 
 @pytest.fixture(scope="module")
 def http():
-    root = tempfile.mkdtemp(prefix="posenc-invariance-http-", dir="/dev/shm")
-    config = ServiceConfig.from_dict({"server": {"shm_dir": root},
-                                      "limits": {"max_positions": 5000, "max_output_bytes": 16 << 20},
-                                      "tables": TABLES})
-    store = TableStore(root)
-    for table in config.tables:
-        store.publish(table.name, table.spec)
-    with TestClient(create_app(config)) as client:
+    def config_of(root):
+        return ServiceConfig.from_dict({"server": {"shm_dir": root},
+                                        "limits": {"max_positions": 5000, "max_output_bytes": 16 << 20},
+                                        "tables": TABLES})
+
+    with published_config("posenc-invariance-http-", config_of) as (config, _), \
+            TestClient(create_app(config)) as client:
         yield client
-    store.close()
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def http_rows(client, encoding: dict, positions, dtype: str) -> np.ndarray:

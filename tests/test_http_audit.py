@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
-import tempfile
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from shm_support import published_config
 from safetensors.numpy import save
 
 import posenc
 from posenc.config import ServiceConfig
 from posenc.http import create_app
-from posenc.shm import TableStore
 
 from audit_recipes import bf16_positions, config, exact
 
@@ -36,15 +34,8 @@ def service_config(root: str) -> ServiceConfig:
 
 @pytest.fixture(scope="module")
 def client():
-    root = tempfile.mkdtemp(prefix="posenc-audit-test-", dir="/dev/shm")
-    store = TableStore(root)
-    cfg = service_config(root)
-    for table in cfg.tables:
-        store.publish(table.name, table.spec)
-    with TestClient(create_app(cfg)) as c:
+    with published_config("posenc-audit-test-", service_config) as (cfg, _), TestClient(create_app(cfg)) as c:
         yield c
-    store.close()
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def npy(arr) -> bytes:

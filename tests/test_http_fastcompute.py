@@ -4,19 +4,17 @@ table hits counted once either way. The FastAPI path is forced by calling the Fa
 
 import asyncio
 import io
-import shutil
-import tempfile
 import urllib.parse
 
 import numpy as np
 import orjson
 import pytest
 from fastapi.testclient import TestClient
+from shm_support import published_config
 from posenc.config import ServiceConfig
 from posenc.http import create_app
 from posenc.http import fastspec
 from posenc.http.fastcompute import ROUTES
-from posenc.shm import TableStore
 from prometheus_client.parser import text_string_to_metric_families
 
 JSON, NPY, RAW = "application/json", "application/x-npy", "application/octet-stream"
@@ -41,16 +39,10 @@ def _config(root: str) -> ServiceConfig:
 
 @pytest.fixture(scope="module")
 def app():
-    root = tempfile.mkdtemp(prefix="posenc-fastcompute-test-", dir="/dev/shm")
-    store = TableStore(root)
-    config = _config(root)
-    for table in config.tables:
-        store.publish(table.name, table.spec)
-    app = create_app(config)
-    with TestClient(app):  # runs the lifespan: the service (tables, metrics) both ways share
-        yield app
-    store.close()
-    shutil.rmtree(root, ignore_errors=True)
+    with published_config("posenc-fastcompute-test-", _config) as (config, _):
+        app = create_app(config)
+        with TestClient(app):  # runs the lifespan: the service (tables, metrics) both ways share
+            yield app
 
 
 class _CountingApi:

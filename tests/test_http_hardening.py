@@ -15,6 +15,7 @@ import numpy as np
 import orjson
 import pytest
 from fastapi.testclient import TestClient
+from shm_support import published_config
 from prometheus_client.parser import text_string_to_metric_families
 
 import posenc
@@ -22,7 +23,6 @@ from posenc.config import ServiceConfig
 from posenc.http import create_app
 from posenc.http.launch import ServerProcess
 from posenc.http.responses import GZIP_MIN_BYTES, STREAM_BYTES, json_pieces
-from posenc.shm import TableStore
 
 NPY, RAW = "application/x-npy", "application/octet-stream"
 ROPE = {"kind": "rope", "head_dim": 16}
@@ -39,13 +39,8 @@ def config(root: str, server: dict | None = None, **limits) -> ServiceConfig:
 
 @pytest.fixture(scope="module")
 def root():
-    path = tempfile.mkdtemp(prefix="posenc-hardening-", dir="/dev/shm")
-    store = TableStore(path)
-    for table in config(path).tables:
-        store.publish(table.name, table.spec)
-    yield path
-    store.close()
-    shutil.rmtree(path, ignore_errors=True)
+    with published_config("posenc-hardening-", config) as (served, _):
+        yield served.server.shm_dir
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,8 @@ and misses, table management, and an error body naming the field for every kind 
 
 import asyncio
 import io
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import httpx
 import ml_dtypes
@@ -18,10 +16,10 @@ import orjson
 import pytest
 from conftest import DTYPES, assert_matches_oracle
 from fastapi.testclient import TestClient
+from shm_support import published_config
 from posenc import reference
 from posenc.config import ServiceConfig
 from posenc.http import create_app
-from posenc.shm import TableStore
 from posenc.encodings import RopeSpec
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -46,15 +44,9 @@ def service_config(root: str, **limits) -> ServiceConfig:
 
 @pytest.fixture(scope="module")
 def root():
-    path = tempfile.mkdtemp(prefix="posenc-http-test-", dir="/dev/shm")
-    store = TableStore(path)
-    config = service_config(path)
-    for table in config.tables:
-        store.publish(table.name, table.spec)
-    store.publish(EXTRA["name"], ServiceConfig.from_dict({"tables": [EXTRA]}).tables[0].spec)
-    yield path
-    store.close()
-    shutil.rmtree(path, ignore_errors=True)
+    with published_config("posenc-http-test-", service_config) as (config, store):
+        store.publish(EXTRA["name"], ServiceConfig.from_dict({"tables": [EXTRA]}).tables[0].spec)
+        yield config.server.shm_dir
 
 
 @pytest.fixture(scope="module")
