@@ -23,10 +23,9 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
 from ..errors import PosencError
-from .codecs import JSON, NPY, RAW, decode_array, decode_json, encode_body, media_type, negotiate
+from .codecs import JSON, NPY, RAW, decode_array, decode_json, media_type, negotiate
 from .errors import HttpError
-from .responses import GZIP_MIN_BYTES, STREAM_BYTES, ArrayResponse, accepts_gzip, check_response_size, \
-    encoded_size_bound, gzipped
+from .responses import GZIP_MIN_BYTES, ArrayResponse, accepts_gzip, encoded_whole, gzipped, reserve_response
 from .service import Service
 
 #: Fields that carry arrays: parsed straight to numpy (never through pydantic).
@@ -95,7 +94,7 @@ async def read_call(request: Request, model: type[BaseModel], body_array: str | 
     if content == JSON:
         doc = decode_json(body)
         if doc and query:
-            first = sorted(query)[0]
+            first = min(query)
             raise HttpError("invalid_parameter", f"{first}: with a JSON body, give every field in the body "
                             "(query parameters go with binary bodies)", first)
         doc = doc or query
@@ -183,15 +182,15 @@ async def respond(request: Request, media: str, job: Callable[[], np.ndarray], e
 
     def work():
         arr = job()
-        check_response_size(arr, media, limit)
-        if encoded_size_bound(arr, media) > STREAM_BYTES:
+        whole = encoded_whole(arr, media, limit, extra)
+        if whole is None:
             return arr, None, gzip
-        body = encode_body(arr, media, extra)[0]
+        body = whole[0]
         if gzip and len(body) >= GZIP_MIN_BYTES:
             return arr, gzipped(body), True
         return arr, body, False
 
-    reservation = service.budget.take(min(max(int(elements), 0) * 8, limit), "the response")
+    reservation = reserve_response(service.budget, elements, limit)
     try:
         arr, body, zipped = await service.run(work, cost_ns(elements, gathered, media))
         reservation.resize(arr.nbytes + (0 if body is None else len(body)))

@@ -30,8 +30,8 @@ from ..args import as_positions
 from ..dtypes import OUTPUT_DTYPES
 from .calls import as_array, cost_ns
 from .budget import Reservation
-from .codecs import JSON, RAW, decode_array, encode_body, media_type, negotiate
-from .responses import GZIP_MIN_BYTES, STREAM_BYTES, accepts_gzip, check_response_size, encoded_size_bound
+from .codecs import JSON, RAW, decode_array, media_type, negotiate
+from .responses import GZIP_MIN_BYTES, accepts_gzip, encoded_whole, reserve_response
 from .routes.encodings import rope_plan, rope_spec_of, sinusoidal_plan, sinusoidal_spec_of, spec_job
 from .routes.rows import dtype_for
 from .service import INLINE_BUDGET_NS
@@ -149,14 +149,11 @@ def answer(service, scope, body: bytes, route: tuple[str, tuple]) -> tuple[objec
         if cost_ns(elements, gathered, media) > INLINE_BUDGET_NS:
             return None  # a worker-thread job: the endpoint runs it (its overhead is small beside it)
         limit = service.config.limits.max_output_bytes
-        reservation = service.budget.take(min(max(int(elements), 0) * 8, limit), "the response")
+        reservation = reserve_response(service.budget, elements, limit)
         arr = job()
-        check_response_size(arr, media, limit)
-        if encoded_size_bound(arr, media) > STREAM_BYTES:
-            raise _Unplain  # the endpoint streams it
-        out = encode_body(arr, media)
-        if gzip and len(out[0]) >= GZIP_MIN_BYTES:
-            raise _Unplain  # the endpoint compresses it
+        out = encoded_whole(arr, media, limit)
+        if out is None or (gzip and len(out[0]) >= GZIP_MIN_BYTES):
+            raise _Unplain  # the endpoint streams or compresses it
         reservation.resize(arr.nbytes + len(out[0]))
     except Exception:  # noqa: BLE001 - the endpoint (then FastAPI) answers it, error and all
         if reservation is not None:

@@ -22,8 +22,8 @@ from functools import lru_cache
 import numpy as np
 from starlette.responses import Response
 
-from .budget import Reservation
-from .codecs import JSON, NPY, headers_for, json_data, json_frame, npy_header, wire_array
+from .budget import MemoryBudget, Reservation
+from .codecs import JSON, NPY, encode_body, headers_for, json_data, json_frame, npy_header, wire_array
 from .errors import HttpError
 
 STREAM_BYTES = 1 << 20
@@ -58,6 +58,21 @@ def check_response_size(arr: np.ndarray, media: str, limit: int) -> None:
                         f"bytes, over the limit of {limit} (max_output_bytes); ask for fewer values"
                         + (" or a binary response (Accept: application/x-npy)" if media == JSON else ""),
                         "accept")
+
+
+def reserve_response(budget: MemoryBudget, elements: int, limit: int) -> Reservation:
+    """The budget charged, before the answer is computed, with its upper bound: `elements` values
+    of at most 8 bytes, within the output cap `limit` (resized to the real bytes once known)."""
+    return budget.take(min(max(int(elements), 0) * 8, limit), "the response")
+
+
+def encoded_whole(arr: np.ndarray, media: str, limit: int, extra: dict | None = None) -> tuple[bytes, dict] | None:
+    """(body, headers) of `arr` in one piece once it passes the size cap; None when it is large
+    enough to stream (ArrayResponse encodes it piece by piece)."""
+    check_response_size(arr, media, limit)
+    if encoded_size_bound(arr, media) > STREAM_BYTES:
+        return None
+    return encode_body(arr, media, extra)
 
 
 @lru_cache(maxsize=256)
