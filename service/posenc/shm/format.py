@@ -77,6 +77,11 @@ def data_offset_for(spec_len: int) -> int:
     return -(-(HEADER_SIZE + spec_len) // DATA_ALIGN) * DATA_ALIGN
 
 
+def segment_size(table: TableSpec) -> int:
+    """The size of the segment file holding `table`: header, spec JSON, padding and data."""
+    return data_offset_for(len(table.canonical_json.encode())) + table.nbytes
+
+
 def pack_header(table: TableSpec, name: str, generation: int, created_ns: int, writer_pid: int,
                 algorithm: int) -> bytes:
     """Header + spec JSON + zero padding up to the data (state BUILDING, checksums still zero)."""

@@ -70,21 +70,31 @@ def create(path: Path, table: TableSpec, name: str, generation: int, mode: int, 
     except OSError as exc:
         raise ShmError("table", f"cannot create {path}: {exc.strerror}") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.fchmod(fd, mode)
-        os.posix_fallocate(fd, 0, file_size)
+        lock_and_reserve(fd, mode, file_size, path.parent, f"table {name!r}")
         _pwrite_all(fd, prefix, 0)
     except OSError as exc:
         discard(path, fd)
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENOMEM):
-            raise ShmError("table", f"not enough space in {path.parent} for table {name!r}: it needs "
-                           f"{file_size} bytes, {_free_bytes(path.parent)} are free "
-                           f"({exc.strerror}); nothing was published") from None
-        raise ShmError("table", f"cannot reserve space for {path}: {exc.strerror}") from None
+        raise ShmError("table", f"cannot write {path}: {exc.strerror}") from None
     except BaseException:
         discard(path, fd)
         raise
     return fd
+
+
+def lock_and_reserve(fd: int, mode: int, file_size: int, directory: Path, what: str) -> None:
+    """Take the build lock on a new segment file, set its mode and reserve all its space.
+
+    A full filesystem is a ShmError here ("not enough space in DIR for WHAT ... nothing was
+    published"), before any work and never a SIGBUS later."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.fchmod(fd, mode)
+        os.posix_fallocate(fd, 0, file_size)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENOMEM):
+            raise ShmError("table", f"not enough space in {directory} for {what}: it needs {file_size} bytes, "
+                           f"{_free_bytes(directory)} are free ({exc.strerror}); nothing was published") from None
+        raise ShmError("table", f"cannot reserve space in {directory} for {what}: {exc.strerror}") from None
 
 
 def fill(fd: int, table: TableSpec, algorithm: int, progress=None) -> None:
@@ -114,14 +124,20 @@ def _pwrite_all(fd: int, data, offset: int) -> None:
 
 
 def mark_ready(fd: int, data_offset: int, data_crc: int) -> None:
-    """Store the data checksum, then the header CRC, then state READY with a release store:
-    every write before it (the rows' pwrites included) is visible to a reader that sees READY."""
+    """Seal a segment written with pwrite: map its header page and `seal` it there."""
     mapping = mmap.mmap(fd, data_offset, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
     try:
-        set_checksums(mapping, data_crc)
-        _store_state(np.frombuffer(mapping, np.uint32, HEADER_SIZE // 4), READY)
+        seal(mapping, data_crc)
     finally:
         close_mapping(mapping)
+
+
+def seal(mapping, data_crc: int) -> None:
+    """Store the data checksum, then the header CRC, then state READY with a release store:
+    every write before it (the rows' pwrites, or stores into a mapping by any thread that
+    has been joined) is visible to a reader that sees READY."""
+    set_checksums(mapping, data_crc)
+    _store_state(np.frombuffer(mapping, np.uint32, HEADER_SIZE // 4), READY)
 
 
 def discard(path: Path, fd: int) -> None:

@@ -1,0 +1,154 @@
+"""A prepared segment: a segment file made ready for a publish before the publish starts.
+
+On tmpfs most of a cold publish is the kernel allocating, zeroing and mapping the file's
+pages, not the rows: for 64 MiB, `posix_fallocate` plus `mmap(MAP_POPULATE)` alone cost
+about three times computing and checksumming the rows. A prepared segment pays that ahead
+of time, off the publish's critical path: an unnamed file in the shm directory
+(`O_TMPFILE`: a crash leaves nothing behind), build-locked, its mode set, every byte
+reserved with `posix_fallocate` (a full tmpfs fails here, never with a SIGBUS later) and
+mapped shared with `MAP_POPULATE`, so every page is allocated, zeroed and mapped. A
+publish into it then only computes rows into memory (`build`: pieces of the table on the
+kernel threads, each checksummed where it was written, the checksums combined), writes
+the header, stores READY and links the finished file under its generation name (`link`).
+
+The file's bytes are exactly a cold publish's; only the way they get there differs
+(docs/shm-format.md, *Publishing into a prepared segment*). A prepared segment holds as
+much tmpfs as the table it will carry until it is used or closed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..kernels import run_each, threads
+from ..tables import TableSpec
+from . import checksum
+from .errors import ShmError
+from .format import pack_header
+from .segment import close_mapping, lock_and_reserve, seal
+
+MADV_DONTNEED, MADV_POPULATE_WRITE = 4, 23  # <sys/mman.h>; POPULATE_WRITE since Linux 5.14
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+
+#: Rows are computed in pieces of about this many bytes, one piece per kernel thread at a
+#: time: big enough that the native kernels write them with non-temporal stores (they do
+#: from 8 MiB on) and that a hand-off is noise, small enough that `progress` ticks a few
+#: times for a 64 MiB table. Each piece is checksummed right after it is written.
+PIECE_BYTES = 8 << 20
+
+
+class PreparedSegment:
+    """An unnamed, build-locked, reserved and fully mapped file of `file_size` bytes in
+    `directory`, all zero, waiting for one publish. Not shared between threads: a store
+    hands it to one publish (or closes it) under its own lock."""
+
+    def __init__(self, directory: Path, file_size: int, mode: int):
+        self.directory = Path(directory)
+        self.file_size = file_size
+        try:
+            self._fd = os.open(self.directory, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, mode)
+        except OSError as exc:
+            raise ShmError("table", f"cannot prepare a segment in {self.directory}: {exc.strerror} "
+                           "(it needs a filesystem with O_TMPFILE: tmpfs, ext4, xfs, btrfs)") from None
+        try:
+            lock_and_reserve(self._fd, mode, file_size, self.directory, "a prepared segment")
+            self._mapping = _populated_mapping(self._fd, file_size)
+        except OSError as exc:
+            os.close(self._fd)
+            raise ShmError("table", f"cannot map a prepared segment in {self.directory}: {exc.strerror}") from None
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def build(self, table: TableSpec, name: str, generation: int, algorithm: int, progress=None) -> None:
+        """Write generation `generation` of `name` holding `table` into the file, READY last.
+
+        The rows go straight into the mapping, `threads()` pieces at a time; `progress` is
+        called on this thread after each round, once every piece of it is written, so an
+        exception from it never leaves a kernel writing. Then the header, the checksums and
+        READY, as `segment.fill` does for a cold segment."""
+        prefix = pack_header(table, name, generation, time.time_ns(), os.getpid(), algorithm)
+        if len(prefix) + table.nbytes != self.file_size:
+            raise ShmError("table", f"a prepared segment of {self.file_size} bytes cannot hold a table of "
+                           f"{len(prefix) + table.nbytes}")
+        data = np.frombuffer(self._mapping, table.np_dtype, table.rows * table.width, len(prefix))
+        data = data.reshape(table.rows, table.width)
+        row_bytes = table.width * table.np_dtype.itemsize
+        piece_rows = max(1, PIECE_BYTES // row_bytes)
+        pieces = [(lo, min(lo + piece_rows, table.rows)) for lo in range(0, table.rows, piece_rows)]
+
+        def compute(piece):
+            lo, hi = piece
+            table.fill_block(data[lo:hi], lo, hi)
+            return checksum.compute(algorithm, data[lo:hi])
+
+        crc = 0
+        per_round = threads()
+        for first in range(0, len(pieces), per_round):
+            done = pieces[first:first + per_round]
+            for (lo, hi), piece_crc in zip(done, run_each(compute, done)):
+                crc = checksum.combine(algorithm, crc, piece_crc, (hi - lo) * row_bytes)
+            if progress is not None:
+                progress(done[-1][1], table.rows)
+        del data  # the mapping can be closed once no view of it is left
+        self._mapping[:len(prefix)] = prefix
+        seal(self._mapping, crc)
+
+    def link(self, path: Path) -> int:
+        """Give the file its name `path` and return its fd, build lock held, to the caller,
+        which owns it from now on (`close` then only drops the mapping). The file is never
+        visible before it is complete. Raises ShmError if the name exists or the link fails."""
+        # linkat(AT_SYMLINK_FOLLOW) of the /proc magic link: os.link passes that flag only on
+        # its linkat path, which a dir fd selects (plain link(2) would link the symlink itself).
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.link(f"/proc/self/fd/{self._fd}", path.name, dst_dir_fd=directory)
+        except OSError as exc:
+            raise ShmError("table", f"cannot link a prepared segment as {path}: {exc.strerror}") from None
+        finally:
+            os.close(directory)
+        fd, self._fd = self._fd, -1
+        return fd
+
+    def close(self) -> None:
+        """Drop the mapping and, unless it was linked and handed over, the file (the kernel
+        frees an unnamed file's pages with its last fd). Idempotent. Takes milliseconds for
+        a big table (the kernel unmaps every page), without holding the GIL for most of
+        it: a store runs it on its background thread."""
+        if self._mapping is not None:
+            _advise(self._mapping, MADV_DONTNEED)  # the page-table teardown, GIL released
+            close_mapping(self._mapping)
+            self._mapping = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _populated_mapping(fd: int, size: int) -> mmap.mmap:
+    """A shared read-write mapping of the whole file with every page allocated, zeroed and
+    mapped writable: madvise(MADV_POPULATE_WRITE) through ctypes, which releases the GIL
+    (mmap's MAP_POPULATE holds it) and ran faster here; MAP_POPULATE on kernels before 5.14."""
+    mapping = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    if _advise(mapping, MADV_POPULATE_WRITE):
+        return mapping
+    close_mapping(mapping)
+    return mmap.mmap(fd, size, mmap.MAP_SHARED | mmap.MAP_POPULATE, mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+def _advise(mapping: mmap.mmap, advice: int) -> bool:
+    """madvise the whole mapping; False where the kernel does not know `advice` (EINVAL)."""
+    address = ctypes.addressof(ctypes.c_char.from_buffer(mapping))  # the temporary export ends here
+    if _libc.madvise(address, len(mapping), advice) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error == errno.EINVAL:
+        return False
+    raise OSError(error, os.strerror(error))
