@@ -113,3 +113,19 @@ def test_tmpfs_too_small_fails_cleanly_and_publishes_nothing(small_tmpfs):
         assert_table_rows(tbl.array, small)
     assert store.publish("t", table_from(SIN, 0, 2048)).generation > g1  # the space was given back
     store.close()
+
+
+def test_a_prepared_segment_that_does_not_fit_fails_cleanly_and_holds_nothing(small_tmpfs):
+    store = TableStore(small_tmpfs, keep_prepared=True)
+    table = table_from(SIN, 0, 2400)  # 600 KiB: one copy fits the 1 MiB tmpfs, two do not
+    with pytest.raises(ShmError, match=r"not enough space .* for a prepared segment: it needs 2097[0-9]* bytes"):
+        store.prepare(table_from(SIN, 0, 8192))  # 2 MiB
+    generation = store.publish("t", table).generation  # its background preparation cannot fit: quietly none
+    with pytest.raises(ShmError, match="not enough space .* for a prepared segment"):
+        store.prepare(table)
+    assert store.prepared_bytes == 0
+    assert sorted(os.listdir(small_tmpfs)) == ["posenc-registry", f"posenc.t.{generation}"]
+    with attach("t", root=small_tmpfs) as tbl:
+        assert_table_rows(tbl.array, table)
+    store.close()
+    assert os.listdir(small_tmpfs) == ["posenc-registry"]
