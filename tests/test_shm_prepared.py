@@ -4,7 +4,7 @@ the header CRC covering them), readable by posenc, the C-free doc reader and the
 docs/shm-format.md; it is used only by a table of its size; a failure leaves the previous
 generation and nothing else; the memory it holds is released on close; two stores share a
 directory safely. Pieces are made small here so a small table still spans several of
-them on two threads (the CRC combination and the hand-offs are exercised)."""
+them (the CRC chained across pieces, progress between them)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from posenc.kernels import run_each, set_threads, threads
+from posenc.kernels import threads
 from posenc.shm import ShmError, TableStore, attach, checksum, prepared
 from posenc.shm.format import HEADER_SIZE, segment_size
 from shm_support import assert_table_rows, header_of, table_from
@@ -39,12 +39,8 @@ VARYING = set(range(16, 20)) | set(range(72, 88))
 
 
 @pytest.fixture(autouse=True)
-def small_pieces_on_two_threads(monkeypatch):
-    monkeypatch.setattr(prepared, "PIECE_BYTES", 4096)
-    previous = threads()
-    set_threads(2)
-    yield
-    set_threads(previous)
+def small_pieces(monkeypatch):
+    monkeypatch.setattr(prepared, "PIECE_BYTES_PER_THREAD", 4096 // threads())
 
 
 def segment_bytes(root: Path, name: str, generation: int) -> bytes:
@@ -145,13 +141,13 @@ def test_a_failure_midway_leaves_the_previous_generation_and_nothing_else(shm_ro
         store.prepare(table)
         calls = []
 
-        def fail_on_second_round(done, total):
+        def fail_on_second_piece(done, total):
             calls.append(done)
             if len(calls) == 2:
                 raise failure("stop")
 
         with pytest.raises(failure):
-            store.publish("t", table, progress=fail_on_second_round)
+            store.publish("t", table, progress=fail_on_second_piece)
         assert calls[-1] < table.rows
         assert sorted(os.listdir(shm_root)) == ["posenc-registry", f"posenc.t.{first}"]
         assert store.prepared_bytes == 0
@@ -242,33 +238,3 @@ def test_two_stores_with_prepared_segments_share_a_directory(shm_root):
     a.close()
     b.close()
     assert os.listdir(shm_root) == ["posenc-registry"] and open_files_under(shm_root) == []
-
-
-@pytest.mark.parametrize("algorithm", [checksum.CRC32, checksum.CRC32C])
-def test_checksums_of_pieces_combine_into_the_checksum_of_the_whole(algorithm):
-    data = np.random.default_rng(7).integers(0, 256, 50_001, dtype=np.uint8).tobytes()
-    whole = checksum.compute(algorithm, data)
-    for cuts in ([], [0], [1], [50_001], [3, 4096, 4097, 30_000], list(range(0, 50_001, 7919))):
-        bounds = [0, *cuts, len(data)]
-        crc = 0
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            crc = checksum.combine(algorithm, crc, checksum.compute(algorithm, data[lo:hi]), hi - lo)
-        assert crc == whole, cuts
-
-
-def test_run_each_runs_nested_jobs_inline_and_joins_every_job():
-    def outer(k):  # a job that starts jobs itself, as a prepared publish's fill_block does
-        return sum(run_each(lambda j: j * k, [1, 2, 3]))
-
-    assert run_each(outer, list(range(8))) == [6 * k for k in range(8)]
-    finished = []
-
-    def job(k):
-        if k == 0:
-            raise ValueError("first")
-        time.sleep(0.05)
-        finished.append(k)
-
-    with pytest.raises(ValueError, match="first"):
-        run_each(job, [0, 1])
-    assert finished == [1]  # run_each returned only after the other job finished

@@ -1,8 +1,9 @@
 """`posenc bench shm`: publishing and reading a shared-memory table, each case next to a
 plain memset/memcpy of the same bytes in the same run.
 
-Publishing (shm_publish.py): a whole `TableStore.publish`, each of its stages alone, and the
-machine's floors for writing as many bytes into a new tmpfs file (timed in C), against a
+Publishing (shm_publish.py): a whole `TableStore.publish`, each of its stages alone, a
+publish into a prepared segment (its preparation and unmap timed as rows of their own, on
+every kernel thread and on one), and the machine's floors for writing as many bytes into a new tmpfs file (timed in C), against a
 memcpy of warm memory.
 
 (a) single-row lookups in a numba loop over `Table.array` (bounds check + row copy) vs libc
@@ -116,7 +117,7 @@ def run(args) -> str:
     set_threads(1)
     root = Path(tempfile.mkdtemp(prefix="posenc-bench-", dir=resolve_root(None)))
     try:
-        return _run(root, args)
+        return _run(root, args, previous_threads)
     finally:
         set_threads(previous_threads)
         shutil.rmtree(root, ignore_errors=True)
@@ -177,9 +178,9 @@ def _fmt_rate(rate: float) -> str:
     return f"{rate / 1e6:.1f} M"
 
 
-def _run(root: Path, args) -> str:
+def _run(root: Path, args, parallel: int) -> str:
     table = TableSpec(SinusoidalSpec(args.dim), 0, args.rows)
-    publishing = publish_rows(root, table, args.repeats)
+    publishing = publish_rows(root, table, args.repeats, parallel)
     store = TableStore(root)
     store.publish("bench", table)
     t0 = time.perf_counter()
@@ -243,7 +244,8 @@ def _run(root: Path, args) -> str:
     notes = [
         (f"Table: sinusoidal {args.rows}x{args.dim} float32 ({nbytes / 2**20:.0f} MiB) in {resolve_root(None)}; "
          f"{args.lookups} uniformly random positions per case, rows/s the median of {args.repeats} passes; "
-         "one core. Publish rows: the median of the same number of runs, in the same process."),
+         f"one core, except the publishes into a prepared segment on {parallel} threads. Publish rows: the median "
+         "of the same number of runs, in the same process."),
         f"Attach: {attach_s * 1e3:.2f} ms; with checksum verification {attach_verify_s * 1e3:.1f} ms "
         f"({nbytes / attach_verify_s / 1e9:.1f} GB/s)"
         + ("." if isinstance(c, str) else f"; C reader attach with verification {c['attach_ms'][0]:.1f} ms."),

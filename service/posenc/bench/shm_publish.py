@@ -10,6 +10,12 @@ native library, and zlib's CRC-32); the `pwrite` of every block into the reserve
 the fixed cost of a publish (create, header, READY, the registry flip, unlinking the
 replaced generation), timed as the publish of a one-row table.
 
+Prepared segments (`TableStore.prepare`): the preparation (an unnamed file reserved and
+populated), timed on its own because a store does it before the publish or on its
+background thread; the publish into it on every kernel thread and on one; and the unmap of
+the used segment, which the store's background thread does after the flip. Their sum is
+what one publish costs a `keep_prepared` store in CPU time, whichever thread spends it.
+
 The floors come from shm_publish_floors.c, timed in C so no Python is in them: every way
 this machine has to put the bytes into a new file (pwrite with and without fallocate,
 writable mappings with MAP_POPULATE or page faults), and memset/memcpy of warm anonymous
@@ -27,7 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..kernels import set_threads, threads
 from ..shm import TableStore, checksum, segment
+from ..shm.format import segment_size
+from ..shm.prepared import PreparedSegment
 from ..tables import TableSpec
 from .c_helpers import compile_helper
 
@@ -81,8 +90,50 @@ def floor_rows(root: Path, nbytes: int, repeats: int) -> list[tuple[str, float]]
     return [(label, seconds[key]) for key, label in FLOORS]
 
 
-def publish_rows(root: Path, table: TableSpec, repeats: int) -> list[tuple[str, float]]:
-    """[(label, median seconds)] of a publish, its stages, and the floors (when a C compiler is here)."""
+def prepared_rows(store: TableStore, table: TableSpec, repeats: int, parallel: int) -> list[tuple[str, float]]:
+    """[(label, median seconds)] of preparing a segment, publishing into it on `parallel`
+    threads and on one, and unmapping it afterwards (each alone, `repeats` times)."""
+    prepare_s, publish_s = {parallel: [], 1: []}, {parallel: [], 1: []}
+    previous = threads()
+    try:
+        for _ in range(repeats):
+            for count in dict.fromkeys((parallel, 1)):
+                set_threads(count)
+                t0 = time.perf_counter()
+                store.prepare(table)
+                t1 = time.perf_counter()
+                store.publish("bench-prepared", table)
+                publish_s[count].append(time.perf_counter() - t1)
+                prepare_s[count].append(t1 - t0)
+                store.remove("bench-prepared")
+    finally:
+        set_threads(previous)
+
+    def used_segment():
+        prepared = PreparedSegment(store.root, segment_size(table), 0o600)
+        prepared.build(table, "bench-unmap", 1, checksum.CRC32C)
+        return prepared, prepared.link(store.root / "bench-unmap")
+
+    def drop(state):
+        os.close(state[1])
+        os.unlink(store.root / "bench-unmap")
+
+    rows = [(("`TableStore.prepare`: O_TMPFILE, fallocate, MADV_POPULATE_WRITE (before the publish, "
+              "or on the store's background thread)"), float(np.median(prepare_s[parallel] + prepare_s[1]))),
+            (f"`TableStore.publish` into a prepared segment, CRC-32C, {parallel} threads",
+             float(np.median(publish_s[parallel])))]
+    if parallel > 1:
+        rows.append(("`TableStore.publish` into a prepared segment, CRC-32C, 1 thread", float(np.median(publish_s[1]))))
+    rows.append(("after it: unmap the used segment (the store's background thread, after the flip)",
+                 _median_s(lambda state: state[0].close(), repeats, used_segment, drop)))
+    rows.append((f"prepare + publish ({parallel} threads) + unmap: one publish's work in a `keep_prepared` store",
+                 rows[0][1] + rows[1][1] + rows[-1][1]))
+    return rows
+
+
+def publish_rows(root: Path, table: TableSpec, repeats: int, parallel: int = 1) -> list[tuple[str, float]]:
+    """[(label, median seconds)] of a publish, its stages, publishes into prepared segments
+    (on `parallel` threads and on one), and the floors (when a C compiler is here)."""
     nbytes = table.nbytes
     block_rows, blocks = _blocks(table)
     buffer = np.empty((block_rows, table.width), table.np_dtype)
@@ -133,6 +184,7 @@ def publish_rows(root: Path, table: TableSpec, repeats: int) -> list[tuple[str, 
         for label, name in (("`TableStore.publish`, CRC-32C (the default)", "crc32c"),
                             ("`TableStore.publish`, CRC-32 (`checksum=\"crc32\"`)", "crc32")):
             rows.append((label, _median_s(publish, repeats, setup=lambda: stores[name], teardown=unpublish)))
+        rows += prepared_rows(stores["crc32c"], table, repeats, parallel)
         stages = [
             ("stage: `posix_fallocate` of a new file", _median_s(lambda fd: os.posix_fallocate(fd, 0, nbytes),
                                                                  repeats, new_file, drop_file)),

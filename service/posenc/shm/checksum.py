@@ -16,7 +16,6 @@ reader never depends on the native build to verify.
 from __future__ import annotations
 
 import ctypes
-import functools
 import zlib
 
 import numba as nb
@@ -32,8 +31,6 @@ CODES = {name: code for code, name in NAMES.items()}
 DEFAULT = "crc32c"
 
 _CASTAGNOLI = 0x82F63B78  # reflected polynomial 0x1EDC6F41
-_IEEE = 0xEDB88320  # zlib's, reflected 0x04C11DB7
-_POLYNOMIALS = {CRC32: _IEEE, CRC32C: _CASTAGNOLI}
 
 
 def _slice_by_8_tables(poly: int) -> np.ndarray:
@@ -144,38 +141,3 @@ def compute(algorithm: int, data, crc: int = 0) -> int:
     if algorithm == CRC32C:
         return crc32c(data, crc)
     return zlib.crc32(data, crc)
-
-
-def combine(algorithm: int, crc_a: int, crc_b: int, nbytes_b: int) -> int:
-    """The checksum of A then B from the checksums of A and B (each started from 0) and B's
-    length, as zlib's crc32_combine: pieces of one buffer checksummed on several threads
-    chain into the checksum of the whole. Costs one 32-bit carry-less product mod the
-    polynomial (the power of x for each length is computed once)."""
-    poly = _POLYNOMIALS[algorithm]
-    return _multiply_mod(_x_to_8n(poly, nbytes_b), crc_a, poly) ^ crc_b
-
-
-def _multiply_mod(a: int, b: int, poly: int) -> int:
-    """a * b modulo the polynomial, in the CRC's reflected bit order (bit 31 is x^0)."""
-    product, bit = 0, 1 << 31
-    while a:
-        if a & bit:
-            product ^= b
-            a ^= bit
-        bit >>= 1
-        b = (b >> 1) ^ poly if b & 1 else b >> 1
-    return product
-
-
-@functools.lru_cache(maxsize=64)
-def _x_to_8n(poly: int, nbytes: int) -> int:
-    """x^(8 * nbytes) modulo the polynomial: appending nbytes zero bytes to a CRC's register."""
-    result, square = 1 << 31, 1 << 30  # x^0, and x^1 to be squared up to x^8 below
-    for _ in range(3):
-        square = _multiply_mod(square, square, poly)
-    while nbytes:
-        if nbytes & 1:
-            result = _multiply_mod(square, result, poly)
-        nbytes >>= 1
-        square = _multiply_mod(square, square, poly)
-    return result

@@ -2,14 +2,14 @@
 
 On tmpfs most of a cold publish is the kernel allocating, zeroing and mapping the file's
 pages, not the rows: for 64 MiB, `posix_fallocate` plus `mmap(MAP_POPULATE)` alone cost
-about three times computing and checksumming the rows. A prepared segment pays that ahead
+more than twice computing and checksumming the rows. A prepared segment pays that ahead
 of time, off the publish's critical path: an unnamed file in the shm directory
 (`O_TMPFILE`: a crash leaves nothing behind), build-locked, its mode set, every byte
 reserved with `posix_fallocate` (a full tmpfs fails here, never with a SIGBUS later) and
-mapped shared with `MAP_POPULATE`, so every page is allocated, zeroed and mapped. A
-publish into it then only computes rows into memory (`build`: pieces of the table on the
-kernel threads, each checksummed where it was written, the checksums combined), writes
-the header, stores READY and links the finished file under its generation name (`link`).
+mapped shared and populated for writing, so every page is allocated, zeroed and mapped. A
+publish into it then only computes rows into memory (`build`: piece by piece, each
+checksummed right after it is written), writes the header, stores READY and links the
+finished file under its generation name (`link`).
 
 The file's bytes are exactly a cold publish's; only the way they get there differs
 (docs/shm-format.md, *Publishing into a prepared segment*). A prepared segment holds as
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..kernels import run_each, threads
+from ..kernels import threads
 from ..tables import TableSpec
 from . import checksum
 from .errors import ShmError
@@ -38,11 +38,12 @@ MADV_DONTNEED, MADV_POPULATE_WRITE = 4, 23  # <sys/mman.h>; POPULATE_WRITE since
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
-#: Rows are computed in pieces of about this many bytes, one piece per kernel thread at a
-#: time: big enough that the native kernels write them with non-temporal stores (they do
-#: from 8 MiB on) and that a hand-off is noise, small enough that `progress` ticks a few
-#: times for a 64 MiB table. Each piece is checksummed right after it is written.
-PIECE_BYTES = 8 << 20
+#: Rows are computed in pieces of this many bytes per kernel thread (`TableSpec.fill_block`
+#: splits a piece across them): each thread's share is big enough that the native kernels
+#: write it with non-temporal stores (they do from 8 MiB per call on), the pieces few enough
+#: that their hand-offs are noise, and `progress` still ticks a few times for 64 MiB. Each
+#: piece is checksummed right after it is written, the CRC chained piece to piece.
+PIECE_BYTES_PER_THREAD = 8 << 20
 
 
 class PreparedSegment:
@@ -71,9 +72,9 @@ class PreparedSegment:
     def build(self, table: TableSpec, name: str, generation: int, algorithm: int, progress=None) -> None:
         """Write generation `generation` of `name` holding `table` into the file, READY last.
 
-        The rows go straight into the mapping, `threads()` pieces at a time; `progress` is
-        called on this thread after each round, once every piece of it is written, so an
-        exception from it never leaves a kernel writing. Then the header, the checksums and
+        The rows go straight into the mapping, piece by piece; `progress` is called after
+        each piece, on this thread, once the kernels writing it have returned (so an
+        exception from it never leaves one writing). Then the header, the checksums and
         READY, as `segment.fill` does for a cold segment."""
         prefix = pack_header(table, name, generation, time.time_ns(), os.getpid(), algorithm)
         if len(prefix) + table.nbytes != self.file_size:
@@ -81,23 +82,14 @@ class PreparedSegment:
                            f"{len(prefix) + table.nbytes}")
         data = np.frombuffer(self._mapping, table.np_dtype, table.rows * table.width, len(prefix))
         data = data.reshape(table.rows, table.width)
-        row_bytes = table.width * table.np_dtype.itemsize
-        piece_rows = max(1, PIECE_BYTES // row_bytes)
-        pieces = [(lo, min(lo + piece_rows, table.rows)) for lo in range(0, table.rows, piece_rows)]
-
-        def compute(piece):
-            lo, hi = piece
-            table.fill_block(data[lo:hi], lo, hi)
-            return checksum.compute(algorithm, data[lo:hi])
-
+        piece_rows = max(1, PIECE_BYTES_PER_THREAD * threads() // (table.width * table.np_dtype.itemsize))
         crc = 0
-        per_round = threads()
-        for first in range(0, len(pieces), per_round):
-            done = pieces[first:first + per_round]
-            for (lo, hi), piece_crc in zip(done, run_each(compute, done)):
-                crc = checksum.combine(algorithm, crc, piece_crc, (hi - lo) * row_bytes)
+        for lo in range(0, table.rows, piece_rows):
+            hi = min(lo + piece_rows, table.rows)
+            table.fill_block(data[lo:hi], lo, hi)
+            crc = checksum.compute(algorithm, data[lo:hi], crc)
             if progress is not None:
-                progress(done[-1][1], table.rows)
+                progress(hi, table.rows)
         del data  # the mapping can be closed once no view of it is left
         self._mapping[:len(prefix)] = prefix
         seal(self._mapping, crc)
