@@ -25,6 +25,7 @@ memory, the ceiling no file can beat. Ratios are against that memcpy.
 from __future__ import annotations
 
 import dataclasses
+import mmap
 import os
 import subprocess
 import time
@@ -36,6 +37,7 @@ import numpy as np
 from ..kernels import set_threads, threads
 from ..shm import TableStore, checksum, segment
 from ..shm.format import segment_size
+from ..shm import prepared
 from ..shm.prepared import PreparedSegment
 from ..tables import TableSpec
 from .c_helpers import compile_helper
@@ -128,7 +130,45 @@ def prepared_rows(store: TableStore, table: TableSpec, repeats: int, parallel: i
                  _median_s(lambda state: state[0].close(), repeats, used_segment, drop)))
     rows.append((f"prepare + publish ({parallel} threads) + unmap: one publish's work in a `keep_prepared` store",
                  rows[0][1] + rows[1][1] + rows[-1][1]))
-    return rows
+    return rows + prepared_stage_rows(store.root, table, repeats)
+
+
+def prepared_stage_rows(root: Path, table: TableSpec, repeats: int) -> list[tuple[str, float]]:
+    """The two stages of a one-thread publish into a prepared segment, each alone: computing
+    the rows into a populated mapping, and checksumming them there afterwards."""
+    piece_rows = max(1, prepared.PIECE_BYTES_PER_THREAD // (table.width * table.np_dtype.itemsize))
+    pieces = [(lo, min(lo + piece_rows, table.rows)) for lo in range(0, table.rows, piece_rows)]
+
+    def populated():
+        fd = os.open(root, os.O_TMPFILE | os.O_RDWR, 0o600)
+        os.posix_fallocate(fd, 0, table.nbytes)
+        mapping = mmap.mmap(fd, table.nbytes, mmap.MAP_SHARED | mmap.MAP_POPULATE, mmap.PROT_READ | mmap.PROT_WRITE)
+        return fd, mapping, np.frombuffer(mapping, table.np_dtype).reshape(table.rows, table.width)
+
+    def compute(state):
+        for lo, hi in pieces:
+            table.fill_block(state[2][lo:hi], lo, hi)
+
+    def filled():
+        state = populated()
+        compute(state)
+        return state
+
+    def read_back(state):
+        crc = 0
+        for lo, hi in pieces:
+            crc = checksum.crc32c(state[2][lo:hi], crc)
+
+    def unmap(state):
+        fd, mapping, _ = state
+        segment.close_mapping(mapping)  # now, or once the view in `state` is gone
+        os.close(fd)
+
+    per_thread = prepared.PIECE_BYTES_PER_THREAD >> 20
+    return [(f"stage, prepared, 1 thread: compute the rows into the populated mapping ({per_thread} MiB pieces, "
+             "non-temporal stores)", _median_s(compute, repeats, populated, unmap)),
+            ("stage, prepared, 1 thread: CRC-32C of those rows, read back from memory",
+             _median_s(read_back, repeats, filled, unmap))]
 
 
 def publish_rows(root: Path, table: TableSpec, repeats: int, parallel: int = 1) -> list[tuple[str, float]]:
