@@ -35,9 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from ..kernels import set_threads, threads
-from ..shm import TableStore, checksum, segment
+from ..shm import TableStore, checksum, prepared, segment
 from ..shm.format import segment_size
-from ..shm import prepared
 from ..shm.prepared import PreparedSegment
 from ..tables import TableSpec
 from .c_helpers import compile_helper
@@ -165,8 +164,8 @@ def prepared_stage_rows(root: Path, table: TableSpec, repeats: int) -> list[tupl
         os.close(fd)
 
     per_thread = prepared.PIECE_BYTES_PER_THREAD >> 20
-    return [(f"stage, prepared, 1 thread: compute the rows into the populated mapping ({per_thread} MiB pieces, "
-             "non-temporal stores)", _median_s(compute, repeats, populated, unmap)),
+    return [((f"stage, prepared, 1 thread: compute the rows into the populated mapping ({per_thread} MiB pieces, "
+              "non-temporal stores)"), _median_s(compute, repeats, populated, unmap)),
             ("stage, prepared, 1 thread: CRC-32C of those rows, read back from memory",
              _median_s(read_back, repeats, filled, unmap))]
 
