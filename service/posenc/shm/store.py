@@ -35,7 +35,7 @@ class TableStore:
 
     A store may hold one *prepared segment* (`prepare`, docs/shm-format.md): a file of one
     table's size whose pages are already allocated, zeroed and mapped, so the next publish
-    of that size only computes rows (about 3x faster for 64 MiB on tmpfs). It holds as much
+    of that size only computes rows (2-3x faster for 64 MiB on tmpfs). It holds as much
     memory as that table until used or `close()`. `keep_prepared=True` prepares the next
     one on a background thread after every publish, for the size just published: a table
     then takes twice its size in tmpfs. Off by default."""
@@ -135,7 +135,7 @@ class TableStore:
     def prepare(self, table: TableSpec) -> None:
         """Prepare a segment for the next publish of a table the size of `table` (any table
         whose segment file has that size: same rows x width x itemsize and spec length; use
-        the table you will publish). Takes as long as a cold publish's allocation (~35 ms
+        the table you will publish). Takes as long as a cold publish's allocation (~35-40 ms
         for 64 MiB on tmpfs) on the calling thread and holds that much memory until a
         publish uses it or the store closes. Replaces a prepared segment of another size;
         a no-op if one of this size is held. ShmError if the directory has no room."""
