@@ -238,3 +238,17 @@ def test_two_stores_with_prepared_segments_share_a_directory(shm_root):
     a.close()
     b.close()
     assert os.listdir(shm_root) == ["posenc-registry"] and open_files_under(shm_root) == []
+
+
+def test_prepare_refuses_what_it_cannot_prepare(shm_root):
+    with TableStore(shm_root) as store:
+        with pytest.raises(ValueError, match="TableSpec"):
+            store.prepare("sin128")
+    gone = shm_root / "gone"
+    store = TableStore(gone)
+    os.unlink(gone / "posenc-registry")
+    os.rmdir(gone)
+    with pytest.raises(ShmError, match="cannot prepare a segment in .*gone: No such file"):
+        store.prepare(table_from(SIN, 0, 10))
+    assert store.prepared_bytes == 0
+    store.close()

@@ -54,6 +54,8 @@ class PreparedSegment:
     def __init__(self, directory: Path, file_size: int, mode: int):
         self.directory = Path(directory)
         self.file_size = file_size
+        if not hasattr(os, "O_TMPFILE"):
+            raise ShmError("table", "prepared segments need O_TMPFILE (Linux 3.11 or later)")
         try:
             self._fd = os.open(self.directory, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, mode)
         except OSError as exc:
@@ -129,7 +131,12 @@ def _populated_mapping(fd: int, size: int) -> mmap.mmap:
     mapped writable: madvise(MADV_POPULATE_WRITE) through ctypes, which releases the GIL
     (mmap's MAP_POPULATE holds it) and ran faster here; MAP_POPULATE on kernels before 5.14."""
     mapping = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-    if _advise(mapping, MADV_POPULATE_WRITE):
+    try:
+        populated = _advise(mapping, MADV_POPULATE_WRITE)
+    except BaseException:
+        close_mapping(mapping)
+        raise
+    if populated:
         return mapping
     close_mapping(mapping)
     return mmap.mmap(fd, size, mmap.MAP_SHARED | mmap.MAP_POPULATE, mmap.PROT_READ | mmap.PROT_WRITE)
