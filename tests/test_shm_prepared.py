@@ -241,9 +241,8 @@ def test_two_stores_with_prepared_segments_share_a_directory(shm_root):
 
 
 def test_prepare_refuses_what_it_cannot_prepare(shm_root):
-    with TableStore(shm_root) as store:
-        with pytest.raises(ValueError, match="TableSpec"):
-            store.prepare("sin128")
+    with TableStore(shm_root) as store, pytest.raises(ValueError, match="TableSpec"):
+        store.prepare("sin128")
     gone = shm_root / "gone"
     store = TableStore(gone)
     os.unlink(gone / "posenc-registry")

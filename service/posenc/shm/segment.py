@@ -10,7 +10,8 @@ while hot and copied into the file with `pwrite`. That writes every data byte of
 exactly once: a writable mapping would have the kernel zero each page on its first touch
 (tmpfs pages reserved by fallocate are cleared lazily) and the rows overwrite it, two
 passes over memory. Only the header page is mapped, for the checksums and the release
-store of READY.
+store of READY. (A prepared segment, prepared.py, is the other way round: its pages are
+allocated, zeroed and mapped before the publish, which then writes rows into the mapping.)
 """
 
 from __future__ import annotations
