@@ -19,19 +19,12 @@ from __future__ import annotations
 from .codecs import JSON, encode, negotiate
 from .responses import GZIP_MIN_BYTES, accepts_gzip
 from .errors import HttpError
+from .headers import header
 from .table_cache import TableCache
 
 ROW_ROUTE = ("GET", "/v1/tables/{name}/rows/{position}")
 _PREFIX = "/v1/tables/"
 _PREFIX_LEN = len(_PREFIX)
-
-
-def header(scope, name: bytes) -> bytes | None:
-    """The first value of a request header (lower-case `name`), or None."""
-    for key, value in scope["headers"]:
-        if key == name:
-            return value
-    return None
 
 
 def _text(value: bytes | None) -> str | None:

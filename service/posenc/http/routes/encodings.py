@@ -62,7 +62,8 @@ def _positions(call: Call) -> np.ndarray:
 def spec_job(service, key, exact: np.ndarray, dtype: np.dtype, compute: Callable[[np.ndarray], np.ndarray],
              width: int) -> tuple[Callable[[], np.ndarray], int, bool]:
     """(job, elements, gathered) for a spec's rows at validated positions: a gather from a covering
-    table when one exists (gathered), else the kernels. The endpoints and http.fastspec share it."""
+    table when one exists (gathered), else the kernels. (http.prepared answers the plainest requests
+    with the same plan functions and the same tables, without this per-request wrapping.)"""
     table = None if key is None else service.tables.covering(key, exact, dtype)
     if table is not None:
         return (lambda: table.spec.cast_rows(table.lookup(exact), exact, dtype)), exact.size * width, True
