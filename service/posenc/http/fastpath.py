@@ -87,16 +87,19 @@ class FastRows:
             except (PosencError, HttpError):  # a dtype the table does not serve, bfloat16 as .npy: FastAPI says so
                 return None
             self._prepared[(name, media, query)] = prepared
-        if media == JSON or prepared.cast:
+        if prepared.cast:
+            values = table.spec.cast_rows(table.array[row:row + 1], [int(position)], prepared.dtype)[0]
+            if media != JSON:
+                return prepared.prefix + values.tobytes(), prepared.headers
+        elif media != JSON:
+            start = row * prepared.row_bytes
+            return prepared.prefix + prepared.data[start:start + prepared.row_bytes], prepared.headers
+        else:
             values = table.array[row]
-            if prepared.cast:
-                values = table.spec.cast_rows(values[None], [int(position)], prepared.dtype)[0]
-            body = encode(values, media)[0]
-            if media == JSON and len(body) >= GZIP_MIN_BYTES and accepts_gzip(_text(header(scope, b"accept-encoding"))):
-                return None  # a very wide row to a gzip client: the FastAPI route compresses it
-            return body, prepared.headers
-        start = row * prepared.row_bytes
-        return prepared.prefix + prepared.data[start:start + prepared.row_bytes], prepared.headers
+        body = encode(values, JSON)[0]
+        if len(body) >= GZIP_MIN_BYTES and accepts_gzip(_text(header(scope, b"accept-encoding"))):
+            return None  # a very wide row to a gzip client: the FastAPI route compresses it
+        return body, prepared.headers
 
     def _forget(self, name: str) -> None:
         for key in [key for key in self._prepared if key[0] == name]:

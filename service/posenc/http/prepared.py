@@ -36,6 +36,7 @@ import orjson
 
 from ..args import SMALL_ARRAY
 from ..dtypes import OUTPUT_DTYPES
+from ..kernels import index_span
 from ..limits import LIMITS
 from .calls import cost_ns
 from .codecs import JSON, NPY, RAW, encode, headers_for, media_type, negotiate, npy_header, wire_array
@@ -122,6 +123,21 @@ class Plan:
         return encode(arr, JSON)[0]
 
 
+class Answer:
+    """A prepared request's 200: its headers (content-length and X-Request-Id included) and body."""
+
+    __slots__ = ("headers", "hit", "held", "payload", "request_id", "route", "service")
+
+    def __init__(self, service, route: int, headers: list, payload, hit: bool, held: int, request_id: str):
+        self.service, self.route, self.headers, self.payload = service, route, headers, payload
+        self.hit, self.held, self.request_id = hit, held, request_id
+
+    def done(self) -> None:
+        """Once its body is written: its bytes given back to the budget, the table hit or miss counted."""
+        self.service.budget.give_back(self.held)
+        self.service.metrics.table(hit=self.hit)
+
+
 class Prepared:
     """The plans of one worker, and the per-request path that uses them."""
 
@@ -132,51 +148,62 @@ class Prepared:
         self.api_key = api_key
         self._plans: dict[tuple, Plan] = {}
 
-    async def serve(self, scope, receive, send):
-        """(route index, body bytes sent, request id) when this answered the request, else the
-        receive callable the general path must use (it replays what was already received)."""
+    def takes(self, path: str) -> bool:
+        """Whether requests to `path` may have a plan (the rest never reach `answer`)."""
+        return path in SPEC_ROUTES or (path.startswith(_ROWS_PREFIX) and path.endswith(_ROWS_SUFFIX))
+
+    def answer(self, scope, body: bytes) -> Answer | None:
+        """The 200 of a plain POST whose whole body is `body`, its bytes held in the worker's budget
+        (`done()` gives them back once written), or None when the general path must answer it. Runs
+        nothing asynchronous, so the HTTP protocol can call it as well as `serve`."""
         path = scope["path"]
-        spec_route = path in SPEC_ROUTES
-        if not spec_route and not (path.startswith(_ROWS_PREFIX) and path.endswith(_ROWS_SUFFIX)):
-            return receive
+        if scope["method"] != "POST" or not self.takes(path) or len(body) > self.max_body:
+            return None
         listed = scope["headers"]
         headers = dict(listed)
         if len(headers) != len(listed):
-            return receive  # a repeated header: the general path decides which one counts
+            return None  # a repeated header: the general path decides which one counts
         request_id, valid = request_id_from(headers.get(REQUEST_ID_HEADER))
         if not valid or (self.api_key is not None and not bearer_matches(headers.get(b"authorization"),
                                                                          self.api_key)):
+            return None
+        try:
+            found = self._answer(scope, path, path in SPEC_ROUTES, headers, body)
+        except Exception:  # noqa: BLE001 - the general path answers it, error and all
+            return None
+        if found is None:
+            return None
+        plan, payload, shape, hit, held = found
+        response_headers = [*plan.head] if shape is None else [*plan.head, (b"x-posenc-shape", shape)]
+        response_headers += [(b"content-length", str(len(payload)).encode("ascii")),
+                             (REQUEST_ID_HEADER, request_id.encode("ascii"))]
+        return Answer(self.service, plan.route, response_headers, payload, hit, held, request_id)
+
+    async def serve(self, scope, receive, send):
+        """(route index, body bytes sent, request id) when this answered the request, else the
+        receive callable the general path must use (it replays what was already received)."""
+        if not self.takes(scope["path"]):
             return receive
         first = started(receive())
         if type(first) is not dict:  # the body is still on its way: the general path reads it
             return _resumed(first, receive)
         replayed = _again(first, receive)
-        body = first.get("body", b"")
-        if first["type"] != "http.request" or first.get("more_body") or len(body) > self.max_body:
+        if first["type"] != "http.request" or first.get("more_body"):
             return replayed
-        budget = self.service.budget
-        try:
-            answer = self._answer(scope, path, spec_route, headers, body)
-        except Exception:  # noqa: BLE001 - the general path answers it, error and all
-            return replayed
+        answer = self.answer(scope, first.get("body", b""))
         if answer is None:
             return replayed
-        plan, payload, shape, hit, held = answer
         service = self.service
         service.in_flight += 1
         service.metrics.enter()
         try:
-            response_headers = [*plan.head] if shape is None else [*plan.head, (b"x-posenc-shape", shape)]
-            response_headers += [(b"content-length", str(len(payload)).encode("ascii")),
-                                 (REQUEST_ID_HEADER, request_id.encode("ascii"))]
-            await send({"type": "http.response.start", "status": 200, "headers": response_headers})
-            await send({"type": "http.response.body", "body": payload})
+            await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
+            await send({"type": "http.response.body", "body": answer.payload})
         finally:
             service.in_flight -= 1
             service.metrics.leave()
-            budget.give_back(held)
-        service.metrics.table(hit=hit)
-        return plan.route, len(payload), request_id
+            answer.done()
+        return answer.route, len(answer.payload), answer.request_id
 
     def _answer(self, scope, path: str, spec_route: bool, headers: dict, body: bytes):
         """(plan, body, X-Posenc-Shape value or None, table hit?, bytes held in the budget) of this
@@ -194,7 +221,7 @@ class Prepared:
                 positions = positions.tolist()
                 lo, hi = (min(positions), max(positions)) if n else (0, 0)
             else:
-                lo, hi = int(positions.min()), int(positions.max())
+                lo, hi = index_span(positions)
         elif content == JSON and not query:
             doc = orjson.loads(body)
             if type(doc) is not dict or not doc.keys() <= _FIELDS[spec_route][0] or (spec_route and "spec" not in doc):

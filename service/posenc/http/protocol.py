@@ -18,6 +18,15 @@ for a response of a few hundred bytes. Here each request's cycle writes through 
 which keeps the head until the body's first bytes and writes both with one `writelines` (uvloop:
 one `writev`); a response that completes with no body write (HEAD) or whose connection closes
 first still gets its head, at once.
+
+Requests the app can answer without awaiting anything (its `answer_now`: the row route and the
+prepared plans of the commonest computed requests, asgi.py / prepared.py) are answered here, in
+the protocol, once their message is complete: no ASGI task, request cycle, receive or send, which
+cost more than the answer. A request cycle's ASGI task is held back (`_start_asgi_task`) while
+its head is parsed; when the whole message is in the same `data_received`, `answer_now` is asked
+first and its response written in one `writelines`; anything it declines, a body still on its way
+(read by the app under its deadline), a pipelined request waiting behind another, or a transport
+that is not draining its writes starts the task as uvicorn would. Responses stay in request order.
 """
 
 from __future__ import annotations
@@ -112,6 +121,16 @@ class _HeadHolder:
         return getattr(self.transport, name)
 
 
+def _answerer(app):
+    """The `answer_now` of posenc's app under uvicorn's middleware (None for any other app)."""
+    for _ in range(8):
+        found = getattr(app, "answer_now", None)
+        if found is not None or not hasattr(app, "app"):
+            return found
+        app = app.app
+    return None
+
+
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -119,6 +138,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._stall_deadline = None
         self._head_bytes = 0
         self._head_too_large = False
+        self._answer_now = _answerer(self.app)
+        self._parsing_head = False  # inside on_headers_complete: a task started now may wait for its body
+        self._held = None  # (cycle, app) whose task waits for the end of its message
 
     # --- the request head: deadline and size -------------------------------------------
     def connection_made(self, transport) -> None:
@@ -150,11 +172,62 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_since = None
         before = self.cycle
-        super().on_headers_complete()
+        self._parsing_head = True
+        try:
+            super().on_headers_complete()
+        finally:
+            self._parsing_head = False
         cycle = self.cycle
         if cycle is not before:  # a request to answer (not an upgrade): its writes go through a holder
             holder = _HeadHolder(cycle)
             cycle.transport, cycle.on_response = holder, holder.completed
+
+    # --- answered in the protocol: see the module docstring ----------------------------
+    def _start_asgi_task(self, cycle, app) -> None:
+        if self._parsing_head and self._answer_now is not None and app is self.app:
+            self._held = (cycle, app)  # on_message_complete or the end of data_received decides
+        else:
+            super()._start_asgi_task(cycle, app)
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        held = self._held
+        if held is not None and held[0] is self.cycle:
+            self._held = None
+            if not self._answered(held[0]):
+                HttpToolsProtocol._start_asgi_task(self, *held)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        held = self._held
+        if held is not None:  # its body is still on its way: the app reads it, under its deadline
+            self._held = None
+            HttpToolsProtocol._start_asgi_task(self, *held)
+
+    def _answered(self, cycle) -> bool:
+        """Write the response `answer_now` gives for this complete request; False when it gives none."""
+        if self.flow.write_paused or self.transport.is_closing():
+            return False
+        try:
+            found = self._answer_now(cycle.scope, bytes(cycle.body))
+        except Exception:  # noqa: BLE001 - the app answers it (and reports what went wrong)
+            return False
+        if found is None:
+            return False
+        headers, payload = found
+        head = [STATUS_LINE[200]]
+        for name, value in (*self.server_state.default_headers, *headers):
+            head += (name, b": ", value, b"\r\n")
+        if not cycle.keep_alive:
+            head.append(b"connection: close\r\n")
+        head.append(b"\r\n")
+        cycle.response_started = cycle.response_complete = True
+        cycle.body = bytearray()
+        self.transport.writelines((b"".join(head), payload))
+        if not cycle.keep_alive:
+            self.transport.close()
+        self.on_response_complete()
+        return True
 
     def _head_over(self) -> None:
         self._head_too_large = True
