@@ -18,7 +18,7 @@ from posenc import native, reference
 from posenc.api import rope_table
 from posenc.dtypes import OUTPUT_DTYPES, cast_output, half_midpoints
 from posenc.shm import attach
-from posenc.tables import TableSpec
+from posenc.tables import TableSpec, midpoint_rows
 
 pytest_plugins = ["shm_support"]
 
@@ -200,6 +200,31 @@ def test_16bit_rows_from_a_float32_table_are_rounded_once(published, dtype):
     assert (bits(twice) != bits(once)).any(), "some value must be rounded twice the naive way"
     wide = computed(table.spec, positions.astype(np.float64), "float64")
     assert np.array_equal(once.astype(np.float64), round_once(wide, dtype))
+
+
+@pytest.mark.parametrize("dtype", sorted(HALF))
+def test_the_midpoint_kernel_agrees_with_the_numpy_oracle(dtype):
+    """tables.midpoint_rows (one numba pass a row) against dtypes.half_midpoints (numpy), on random
+    float32 values and on every kind of edge: exact midpoints of the 16-bit grid, their float32
+    neighbours, subnormals of both formats, the overflow threshold, zeros, inf and NaN."""
+    target = OUTPUT_DTYPES[dtype]
+    rng = np.random.default_rng(7)
+    grid = rng.standard_normal(4096).astype(target).astype(np.float64)
+    ulp = np.abs(np.spacing(grid.astype(target)).astype(np.float64))
+    midpoints = (grid + ulp / 2).astype(np.float32)
+    edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 65520.0, 65504.0, 2.0 ** -24, 2.0 ** -25, 3 * 2.0 ** -26,
+                      1.5 * 2.0 ** -133, 2.0 ** -149, float(np.finfo(np.float32).max)], np.float32)
+    values = np.concatenate([rng.standard_normal(8192).astype(np.float32), midpoints,
+                             np.nextafter(midpoints, np.float32(np.inf)), edges,
+                             rng.standard_normal(512).astype(np.float32) * np.float32(1e-5)])
+    values = np.resize(values, (values.size // 8 + 1) * 8).reshape(-1, 8)
+    with np.errstate(invalid="ignore"):  # inf - floor(inf) in the oracle: NaN, not a midpoint
+        expected = half_midpoints(values, target).any(axis=1)
+    assert expected.any() and not expected.all()
+    assert np.array_equal(midpoint_rows(values, target), expected)
+    readonly = values.copy()
+    readonly.flags.writeable = False  # rows read straight from a shared-memory mapping
+    assert np.array_equal(midpoint_rows(readonly, target), expected)
 
 
 def test_scaled_float32_tables_refuse_16bit_rows():

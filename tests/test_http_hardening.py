@@ -162,11 +162,11 @@ def test_an_unhandled_exception_is_a_counted_json_500_with_the_request_id(root, 
 
 @pytest.mark.parametrize("where, method, path, body, route", [
     ("raw row route", "GET", "/v1/tables/sin128/rows/3", None, "/v1/tables/{name}/rows/{position}"),
-    ("fastspec", "POST", "/v1/sinusoidal", {"spec": {"dim": 4}, "positions": [1]}, "/v1/sinusoidal"),
+    ("prepared", "POST", "/v1/sinusoidal", {"spec": {"dim": 4}, "positions": [1]}, "/v1/sinusoidal"),
     ("fastcompute", "POST", "/v1/alibi/slopes", {"n_heads": 4}, "/v1/alibi/slopes"),
 ])
 def test_a_bug_on_a_fast_path_is_a_counted_json_500_too(root, monkeypatch, where, method, path, body, route):
-    import posenc.http.fastspec
+    import posenc.http.prepared
     import posenc.http.routes.encodings
 
     def bug(*args, **kwargs):
@@ -176,8 +176,8 @@ def test_a_bug_on_a_fast_path_is_a_counted_json_500_too(root, monkeypatch, where
     with TestClient(app, raise_server_exceptions=False) as c:  # started (warmed up) before the bug is planted
         if where == "raw row route":
             monkeypatch.setattr(app.fast, "answer", lambda scope: bug() if scope["path"] == path else None)
-        elif where == "fastspec":  # the hand-parsed path and the endpoint it falls back to
-            monkeypatch.setattr(posenc.http.fastspec, "spec_job", bug)
+        elif where == "prepared":  # the prepared-plan path and the endpoint it hands the request on to
+            monkeypatch.setattr(posenc.http.prepared.Plan, "rows", bug)
             monkeypatch.setattr(posenc.http.routes.encodings, "spec_job", bug)
         else:  # the endpoint called directly, then by FastAPI
             monkeypatch.setattr(posenc.api, "alibi_slopes", bug)

@@ -232,3 +232,92 @@ def test_client_that_stops_reading_is_disconnected(server):
     assert received < 16 * 1024 * 1024 * 4
     with httpx.Client(base_url=server.url) as c:
         assert 'posenc_http_rejected_connections_total{reason="write_stall"} 1' in c.get("/metrics").text
+
+
+def _responses(raw: bytes) -> list[tuple[bytes, bytes]]:
+    """(head, body) of each HTTP/1.1 response in a byte stream (Content-Length framed)."""
+    out = []
+    while raw:
+        head, _, rest = raw.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        out.append((head, rest[:length]))
+        raw = rest[length:]
+    return out
+
+
+def test_every_response_gets_its_head_once_whatever_its_body(server):
+    """The guarded protocol holds each response head until its body's first write (one writev):
+    a HEAD's head (no body write), 100 Continue (written before the head), keep-alive requests one
+    after another, and a streamed body all still come out whole and in order."""
+    position = np.array([5], "<i8").tobytes()
+    post = (b"POST /v1/tables/sin64/rows HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+            b"Accept: application/octet-stream\r\nContent-Length: 8\r\n\r\n" + position)
+    reply = exchange(server, b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + post +
+                     b"GET /v1/tables/sin64/rows/5 HTTP/1.1\r\nHost: x\r\nAccept: application/octet-stream\r\n"
+                     b"Connection: close\r\n\r\n", wait_s=3)
+    head, *rest = reply.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200 ") and b"content-length" in head.lower()
+    (post_head, post_body), (get_head, get_body) = _responses(rest[0])
+    assert post_head.startswith(b"HTTP/1.1 200 ") and get_head.startswith(b"HTTP/1.1 200 ")
+    assert_matches_oracle(np.frombuffer(post_body, "<f4").reshape(1, 64), reference.sinusoidal([5], 64), "float32")
+    expected = get_body
+    assert post_body == expected
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(post[:post.index(b"\r\n\r\n")] + b"\r\nExpect: 100-continue\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 100 Continue")  # before the body is sent
+        s.sendall(position)
+        answer = b""
+        while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < len(expected):
+            answer += s.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200 ") and answer.partition(b"\r\n\r\n")[2] == expected
+    with httpx.Client(base_url=server.url) as c:  # a body streamed in pieces (over STREAM_BYTES)
+        r = c.post("/v1/alibi/bias", json={"n_heads": 4, "q_len": 512, "k_len": 512}, headers={"Accept": RAW})
+        assert r.status_code == 200 and len(r.content) == 4 * 512 * 512 * 4
+
+
+class _Transport:
+    """Records what a protocol writes, as calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def write(self, data):
+        self.calls.append(("write", bytes(data)))
+
+    def writelines(self, pieces):
+        self.calls.append(("writelines", [bytes(p) for p in pieces]))
+
+    def close(self):
+        self.calls.append(("close",))
+
+
+class _Cycle:
+    def __init__(self):
+        self.transport, self.response_started, self.completed = _Transport(), False, 0
+
+    def on_response(self):
+        self.completed += 1
+
+
+def test_the_head_holder_writes_head_and_body_together():
+    from posenc.http.protocol import _HeadHolder
+
+    cycle = _Cycle()
+    holder = _HeadHolder(cycle)
+    holder.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # before the response starts: straight through
+    cycle.response_started = True
+    holder.write(b"HEAD")
+    assert cycle.transport.calls == [("write", b"HTTP/1.1 100 Continue\r\n\r\n")]  # the head is held
+    holder.write(memoryview(b"body"))
+    holder.write(b"more")
+    holder.completed()
+    assert cycle.transport.calls[1:] == [("writelines", [b"HEAD", b"body"]), ("write", b"more")]
+    assert cycle.completed == 1
+    for ending in ("completed", "close"):  # no body write (HEAD), or a close: the head still goes out first
+        cycle = _Cycle()
+        holder = _HeadHolder(cycle)
+        cycle.response_started = True
+        holder.write(b"HEAD")
+        getattr(holder, ending)()
+        assert cycle.transport.calls[0] == ("write", b"HEAD")

@@ -15,9 +15,13 @@ OUTPUT_DTYPES: dict[str, np.dtype] = {
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
 }
 
+_OUTPUT_DTYPE_SET = frozenset(OUTPUT_DTYPES.values())
+
 
 def output_dtype(dtype, field: str = "dtype") -> np.dtype:
     """Resolve a dtype name (or numpy dtype) to one of OUTPUT_DTYPES."""
+    if isinstance(dtype, np.dtype) and dtype in _OUTPUT_DTYPE_SET:  # already one (np.dtype.name costs microseconds)
+        return dtype
     if isinstance(dtype, str):
         key = dtype
     else:

@@ -18,14 +18,25 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .args import as_float, as_int
-from .dtypes import OUTPUT_DTYPES, cast_output, half_midpoints, kernel_dtype, output_dtype
+from .dtypes import HALF_FORMATS, OUTPUT_DTYPES, cast_output, kernel_dtype, output_dtype
 from .errors import PosencError
 from .limits import LIMITS
 from .encodings import AlibiSpec, LearnedSpec, RopeSpec, SinusoidalSpec
 from .encodings.canonical import Canonical
+from .kernels import half_midpoint_rows
 
 ENCODINGS = {spec.KIND: spec for spec in (SinusoidalSpec, RopeSpec, AlibiSpec, LearnedSpec)}
 
+
+
+def midpoint_rows(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Per row of float32 `rows` (first axis), whether any value is exactly a midpoint of the
+    16-bit `dtype` grid (dtypes.half_midpoints, reduced per row by one kernel pass)."""
+    flat = rows.reshape(rows.shape[0], -1)
+    out = np.empty(flat.shape[0], np.bool_)
+    mant, emin = HALF_FORMATS[dtype]
+    half_midpoint_rows(flat, mant, emin, out)
+    return out
 
 @dataclass(frozen=True)
 class TableSpec(Canonical):
@@ -152,7 +163,7 @@ class TableSpec(Canonical):
         if not self.rounds_once:
             raise PosencError("dtype", f"this float32 table cannot give single-rounded {dtype.name} rows")
         out = cast_output(rows, dtype)
-        redo = np.flatnonzero(half_midpoints(rows, dtype).reshape(rows.shape[0], -1).any(axis=1))
+        redo = np.flatnonzero(midpoint_rows(rows, dtype))
         if redo.size:
             out[redo] = self.compute(np.asarray(positions, dtype=np.float64).reshape(-1)[redo], dtype)
         return out

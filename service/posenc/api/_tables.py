@@ -7,6 +7,8 @@ never see which ran and a row never depends on the rest of its call.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from .. import native
@@ -26,10 +28,18 @@ def fill_sincos(positions: np.ndarray, freqs: np.ndarray, amplitude: np.ndarray,
                  plan.cos_base, plan.interleaved, plan.n_cos)
 
 
+@lru_cache(maxsize=256)
+def constant_amplitude(n: int, value: float) -> np.ndarray:
+    """np.full(n, value), built once per (n, value) and shared, so never written: the amplitude
+    of every frequency when they all share one (building it cost more than computing a row).
+    Left writable: a read-only array is another type to the numba kernels, compiled again."""
+    return np.full(n, value)
+
+
 def fill_cos_sin_pair(positions: np.ndarray, freqs: np.ndarray, amplitude: float, dtype) -> tuple[np.ndarray, np.ndarray]:
     """Contiguous (cos, sin) [n, n_freq] arrays: one [2, n, n_freq] buffer, cos block then sin block."""
     n, n_freq = positions.shape[0], freqs.shape[0]
     buf = np.empty((2, n, n_freq), dtype=dtype)
     plan = ColumnPlan(row_stride=n_freq, sin_base=n * n_freq, cos_base=0, interleaved=False, n_cos=n_freq)
-    fill_sincos(positions, freqs, np.full(n_freq, amplitude), buf.reshape(-1), plan)
+    fill_sincos(positions, freqs, constant_amplitude(n_freq, amplitude), buf.reshape(-1), plan)
     return buf[0], buf[1]

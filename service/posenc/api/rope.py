@@ -16,7 +16,7 @@ from ..limits import LIMITS
 from ..encodings import RopeSpec
 from ..encodings.rope import LAYOUTS, seq_len_for
 from ..encodings.columns import ColumnPlan
-from ._tables import fill_cos_sin_pair, fill_sincos
+from ._tables import constant_amplitude, fill_cos_sin_pair, fill_sincos
 
 
 def as_rope_spec(spec, field: str = "spec") -> RopeSpec:
@@ -124,9 +124,14 @@ def _rope_rows(positions: np.ndarray, inv: np.ndarray, attention: float, out_dty
     LIMITS.check_output((n, 2 * n_freq), out_dtype.itemsize)
     if out is None:
         out = np.empty((n, 2 * n_freq), dtype=kernel_dtype(out_dtype))
-    plan = ColumnPlan(row_stride=2 * n_freq, sin_base=n_freq, cos_base=0, interleaved=False, n_cos=n_freq)
-    fill_sincos(positions, inv, np.full(n_freq, attention), out.reshape(-1), plan)
+    fill_sincos(positions, inv, constant_amplitude(n_freq, attention), out.reshape(-1), _table_columns(n_freq))
     return cast_output(out, out_dtype)
+
+
+@lru_cache(maxsize=64)
+def _table_columns(n_freq: int) -> ColumnPlan:
+    """The [cos | sin] row layout of RoPE tables, n_freq of each."""
+    return ColumnPlan(row_stride=2 * n_freq, sin_base=n_freq, cos_base=0, interleaved=False, n_cos=n_freq)
 
 
 def xpos_scale(positions, spec, *, center=0.0) -> np.ndarray:

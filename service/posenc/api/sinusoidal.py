@@ -9,7 +9,7 @@ from ..dtypes import cast_output, kernel_dtype, output_dtype
 from ..errors import PosencError
 from ..limits import LIMITS
 from ..encodings import SinusoidalSpec
-from ._tables import fill_sincos
+from ._tables import constant_amplitude, fill_sincos
 
 
 def sinusoidal(positions, dim, *, base=10000.0, layout="interleaved", min_timescale=1.0, max_timescale=None,
@@ -34,7 +34,8 @@ def sinusoidal_table(positions: np.ndarray, spec: SinusoidalSpec, dtype: np.dtyp
     positions = shifted(positions, spec.offset)
     if out is None:
         out = np.empty((positions.shape[0], spec.dim), dtype=kernel_dtype(dtype))
-    fill_sincos(positions, spec.freqs, np.full(spec.n_sin, spec.amplitude), out.reshape(-1), spec.column_plan())
+    fill_sincos(positions, spec.freqs, constant_amplitude(spec.n_sin, spec.amplitude), out.reshape(-1),
+                spec.column_plan())
     if spec.layout == "t2t" and spec.dim % 2:
         out[:, -1] = 0.0
     if spec.scale is not None:  # per-column factors: a second pass, off the common path

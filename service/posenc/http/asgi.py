@@ -1,6 +1,10 @@
 """The ASGI app uvicorn runs: request id, API key, CORS, limits, metrics, the raw row route, then FastAPI.
 
 Per request, in order:
+  * the commonest computed requests (POST /v1/sinusoidal and /v1/rope/cos_sin with a spec,
+    POST /v1/tables/{name}/rows: JSON or raw int64 bodies) answered from a prepared plan
+    (prepared.py) when nothing about them needs the rest: it applies the same request-id, API-key,
+    body, concurrency and budget rules, and hands anything else on, its body replayed;
   * X-Request-Id: the client's (1..128 of [A-Za-z0-9._~:/+=@-], else 422) or a generated one;
     echoed on every response, in every error body and in the service's log lines;
   * the API key, when `server.require_api_key` is set (every route but /healthz and /readyz);
@@ -20,11 +24,7 @@ answered with the JSON 500 body when nothing was sent yet, and counted as a 500.
 
 from __future__ import annotations
 
-import hmac
-import itertools
 import logging
-import os
-import re
 import time
 
 from fastapi import FastAPI
@@ -32,8 +32,10 @@ from fastapi import FastAPI
 from .cors import Cors
 from .errors import REQUEST_ID, HttpError, error_body
 from .fastcompute import FastComputed
-from .fastpath import ROW_ROUTE, FastRows, header
+from .fastpath import ROW_ROUTE, FastRows
+from .headers import REQUEST_ID_HEADER, bearer_matches, header, request_id_of
 from .limits import ClientGone, read_body, replay
+from .prepared import Prepared
 from .service import Service
 
 log = logging.getLogger("posenc.http")
@@ -42,9 +44,7 @@ access = logging.getLogger("posenc.access")
 UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 #: Open even when `require_api_key` is set: liveness and readiness probes carry no credentials.
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
-REQUEST_ID_HEADER = b"x-request-id"
 RECORDER = "posenc.recorder"  # the scope key of the request's _Recorder
-_REQUEST_ID = re.compile(rb"[A-Za-z0-9._~:/+=@-]{1,128}")
 #: Headers a browser may read from a cross-origin response.
 CORS_EXPOSED = ["x-request-id", "x-posenc-dtype", "x-posenc-shape", "x-posenc-attention-factor", "retry-after"]
 
@@ -56,34 +56,6 @@ def _start(status: int, headers: list[tuple[bytes, bytes]], length: int) -> dict
 
 def _raw(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-
-
-#: Generated ids: 8 random hex digits per process, then a counter (unique per worker without a syscall
-#: per request; urandom would cost a microsecond on the hot route).
-_ID_PREFIX = os.urandom(4).hex()
-_ID_COUNTER = itertools.count()
-
-
-def _reseed_ids() -> None:
-    global _ID_PREFIX
-    _ID_PREFIX = os.urandom(4).hex()
-
-
-os.register_at_fork(after_in_child=_reseed_ids)  # forked workers must not share a prefix
-
-
-def new_request_id() -> str:
-    return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFF:08x}"
-
-
-def request_id_of(scope) -> tuple[str, bool]:
-    """(the request's id, whether the client's was acceptable): a missing one is generated."""
-    given = header(scope, REQUEST_ID_HEADER)
-    if not given:  # absent or empty
-        return new_request_id(), True
-    if _REQUEST_ID.fullmatch(given):
-        return given.decode("ascii"), True
-    return new_request_id(), False
 
 
 class _Recorder:
@@ -122,6 +94,10 @@ class ServiceApp:
         self.api_key = config.api_key.encode() if config.server.require_api_key else None
         self.access_log = config.server.access_log
         self.inner = self._serve
+        #: The commonest computed requests, from prepared plans (not with CORS: its preflight and
+        #: headers are the general path's).
+        self.prepared = None if config.server.cors_origins else \
+            Prepared(service, self.max_body, self.max_concurrency, self.api_key)
         if config.server.cors_origins:
             self.inner = Cors(self._serve, allow_origins=list(config.server.cors_origins),
                               allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
@@ -133,6 +109,12 @@ class ServiceApp:
             await self.api(scope, receive, send)  # lifespan
             return
         started = time.perf_counter()
+        if self.prepared is not None and scope["method"] == "POST":
+            outcome = await self.prepared.serve(scope, receive, send)
+            if type(outcome) is tuple:  # answered: (route, body bytes, request id)
+                self._account(scope, outcome[0], 200, started, outcome[1], outcome[2])
+                return
+            receive = outcome  # what it received, replayed
         request_id, valid = request_id_of(scope)
         token = REQUEST_ID.set(request_id)
         recorder = scope[RECORDER] = _Recorder(send, request_id)  # `send` below may be CORS's wrapper of it
@@ -150,14 +132,53 @@ class ServiceApp:
             recorder.status = 500
         finally:
             REQUEST_ID.reset(token)
-        metrics = self.service.metrics
-        route = recorder.route if recorder.route is not None else metrics.route(scope["method"], scope["path"])
+        route = recorder.route if recorder.route is not None else \
+            self.service.metrics.route(scope["method"], scope["path"])
+        self._account(scope, route, recorder.status, started, recorder.nbytes, request_id)
+
+    def answer_now(self, scope, body: bytes):
+        """(headers, body) of the 200 of a request the fast paths answer (the row route, prepared
+        plans), found without awaiting anything and counted as answered; None for any other
+        request, which then goes to this app as usual. For posenc's HTTP protocol (protocol.py),
+        which writes it at once: nothing else runs before the bytes are in the transport, so the
+        budget and metrics see it as sent. Not with CORS (its headers are the general path's) nor
+        the access log (which logs the client uvicorn's proxy-headers middleware finds)."""
+        if self.prepared is None or self.access_log:
+            return None
+        started = time.perf_counter()
+        method = scope["method"]
+        if method == "POST":
+            answer = self.prepared.answer(scope, body)
+            if answer is None:
+                return None
+            answer.done()
+            route, headers, payload, request_id = answer.route, answer.headers, answer.payload, answer.request_id
+        elif method == "GET" and not body:
+            request_id, valid = request_id_of(scope)
+            if not valid or (self.api_key is not None and not self._authorized(scope)) \
+                    or self.service.in_flight >= self.max_concurrency:
+                return None
+            fast = self.fast.answer(scope)
+            if fast is None:
+                return None
+            payload, headers = fast
+            headers = [*headers, (b"content-length", str(len(payload)).encode("ascii")),
+                       (REQUEST_ID_HEADER, request_id.encode("ascii"))]
+            route = self.service.metrics.layout.index[ROW_ROUTE]
+            self.service.metrics.table(hit=True)
+        else:
+            return None
+        self._account(scope, route, 200, started, len(payload), request_id)
+        return headers, payload
+
+    def _account(self, scope, route: int, status: int, started: float, nbytes: int, request_id: str) -> None:
+        """Count a finished request in the metrics (and the access log), whichever path answered it."""
         seconds = time.perf_counter() - started
-        metrics.observe(route, recorder.status, seconds, recorder.nbytes)
+        self.service.metrics.observe(route, status, seconds, nbytes)
         if self.access_log:
             client = scope.get("client") or ("-", 0)
             access.info('%s "%s %s" %d %d B %.2f ms request_id=%s', client[0], scope["method"], scope["path"][:200],
-                        recorder.status, recorder.nbytes, seconds * 1e3, request_id)
+                        status, nbytes, seconds * 1e3, request_id)
 
     async def _serve(self, scope, receive, send):
         path = scope["path"]
@@ -210,9 +231,7 @@ class ServiceApp:
             service.metrics.leave()
 
     def _authorized(self, scope) -> bool:
-        value = header(scope, b"authorization") or b""
-        scheme, _, token = value.partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.api_key)
+        return bearer_matches(header(scope, b"authorization"), self.api_key)
 
     async def _too_many(self, send) -> None:
         await self._refuse(send, HttpError("too_many_requests", f"over {self.max_concurrency} requests in flight",

@@ -25,6 +25,17 @@ class MemoryBudget:
         reservation.grow(nbytes, what)
         return reservation
 
+    def try_take(self, nbytes: int) -> bool:
+        """Hold `nbytes` if they fit (True), for a caller that gives them back itself (give_back) and,
+        when they do not fit, lets another path refuse the request."""
+        if self.held + nbytes > self.limit:
+            return False
+        self.held += nbytes
+        return True
+
+    def give_back(self, nbytes: int) -> None:
+        self.held -= nbytes
+
 
 class Reservation:
     """Bytes held from a budget; `release()` (idempotent) gives them all back."""

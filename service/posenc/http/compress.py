@@ -9,7 +9,7 @@ streamed, small, HEAD) passes untouched.
 
 from __future__ import annotations
 
-from .fastpath import header
+from .headers import header
 from .responses import GZIP_MIN_BYTES, accepts_gzip, gzipped
 
 _SKIPPED = (b"content-length", b"content-encoding")

@@ -21,7 +21,6 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 
-from . import fastspec
 from .routes import ROUTERS
 
 #: The POST routes answered here, when their endpoints take only what this module passes.
@@ -79,20 +78,8 @@ class FastComputed:
         return None
 
     async def serve(self, scope, receive, send, body: bytes, route: tuple[str, tuple]) -> bool:
-        """Answer a request of `route` (from route_of): True when it was answered, False when it must
-        go to FastAPI. The plainest spec and table-row requests are answered by fastspec (its reservation
-        held until the body is sent), the rest by the endpoint."""
-        plain = fastspec.answer(self.service, scope, body, route)
-        if plain is not None:
-            payload, headers, reservation = plain
-            try:
-                await send({"type": "http.response.start", "status": 200,
-                            "headers": [*((k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()),
-                                        (b"content-length", str(len(payload)).encode("ascii"))]})
-                await send({"type": "http.response.body", "body": payload})
-            finally:
-                reservation.release()
-            return True
+        """Answer a request of `route` (from route_of) by its endpoint: True when it was answered,
+        False when it must go to FastAPI."""
         template, args = route
         scope["app"] = self.api  # what Starlette sets before any endpoint runs; request.app reads it
         try:

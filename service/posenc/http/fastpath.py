@@ -3,22 +3,29 @@
 FastAPI's routing, dependency and validation machinery costs ~170 us a request on this
 machine, several times what uvicorn itself spends; the single-row lookup is the route
 clients hammer, so it is answered here, before FastAPI. Only the plain case is handled:
-a GET with no query string, an attached table, a non-negative in-range integer position
-(at most 19 digits: int() of a 5000-digit string raises, and no table is that long)
-and an Accept header this service can satisfy. Anything else returns None and goes to the
-FastAPI route of the same path, which documents it in OpenAPI, handles the rest (dtype=,
-negative positions, errors) and encodes with the same codec, so both give the same bytes.
+a GET with no query string or only `dtype=<name>` (a dtype the table serves), an attached
+table, a non-negative in-range integer position (at most 19 digits: int() of a 5000-digit
+string raises, and no table is that long) and an Accept header this service can satisfy.
+Anything else returns None and goes to the FastAPI route of the same path, which documents
+it in OpenAPI, handles the rest (other queries, negative positions, errors) and encodes with
+the same codec and the same cast (TableSpec.cast_rows), so both give the same bytes.
 
-Per table and media type the response headers and, for binary, the bytes around the row
-are taken once from `codecs.encode` of row 0; a request then only slices the row's bytes
-out of the shared-memory mapping.
+Per table, media type and dtype the response headers and, for binary, the bytes around the
+row are taken once from `codecs.encode` of row 0; a request in the table's own dtype then
+only slices the row's bytes out of the shared-memory mapping.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..dtypes import OUTPUT_DTYPES
+from ..errors import PosencError
 from .codecs import JSON, encode, negotiate
 from .responses import GZIP_MIN_BYTES, accepts_gzip
 from .errors import HttpError
+from .headers import header
+from .routes.rows import dtype_for
 from .table_cache import TableCache
 
 ROW_ROUTE = ("GET", "/v1/tables/{name}/rows/{position}")
@@ -26,42 +33,37 @@ _PREFIX = "/v1/tables/"
 _PREFIX_LEN = len(_PREFIX)
 
 
-def header(scope, name: bytes) -> bytes | None:
-    """The first value of a request header (lower-case `name`), or None."""
-    for key, value in scope["headers"]:
-        if key == name:
-            return value
-    return None
-
-
 def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode("latin-1")
 
 
 class _Prepared:
-    """What every response for one (table, media type) shares."""
+    """What every response for one (table, media type, output dtype) shares."""
 
-    __slots__ = ("data", "headers", "prefix", "row_bytes", "table")
+    __slots__ = ("cast", "data", "dtype", "headers", "prefix", "row_bytes", "table")
 
-    def __init__(self, table, media: str):
+    def __init__(self, table, media: str, dtype: np.dtype):
         first = table.array[0]
-        body, headers = encode(first, media)
+        self.dtype = dtype
+        self.cast = dtype != first.dtype  # rows cast once from float64 values (TableSpec.cast_rows)
+        body, headers = encode(first.astype(dtype) if self.cast else first, media)
         self.table = table
         self.headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
         self.row_bytes = first.nbytes
-        self.prefix = body[:len(body) - self.row_bytes]  # the .npy header; empty for raw
+        self.prefix = body[:len(body) - first.size * dtype.itemsize]  # the .npy header; empty for raw
         self.data = memoryview(table.array).cast("B")
 
 
 class FastRows:
     def __init__(self, tables: TableCache):
         self.tables = tables
-        self._prepared: dict[tuple[str, str], _Prepared] = {}
+        self._prepared: dict[tuple[str, str, bytes], _Prepared] = {}
 
     def answer(self, scope) -> tuple[bytes, list[tuple[bytes, bytes]]] | None:
         """(body, headers without content-length) of the 200 response, or None when FastAPI must decide."""
         path = scope["path"]
-        if scope["method"] != "GET" or scope["query_string"] or not path.startswith(_PREFIX):
+        query = scope["query_string"]
+        if scope["method"] != "GET" or not path.startswith(_PREFIX) or (query and query not in _DTYPE_QUERIES):
             return None
         name, sep, position = path[_PREFIX_LEN:].partition("/rows/")
         if not sep or not position.isascii() or not position.isdigit() or len(position) > 19:
@@ -77,17 +79,32 @@ class FastRows:
             media = negotiate(_text(header(scope, b"accept")))
         except HttpError:
             return None
-        prepared = self._prepared.get((name, media))
+        prepared = self._prepared.get((name, media, query))
         if prepared is None or prepared.table is not table:  # first use, or the table was replaced
-            prepared = self._prepared[(name, media)] = _Prepared(table, media)
-        if media == JSON:
-            body = encode(table.array[row], JSON)[0]
-            if len(body) >= GZIP_MIN_BYTES and accepts_gzip(_text(header(scope, b"accept-encoding"))):
-                return None  # a very wide row to a gzip client: the FastAPI route compresses it
-            return body, prepared.headers
-        start = row * prepared.row_bytes
-        return prepared.prefix + prepared.data[start:start + prepared.row_bytes], prepared.headers
+            try:
+                dtype = dtype_for(table, _DTYPE_QUERIES[query]) if query else table.spec.np_dtype
+                prepared = _Prepared(table, media, dtype)
+            except (PosencError, HttpError):  # a dtype the table does not serve, bfloat16 as .npy: FastAPI says so
+                return None
+            self._prepared[(name, media, query)] = prepared
+        if prepared.cast:
+            values = table.spec.cast_rows(table.array[row:row + 1], [int(position)], prepared.dtype)[0]
+            if media != JSON:
+                return prepared.prefix + values.tobytes(), prepared.headers
+        elif media != JSON:
+            start = row * prepared.row_bytes
+            return prepared.prefix + prepared.data[start:start + prepared.row_bytes], prepared.headers
+        else:
+            values = table.array[row]
+        body = encode(values, JSON)[0]
+        if len(body) >= GZIP_MIN_BYTES and accepts_gzip(_text(header(scope, b"accept-encoding"))):
+            return None  # a very wide row to a gzip client: the FastAPI route compresses it
+        return body, prepared.headers
 
     def _forget(self, name: str) -> None:
         for key in [key for key in self._prepared if key[0] == name]:
             del self._prepared[key]
+
+
+#: The one query this path answers: `dtype=<an output dtype>`, spelled exactly.
+_DTYPE_QUERIES = {f"dtype={name}".encode("ascii"): name for name in OUTPUT_DTYPES}

@@ -11,6 +11,22 @@ unbounded head, or stop reading a large response. Here:
   * a response whose bytes the client does not drain for `body_timeout_s` aborts the connection;
   * a malformed request gets the service's JSON error body (400) instead of uvicorn's text.
 The limits are per process, set from the service config by `configure()` when the app is built.
+
+And one cost uvicorn's protocol pays on every response: it writes the head (at
+`http.response.start`) and the body with two `write` calls, two syscalls and two TCP segments
+for a response of a few hundred bytes. Here each request's cycle writes through a `_HeadHolder`,
+which keeps the head until the body's first bytes and writes both with one `writelines` (uvloop:
+one `writev`); a response that completes with no body write (HEAD) or whose connection closes
+first still gets its head, at once.
+
+Requests the app can answer without awaiting anything (its `answer_now`: the row route and the
+prepared plans of the commonest computed requests, asgi.py / prepared.py) are answered here, in
+the protocol, once their message is complete: no ASGI task, request cycle, receive or send, which
+cost more than the answer. A request cycle's ASGI task is held back (`_start_asgi_task`) while
+its head is parsed; when the whole message is in the same `data_received`, `answer_now` is asked
+first and its response written in one `writelines`; anything it declines, a body still on its way
+(read by the app under its deadline), a pipelined request waiting behind another, or a transport
+that is not draining its writes starts the task as uvicorn would. Responses stay in request order.
 """
 
 from __future__ import annotations
@@ -57,6 +73,64 @@ def _sweep_interval() -> float:
     return min(1.0, GUARDS.header_timeout_s / 4)
 
 
+_BASE_ON_URL = HttpToolsProtocol.on_url
+_BASE_ON_HEADER = HttpToolsProtocol.on_header
+
+
+class _HeadHolder:
+    """A request cycle's transport: the response head (its first write once the response has
+    started; a 100 Continue comes before that) is held until the first body write, then both go
+    out in one writelines. Flushed too when the response completes without a body write (HEAD,
+    an empty body) and before the connection closes. Anything else is the real transport's."""
+
+    __slots__ = ("cycle", "head", "on_response", "passing", "transport")
+
+    def __init__(self, cycle):
+        self.cycle = cycle
+        self.transport = cycle.transport
+        self.on_response = cycle.on_response
+        self.head = None
+        self.passing = False  # once the head is out, writes go straight through
+
+    def write(self, data) -> None:
+        if self.passing:
+            self.transport.write(data)
+        elif self.head is not None:
+            head, self.head, self.passing = self.head, None, True
+            self.transport.writelines((head, data))
+        elif self.cycle.response_started:
+            self.head = data
+        else:
+            self.transport.write(data)  # 100 Continue
+
+    def flush(self) -> None:
+        if self.head is not None:
+            self.transport.write(self.head)
+            self.head = None
+        self.passing = True
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def completed(self) -> None:
+        self.flush()
+        self.on_response()
+
+    def __getattr__(self, name):
+        return getattr(self.transport, name)
+
+
+def _answerer(app):
+    """The `answer_now` of posenc's app under uvicorn's middleware (None for any other app)."""
+    for _ in range(8):
+        found = getattr(app, "answer_now", None)
+        if found is not None or not hasattr(app, "app"):
+            return found
+        app = app.app
+    return None
+
+
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -64,6 +138,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._stall_deadline = None
         self._head_bytes = 0
         self._head_too_large = False
+        self._answer_now = _answerer(self.app)
+        self._parsing_head = False  # inside on_headers_complete: a task started now may wait for its body
+        self._held = None  # (cycle, app) whose task waits for the end of its message
 
     # --- the request head: deadline and size -------------------------------------------
     def connection_made(self, transport) -> None:
@@ -78,23 +155,83 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._head_since = self.loop.time()
 
+    # on_url and on_header run for every header of every request: counted inline, the base
+    # methods called directly (a helper call and super() each cost as much as the count)
     def on_url(self, url: bytes) -> None:
-        self._count_head(len(url))
-        super().on_url(url)
+        self._head_bytes += len(url)
+        if self._head_bytes > GUARDS.max_head_bytes:
+            self._head_over()
+        _BASE_ON_URL(self, url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_head(len(name) + len(value) + 4)
-        super().on_header(name, value)
+        self._head_bytes += len(name) + len(value) + 4
+        if self._head_bytes > GUARDS.max_head_bytes:
+            self._head_over()
+        _BASE_ON_HEADER(self, name, value)
 
     def on_headers_complete(self) -> None:
         self._head_since = None
-        super().on_headers_complete()
+        before = self.cycle
+        self._parsing_head = True
+        try:
+            super().on_headers_complete()
+        finally:
+            self._parsing_head = False
+        cycle = self.cycle
+        if cycle is not before:  # a request to answer (not an upgrade): its writes go through a holder
+            holder = _HeadHolder(cycle)
+            cycle.transport, cycle.on_response = holder, holder.completed
 
-    def _count_head(self, nbytes: int) -> None:
-        self._head_bytes += nbytes
-        if self._head_bytes > GUARDS.max_head_bytes:
-            self._head_too_large = True
-            raise _HeadTooLarge
+    # --- answered in the protocol: see the module docstring ----------------------------
+    def _start_asgi_task(self, cycle, app) -> None:
+        if self._parsing_head and self._answer_now is not None and app is self.app:
+            self._held = (cycle, app)  # on_message_complete or the end of data_received decides
+        else:
+            super()._start_asgi_task(cycle, app)
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        held = self._held
+        if held is not None and held[0] is self.cycle:
+            self._held = None
+            if not self._answered(held[0]):
+                HttpToolsProtocol._start_asgi_task(self, *held)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        held = self._held
+        if held is not None:  # its body is still on its way: the app reads it, under its deadline
+            self._held = None
+            HttpToolsProtocol._start_asgi_task(self, *held)
+
+    def _answered(self, cycle) -> bool:
+        """Write the response `answer_now` gives for this complete request; False when it gives none."""
+        if self.flow.write_paused or self.transport.is_closing():
+            return False
+        try:
+            found = self._answer_now(cycle.scope, bytes(cycle.body))
+        except Exception:  # noqa: BLE001 - the app answers it (and reports what went wrong)
+            return False
+        if found is None:
+            return False
+        headers, payload = found
+        head = [STATUS_LINE[200]]
+        for name, value in (*self.server_state.default_headers, *headers):
+            head += (name, b": ", value, b"\r\n")
+        if not cycle.keep_alive:
+            head.append(b"connection: close\r\n")
+        head.append(b"\r\n")
+        cycle.response_started = cycle.response_complete = True
+        cycle.body = bytearray()
+        self.transport.writelines((b"".join(head), payload))
+        if not cycle.keep_alive:
+            self.transport.close()
+        self.on_response_complete()
+        return True
+
+    def _head_over(self) -> None:
+        self._head_too_large = True
+        raise _HeadTooLarge
 
     def _head_timed_out(self) -> None:
         self._head_since = None

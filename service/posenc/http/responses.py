@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Iterator
 from functools import lru_cache
@@ -37,18 +38,27 @@ _FRAME_BYTES = 256  # the dtype/shape/extra keys around the data
 
 def json_data_bound(arr: np.ndarray) -> int:
     """The most bytes `arr`'s data can take as JSON: every number at its longest, every bracket."""
-    per_element = JSON_CHARS.get((arr.dtype.kind, arr.dtype.itemsize), _DEFAULT_CHARS)
+    return _json_bound(arr.shape, arr.dtype)
+
+
+def _json_bound(shape: tuple, dtype: np.dtype) -> int:
+    per_element = JSON_CHARS.get((dtype.kind, dtype.itemsize), _DEFAULT_CHARS)
     brackets, lists = 0, 1
-    for extent in arr.shape:  # each nesting level opens `lists` lists: "[", "]" and a separator each
+    for extent in shape:  # each nesting level opens `lists` lists: "[", "]" and a separator each
         brackets += 3 * lists
         lists *= extent
-    return int(arr.size) * per_element + brackets
+    return lists * per_element + brackets
 
 
 def encoded_size_bound(arr: np.ndarray, media: str) -> int:
     """The most bytes the response body for `arr` can take in `media` (binary: the array; .npy adds its
     header of at most 128 bytes, which the cap does not count)."""
-    return json_data_bound(arr) + _FRAME_BYTES if media == JSON else int(arr.nbytes)
+    return size_bound(arr.shape, arr.dtype, media)
+
+
+def size_bound(shape: tuple, dtype: np.dtype, media: str) -> int:
+    """encoded_size_bound of an array of this shape and dtype, before there is one."""
+    return _json_bound(shape, dtype) + _FRAME_BYTES if media == JSON else math.prod(shape) * dtype.itemsize
 
 
 def check_response_size(arr: np.ndarray, media: str, limit: int) -> None:

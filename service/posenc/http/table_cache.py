@@ -74,14 +74,20 @@ class TableCache:
         if changes:
             self._candidates.clear()
 
-    def covering(self, key: tuple[str, float | None], positions: np.ndarray, dtype: np.dtype) -> Table | None:
-        """A table holding exactly these rows at least as precisely as `dtype`, if any."""
+    def candidates(self, key: tuple[str, float | None], dtype: np.dtype) -> list[Table]:
+        """The tables whose spec matches `key` and that serve `dtype` (matching keys costs microseconds
+        a table: done once per key and dtype, until the tables change)."""
         candidates = self._candidates.get((key, dtype))
-        if candidates is None:  # matching keys costs microseconds a table: done once per key and dtype
+        if candidates is None:
             if len(self._candidates) >= MAX_CANDIDATE_KEYS:
                 self._candidates.clear()
             candidates = self._candidates[(key, dtype)] = [
                 table for table in self._tables.values() if spec_key(table.spec) == key and serves_dtype(table, dtype)]
+        return candidates
+
+    def covering(self, key: tuple[str, float | None], positions: np.ndarray, dtype: np.dtype) -> Table | None:
+        """A table holding exactly these rows at least as precisely as `dtype`, if any."""
+        candidates = self.candidates(key, dtype)
         span = integer_range(positions) if candidates and positions.size else None
         if span is None:
             return None

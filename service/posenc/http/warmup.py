@@ -11,6 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import api
+from ..dtypes import OUTPUT_DTYPES
+from ..kernels import index_span
+from ..tables import midpoint_rows
 
 #: Output dtypes whose kernels differ (float16/bfloat16 are computed through float64).
 _KERNEL_DTYPES = ("float32", "float64")
@@ -28,6 +31,11 @@ def warm_kernels() -> None:
     api.rope_inv_freq(spec)
     api.alibi_slopes(3)
     api.t5_relative_position_bucket(np.arange(-3, 3))
+    index_span(np.frombuffer(np.arange(3, dtype="<i8").tobytes(), "<i8"))  # raw bodies: read-only int64
+    rows = np.zeros((1, 4), np.float32)
+    for dtype in ("float16", "bfloat16"):  # 16-bit rows from float32 tables: gathered copies, mapped views
+        midpoint_rows(rows, OUTPUT_DTYPES[dtype])
+        midpoint_rows(np.frombuffer(rows.tobytes(), np.float32).reshape(1, 4), OUTPUT_DTYPES[dtype])
 
 
 def warm_lookups(tables) -> None:

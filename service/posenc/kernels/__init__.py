@@ -6,11 +6,12 @@ thread pool, so there is no numba threading layer to fight with inside a server.
 """
 
 from .alibi import alibi_bias_rows
-from .gather import gather_rows
+from .gather import gather_rows, index_span
+from .halves import half_midpoint_rows
 from .parallel import run_rows, set_threads, threads
 from .rope import rope_rotate_rows, xpos_decay_rows
 from .t5 import t5_buckets
 from .trig import sincos_rows
 
-__all__ = ["alibi_bias_rows", "gather_rows", "rope_rotate_rows", "run_rows", "set_threads",
+__all__ = ["alibi_bias_rows", "gather_rows", "half_midpoint_rows", "index_span", "rope_rotate_rows", "run_rows", "set_threads",
            "sincos_rows", "t5_buckets", "threads", "xpos_decay_rows"]

@@ -14,13 +14,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from ... import api
-from ...api.rope import as_rope_spec, rope_table
+from ...api.rope import as_rope_spec, rope_table, rope_table_at
 from ...api.sinusoidal import sinusoidal_table
 from ...args import as_positions
 from ...dtypes import cast_output, output_dtype
 from ...errors import PosencError
 from ...limits import LIMITS
 from ...encodings import RopeSpec, SinusoidalSpec
+from ...encodings.rope import seq_len_for
 from ..calls import Call, as_array, fields_under, read_call, respond, service_of
 from ..openapi import array_responses, request_body
 from ..spec_cache import cached
@@ -62,7 +63,8 @@ def _positions(call: Call) -> np.ndarray:
 def spec_job(service, key, exact: np.ndarray, dtype: np.dtype, compute: Callable[[np.ndarray], np.ndarray],
              width: int) -> tuple[Callable[[], np.ndarray], int, bool]:
     """(job, elements, gathered) for a spec's rows at validated positions: a gather from a covering
-    table when one exists (gathered), else the kernels. The endpoints and http.fastspec share it."""
+    table when one exists (gathered), else the kernels. (http.prepared answers the plainest requests
+    with the same plan functions and the same tables, without this per-request wrapping.)"""
     table = None if key is None else service.tables.covering(key, exact, dtype)
     if table is not None:
         return (lambda: table.spec.cast_rows(table.lookup(exact), exact, dtype)), exact.size * width, True
@@ -75,9 +77,16 @@ def sinusoidal_plan(spec: SinusoidalSpec, dtype: np.dtype):
 
 
 def rope_plan(spec: RopeSpec, seq_len, dtype: np.dtype):
-    """(table key, compute, row width) of a 1-D RoPE cos/sin spec request."""
-    return (spec_key_for(spec, seq_len), (lambda exact: rope_table(exact, spec, seq_len=seq_len, dtype=dtype)),
-            2 * spec.n_freq)
+    """(table key, compute, row width) of a 1-D RoPE cos/sin spec request. The frequencies follow
+    max(positions) + 1 only for a length-dependent spec without seq_len; otherwise they are fixed
+    here (seq_len checked once), and a call computes rows only."""
+    if spec.length_dependent and seq_len is None:
+        compute = lambda exact: rope_table(exact, spec, seq_len=None, dtype=dtype)  # noqa: E731
+    else:
+        at = seq_len_for(None, seq_len) if seq_len is not None else None
+        at = at if spec.length_dependent else None  # checked, then unused: init frequencies
+        compute = lambda exact: rope_table_at(exact, spec, at, dtype)  # noqa: E731
+    return spec_key_for(spec, seq_len), compute, 2 * spec.n_freq
 
 
 async def _from_spec_or_table(request: Request, call: Call, plan, positions, dtype: np.dtype) -> Response:

@@ -2,7 +2,7 @@
 
 GET /v1/tables/{name}/rows/{position} is normally answered by the raw-ASGI fast path
 (`http.fastpath`) before FastAPI; the route here documents it and answers what the fast
-path passes on (dtype=, negative positions, errors), with the same encoder.
+path passes on (other queries, negative positions, errors), with the same encoder.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ async def table_row(request: Request, name: Annotated[str, _NAME],
                                                   pattern=POSITION_PATTERN, examples=["4095"])],
                     dtype: Annotated[Dtype | None, Query(description="Output dtype, default the table's.")] = None
                     ) -> Response:
-    """One row, shape [width]. Without query parameters this is served by the raw-ASGI fast path."""
+    """One row, shape [width]. Without query parameters (or with dtype only) this is served by the raw-ASGI
+    fast path."""
     _only_dtype_in_query(request)
     media = negotiate(request.headers.get("accept"))
     table = await named_table(request, name)
