@@ -74,6 +74,19 @@ typedef int (*posenc_sincos_rows_fn)(const double *positions, int64_t n_rows, co
                                      const double *amp, int64_t n_sin, const posenc_layout *layout,
                                      void *out, int dtype);
 
+/* sincos_rows that also continues *crc, the CRC-32C (Castagnoli, as posenc_shm.h computes it)
+ * of the bytes before `out`, over the rows it writes: *crc is then the CRC-32C of the
+ * n_rows * row_stride elements from `out` as they lie in memory, continuing its value on
+ * entry (0 to start). The rows must be whole and back to back (row_stride == n_sin + n_cos,
+ * blocks [sin | cos] or [cos | sin] filling the row, or interleaved with at most the last
+ * column a lone sin), else POSENC_EINVAL; the values are sincos_rows' bit for bit. Each tile
+ * of rows is checksummed while it is in L1, before it is stored (streamed from 8 MiB on),
+ * so the output is not read back: one pass over memory for rows and checksum. crc NULL:
+ * POSENC_EINVAL. */
+typedef int (*posenc_sincos_rows_crc_fn)(const double *positions, int64_t n_rows, const double *freqs,
+                                         const double *amp, int64_t n_sin, const posenc_layout *layout,
+                                         void *out, int dtype, uint32_t *crc);
+
 /* Rotate x [batch, n_rows, head_dim] (element (b, r, j) at b*batch_stride + r*head_dim + j)
  * by cos/sin [n_rows, n_freq] (float64, already scaled): pairs (i, i + n_freq) when
  * interleaved == 0 (NeoX/Llama rotate_half), (2i, 2i+1) otherwise (GPT-J); dims past
@@ -100,10 +113,11 @@ typedef struct posenc_kernels {
     posenc_rope_rotate_fn rope_rotate;
     posenc_alibi_bias_fn alibi_bias;
     posenc_gather_rows_fn gather_rows;
+    posenc_sincos_rows_crc_fn sincos_rows_crc;
 } posenc_kernels;
 
 /* Bumped whenever a signature or struct above changes, or the values sincos_rows defines. */
-#define POSENC_ABI_VERSION 2
+#define POSENC_ABI_VERSION 3
 
 /* The absolute split of integer positions (see posenc_sincos_rows_fn). */
 #define POSENC_SPLIT_COARSE 1024
@@ -130,6 +144,9 @@ POSENC_API int posenc_abi_version(void);
 POSENC_API int posenc_sincos_rows(const double *positions, int64_t n_rows, const double *freqs,
                                   const double *amp, int64_t n_sin, const posenc_layout *layout,
                                   void *out, int dtype);
+POSENC_API int posenc_sincos_rows_crc(const double *positions, int64_t n_rows, const double *freqs,
+                                      const double *amp, int64_t n_sin, const posenc_layout *layout,
+                                      void *out, int dtype, uint32_t *crc);
 POSENC_API int posenc_rope_rotate(const void *x, void *out, int64_t batch, int64_t batch_stride,
                                   int64_t n_rows, int64_t head_dim, const double *cos,
                                   const double *sin, int64_t n_freq, int interleaved, int dtype);

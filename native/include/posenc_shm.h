@@ -228,38 +228,81 @@ __attribute__((target("sse4.2"))) static inline uint32_t posenc_shm__crc32c_hw(u
     ((defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 10) || (defined(__clang__) && __clang_major__ >= 8))
 #define POSENC_SHM_HAVE_CRC32C_VPCLMUL 1
 #include <immintrin.h>
-/* Bytes folded per iteration: four 512-bit accumulators. */
+#endif
+
+/* Bytes folded per iteration by the VPCLMULQDQ kernel: four 512-bit accumulators. */
 #define POSENC_SHM__CRC32C_FOLD 256u
 
+/* A CRC-32C computed piece by piece (posenc_shm_crc32c_begin / _update / _end): the value is
+ * the CRC-32C of all the pieces in order, whatever their sizes, so a writer can checksum
+ * data while it is still in cache, as it produces it (libposenc's sincos_rows_crc folds each
+ * 8 KiB tile of rows in before streaming it out). With VPCLMULQDQ the four accumulators and
+ * the bytes short of a whole 256-byte block are kept here between pieces; the other kernels
+ * keep a CRC register. */
+typedef struct posenc_shm_crc32c_stream {
+    uint8_t fold[POSENC_SHM__CRC32C_FOLD];    /* VPCLMULQDQ: the accumulators, once `folding` */
+    uint8_t pending[POSENC_SHM__CRC32C_FOLD]; /* VPCLMULQDQ: bytes waiting for a whole block */
+    uint64_t k_lo, k_hi;                      /* VPCLMULQDQ: the folding constants */
+    uint32_t crc;       /* the CRC so far (other kernels), or the one to continue (before any fold) */
+    uint32_t n_pending;
+    int kernel;         /* POSENC_SHM__K_* */
+    int folding;
+    posenc_shm_crc_tables tables; /* "table" kernel only */
+} posenc_shm_crc32c_stream;
+
+enum { POSENC_SHM__K_TABLE = 0, POSENC_SHM__K_SSE42 = 1, POSENC_SHM__K_VPCLMUL = 2 };
+
+#ifdef POSENC_SHM_HAVE_CRC32C_VPCLMUL
 /* CRC-32C by carry-less multiplication (AVX-512 VPCLMULQDQ), about 3x the crc32 instruction:
  * the data is folded into four 512-bit accumulators, 256 bytes at a time. A 128-bit lane L
  * followed by 256 bytes D has the same CRC as (L * x^2048 mod P) xor D's first 16 bytes, and
  * in the bit-reflected domain that product is clmul(L.lo, x^(2048+32) mod P) xor clmul(L.hi,
  * x^(2048-32) mod P), each constant reflected and shifted left by one (Intel's "Fast CRC
- * computation using PCLMULQDQ"). After the loop the 256 accumulator bytes stand in for
- * everything folded so far, so the crc32 instruction finishes them and the tail: no Barrett
- * reduction is needed. The initial register is xored into the first four bytes. */
-__attribute__((target("avx512f,vpclmulqdq,sse4.2"))) static inline uint32_t
-posenc_shm__crc32c_vpclmul(uint32_t crc, const uint8_t *p, size_t n)
+ * computation using PCLMULQDQ"). At the end the 256 accumulator bytes stand in for
+ * everything folded so far, so the crc32 instruction finishes them and the bytes left over:
+ * no Barrett reduction is needed. The initial register is xored into the first four bytes.
+ * Folds n bytes (a multiple of 256) at p into the stream's accumulators. */
+__attribute__((target("avx512f,vpclmulqdq,sse4.2"))) static inline void
+posenc_shm__crc32c_fold(posenc_shm_crc32c_stream *s, const uint8_t *p, size_t n)
 {
-    if (n < 2 * POSENC_SHM__CRC32C_FOLD) return posenc_shm__crc32c_hw(crc, p, n);
-    const long long lo = (long long)((uint64_t)posenc_shm__crc32c_shift((8 * POSENC_SHM__CRC32C_FOLD + 32) / 8) << 1);
-    const long long hi = (long long)((uint64_t)posenc_shm__crc32c_shift((8 * POSENC_SHM__CRC32C_FOLD - 32) / 8) << 1);
-    const __m512i k = _mm512_broadcast_i32x4(_mm_set_epi64x(hi, lo));
+    const __m512i k = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)s->k_hi, (long long)s->k_lo));
+    const uint8_t *from = s->fold;
+    if (!s->folding) {
+        from = p;
+        p += POSENC_SHM__CRC32C_FOLD;
+        n -= POSENC_SHM__CRC32C_FOLD;
+    }
     __m512i x[4];
-    for (int i = 0; i < 4; i++) x[i] = _mm512_loadu_si512((const void *)(p + 64 * i));
-    x[0] = _mm512_xor_si512(x[0], _mm512_inserti32x4(_mm512_setzero_si512(), _mm_cvtsi32_si128((int)~crc), 0));
-    p += POSENC_SHM__CRC32C_FOLD;
-    n -= POSENC_SHM__CRC32C_FOLD;
+    for (int i = 0; i < 4; i++) x[i] = _mm512_loadu_si512((const void *)(from + 64 * i));
+    if (!s->folding)
+        x[0] = _mm512_xor_si512(x[0], _mm512_inserti32x4(_mm512_setzero_si512(), _mm_cvtsi32_si128((int)~s->crc), 0));
+    s->folding = 1;
     for (; n >= POSENC_SHM__CRC32C_FOLD; n -= POSENC_SHM__CRC32C_FOLD, p += POSENC_SHM__CRC32C_FOLD)
         for (int i = 0; i < 4; i++) /* 0x96: a ^ b ^ c */
             x[i] = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x[i], k, 0x00),
                                              _mm512_clmulepi64_epi128(x[i], k, 0x11),
                                              _mm512_loadu_si512((const void *)(p + 64 * i)), 0x96);
-    uint8_t folded[POSENC_SHM__CRC32C_FOLD];
-    for (int i = 0; i < 4; i++) _mm512_storeu_si512((void *)(folded + 64 * i), x[i]);
-    /* ~0 in: the hw routine starts from register 0, as the folded bytes already hold the initial register */
-    return posenc_shm__crc32c_hw(posenc_shm__crc32c_hw(0xFFFFFFFFu, folded, sizeof folded), p, n);
+    for (int i = 0; i < 4; i++) _mm512_storeu_si512((void *)(s->fold + 64 * i), x[i]);
+}
+
+/* Whole blocks go to the accumulators, the rest waits in `pending` for the next piece. */
+static inline void posenc_shm__crc32c_fold_update(posenc_shm_crc32c_stream *s, const uint8_t *p, size_t n)
+{
+    const size_t block = POSENC_SHM__CRC32C_FOLD;
+    if (s->n_pending) {
+        size_t take = block - s->n_pending < n ? block - s->n_pending : n;
+        memcpy(s->pending + s->n_pending, p, take);
+        s->n_pending += (uint32_t)take;
+        p += take;
+        n -= take;
+        if (s->n_pending < block) return;
+        posenc_shm__crc32c_fold(s, s->pending, block);
+        s->n_pending = 0;
+    }
+    size_t whole = n / block * block;
+    if (whole) posenc_shm__crc32c_fold(s, p, whole);
+    memcpy(s->pending, p + whole, n - whole);
+    s->n_pending = (uint32_t)(n - whole);
 }
 #endif
 
@@ -276,28 +319,84 @@ static inline const char *posenc_shm_crc32c_kernel(void)
     return "table";
 }
 
+/* The POSENC_SHM__K_* of a kernel name, or -1 if this CPU or build lacks it. */
+static inline int posenc_shm__crc32c_kernel_code(const char *kernel)
+{
+    const char *best = posenc_shm_crc32c_kernel();
+    if (!strcmp(kernel, "vpclmulqdq")) return strcmp(best, "vpclmulqdq") ? -1 : POSENC_SHM__K_VPCLMUL;
+    if (!strcmp(kernel, "sse4.2")) return strcmp(best, "table") ? POSENC_SHM__K_SSE42 : -1;
+    return strcmp(kernel, "table") ? -1 : POSENC_SHM__K_TABLE;
+}
+
+/* Start a stream continuing `crc` (0 to start) with the named kernel; -1 if unavailable. */
+static inline int posenc_shm_crc32c_begin_by(posenc_shm_crc32c_stream *s, const char *kernel, uint32_t crc)
+{
+    int code = posenc_shm__crc32c_kernel_code(kernel);
+    if (code < 0) return -1;
+    s->crc = crc;
+    s->kernel = code;
+    s->n_pending = 0;
+    s->folding = 0;
+    if (code == POSENC_SHM__K_VPCLMUL) {
+        s->k_lo = (uint64_t)posenc_shm__crc32c_shift((8 * POSENC_SHM__CRC32C_FOLD + 32) / 8) << 1;
+        s->k_hi = (uint64_t)posenc_shm__crc32c_shift((8 * POSENC_SHM__CRC32C_FOLD - 32) / 8) << 1;
+    } else if (code == POSENC_SHM__K_TABLE) {
+        posenc_shm_crc_init_poly(&s->tables, POSENC_SHM_CRC32C_POLY);
+    }
+    return 0;
+}
+
+/* Start a stream continuing `crc` with the fastest kernel this CPU has. */
+static inline void posenc_shm_crc32c_begin(posenc_shm_crc32c_stream *s, uint32_t crc)
+{
+    posenc_shm_crc32c_begin_by(s, posenc_shm_crc32c_kernel(), crc);
+}
+
+/* Continue the stream over the next n bytes at buf. */
+static inline void posenc_shm_crc32c_update(posenc_shm_crc32c_stream *s, const void *buf, size_t n)
+{
+    const uint8_t *p = (const uint8_t *)buf;
+#ifdef POSENC_SHM_HAVE_CRC32C_VPCLMUL
+    if (s->kernel == POSENC_SHM__K_VPCLMUL) {
+        if (s->folding || s->n_pending || n >= 2 * POSENC_SHM__CRC32C_FOLD)
+            posenc_shm__crc32c_fold_update(s, p, n);
+        else /* short pieces before any fold: the register takes them */
+            s->crc = posenc_shm__crc32c_hw(s->crc, p, n);
+        return;
+    }
+#endif
+#ifdef POSENC_SHM_HAVE_CRC32C_HW
+    if (s->kernel == POSENC_SHM__K_SSE42) {
+        s->crc = posenc_shm__crc32c_hw(s->crc, p, n);
+        return;
+    }
+#endif
+    s->crc = posenc_shm_crc32(&s->tables, s->crc, p, n);
+}
+
+/* The CRC-32C of everything the stream was given (continuing the `crc` it began with). */
+static inline uint32_t posenc_shm_crc32c_end(posenc_shm_crc32c_stream *s)
+{
+#ifdef POSENC_SHM_HAVE_CRC32C_VPCLMUL
+    if (s->kernel == POSENC_SHM__K_VPCLMUL && s->folding) {
+        /* ~0 in: the hw routine starts from register 0, as the folded bytes already hold the initial register */
+        s->crc = posenc_shm__crc32c_hw(posenc_shm__crc32c_hw(0xFFFFFFFFu, s->fold, sizeof s->fold), s->pending,
+                                       s->n_pending);
+        s->folding = 0;
+        s->n_pending = 0;
+    }
+#endif
+    return s->crc;
+}
+
 /* CRC-32C continuing `crc` (0 to start) with the named kernel (one posenc_shm_crc32c_kernel
  * may return, or a slower one the CPU also has); -1 if this CPU or build lacks it. */
 static inline int posenc_shm_crc32c_by(const char *kernel, uint32_t crc, const void *buf, size_t n, uint32_t *out)
 {
-#ifdef POSENC_SHM_HAVE_CRC32C_VPCLMUL
-    if (!strcmp(kernel, "vpclmulqdq")) {
-        if (strcmp(posenc_shm_crc32c_kernel(), "vpclmulqdq")) return -1;
-        *out = posenc_shm__crc32c_vpclmul(crc, (const uint8_t *)buf, n);
-        return 0;
-    }
-#endif
-#ifdef POSENC_SHM_HAVE_CRC32C_HW
-    if (!strcmp(kernel, "sse4.2")) {
-        if (!__builtin_cpu_supports("sse4.2")) return -1;
-        *out = posenc_shm__crc32c_hw(crc, (const uint8_t *)buf, n);
-        return 0;
-    }
-#endif
-    if (strcmp(kernel, "table")) return -1;
-    posenc_shm_crc_tables c;
-    posenc_shm_crc_init_poly(&c, POSENC_SHM_CRC32C_POLY);
-    *out = posenc_shm_crc32(&c, crc, buf, n);
+    posenc_shm_crc32c_stream s;
+    if (posenc_shm_crc32c_begin_by(&s, kernel, crc) != 0) return -1;
+    posenc_shm_crc32c_update(&s, buf, n);
+    *out = posenc_shm_crc32c_end(&s);
     return 0;
 }
 

@@ -150,6 +150,12 @@ int posenc_sincos_rows(const double *positions, int64_t n_rows, const double *fr
     return active ? active->sincos_rows(positions, n_rows, freqs, amp, n_sin, layout, out, dtype) : POSENC_ENOISA;
 }
 
+int posenc_sincos_rows_crc(const double *positions, int64_t n_rows, const double *freqs, const double *amp,
+                           int64_t n_sin, const posenc_layout *layout, void *out, int dtype, uint32_t *crc) {
+    return active ? active->sincos_rows_crc(positions, n_rows, freqs, amp, n_sin, layout, out, dtype, crc)
+                  : POSENC_ENOISA;
+}
+
 int posenc_rope_rotate(const void *x, void *out, int64_t batch, int64_t batch_stride, int64_t n_rows,
                        int64_t head_dim, const double *cos, const double *sin, int64_t n_freq, int interleaved,
                        int dtype) {

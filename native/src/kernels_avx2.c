@@ -1,5 +1,6 @@
 /* AVX2+FMA path: the kernel body compiled for Haswell/Zen-class CPUs. Only reached after
  * dispatch.c has checked CPUID and that the OS saves YMM state. */
+#include "posenc_shm.h" /* first: it sets the feature macros its POSIX parts need */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #include <math.h>

@@ -4,6 +4,7 @@
  * Compiled a second time, for tests only, with -DPOSENC_SIMDE: simd_avx512.h then maps the
  * same intrinsics to SIMDe's portable versions and the table is exported as
  * posenc_kernels_avx512_simde (see tests/native/conftest.py). */
+#include "posenc_shm.h" /* first: it sets the feature macros its POSIX parts need */
 #if defined(POSENC_SIMDE)
 #include "simd_avx512.h"
 

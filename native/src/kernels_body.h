@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "posenc.h"
+#include "posenc_shm.h" /* the CRC-32C sincos_rows_crc folds rows into (included first by kernels_<isa>.c) */
 #include "vsincos.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -315,6 +316,17 @@ static posenc_layout compact_layout(const posenc_layout *lay, int64_t n_sin) {
     return t;
 }
 
+/* Whether a layout's rows are whole and back to back: the n_rows * row_stride elements from
+ * the output pointer are all written, so rows r0..r1 are one contiguous run of bytes (what
+ * sincos_rows_crc checksums). */
+static int rows_dense(const posenc_layout *lay, int64_t n_sin) {
+    if (lay->row_stride != n_sin + lay->n_cos)
+        return 0;
+    if (lay->interleaved)
+        return lay->n_cos >= n_sin - 1; /* at most one lone sin, in the last column */
+    return (lay->sin_base == 0 && lay->cos_base == n_sin) || (lay->cos_base == 0 && lay->sin_base == lay->n_cos);
+}
+
 /* Stream tile rows out to rows row0.. of `out`: every sin part, then every cos part, so even
  * a layout with far-apart blocks (RoPE's [2, n, n_freq] pair) is written in long runs. */
 static void flush_tile(const trig_state *st, int64_t count, char *out, int64_t row0, const posenc_layout *lay,
@@ -334,14 +346,19 @@ static void flush_tile(const trig_state *st, int64_t count, char *out, int64_t r
                       st->tile + (size_t)r * tile_row + (size_t)n_sin * es, (size_t)lay->n_cos * es);
 }
 
-INLINE void sincos_loop(trig_state *st, const double *positions, int64_t n_rows, void *out, ROW_ARGS) {
+/* crc (sincos_rows_crc; dense layouts only): rows are built in chunks of `tile_rows`, in the
+ * tile when streaming (laid out as the destination, so each tile is the next bytes of the
+ * output) or in place otherwise, and each chunk is folded into the CRC while it is in L1. */
+INLINE void sincos_loop(trig_state *st, const double *positions, int64_t n_rows, void *out,
+                        posenc_shm_crc32c_stream *crc, ROW_ARGS) {
     int tiled = stream == STREAM_TILE;
     size_t es = elem_size(f32);
     posenc_layout tile_lay = compact_layout(lay, n_sin);
-    const posenc_layout *row_lay = tiled ? &tile_lay : lay;
+    const posenc_layout *row_lay = tiled && !crc ? &tile_lay : lay;
     size_t row_bytes = (size_t)row_lay->row_stride * es;
-    for (int64_t r0 = 0; r0 < n_rows;) { /* one pass, or one per tile */
-        int64_t end = tiled && n_rows - r0 > st->tile_rows ? r0 + st->tile_rows : n_rows;
+    int64_t chunk = tiled || crc ? st->tile_rows : n_rows;
+    for (int64_t r0 = 0; r0 < n_rows;) { /* one pass, or one per chunk */
+        int64_t end = n_rows - r0 > chunk ? r0 + chunk : n_rows;
         char *base = tiled ? st->tile : (char *)out + (size_t)r0 * row_bytes;
         for (int64_t r = r0; r < end;) {
             double p = positions[r];
@@ -368,7 +385,11 @@ INLINE void sincos_loop(trig_state *st, const double *positions, int64_t n_rows,
                 split_rows(st, fine + k, 1, row + k * row_bytes, row_bytes, row_lay, n_sin, interleaved, f32, stream);
             r += run;
         }
-        if (tiled)
+        if (crc)
+            posenc_shm_crc32c_update(crc, base, (size_t)(end - r0) * row_bytes);
+        if (tiled && crc)
+            v_stream_copy((char *)out + (size_t)r0 * row_bytes, st->tile, (size_t)(end - r0) * row_bytes);
+        else if (tiled)
             flush_tile(st, end - r0, (char *)out, r0, lay, n_sin, es);
         r0 = end;
     }
@@ -385,34 +406,59 @@ static int sincos_stream_mode(const void *out, int64_t n_rows, int64_t n_sin, co
     return in_row ? STREAM_DIRECT : STREAM_TILE;
 }
 
-static int sincos_rows(const double *positions, int64_t n_rows, const double *freqs, const double *amp,
-                       int64_t n_sin, const posenc_layout *lay, void *out, int dtype) {
+/* crc: NULL (sincos_rows), or the CRC-32C to continue over the rows (sincos_rows_crc). */
+static int sincos_rows_into(const double *positions, int64_t n_rows, const double *freqs, const double *amp,
+                            int64_t n_sin, const posenc_layout *lay, void *out, int dtype, uint32_t *crc) {
     if (n_rows < 0 || n_sin < 0 || !lay || lay->n_cos < 0 || lay->n_cos > n_sin || !valid_dtype(dtype))
+        return POSENC_EINVAL;
+    if (crc && !rows_dense(lay, n_sin))
         return POSENC_EINVAL;
     if (n_rows == 0 || n_sin == 0)
         return POSENC_OK;
     int f32 = dtype == POSENC_F32;
     int64_t es = (int64_t)elem_size(f32);
     int stream = sincos_stream_mode(out, n_rows, n_sin, lay, es);
+    if (crc && stream == STREAM_DIRECT) /* rows are checksummed in L1 before they are streamed out */
+        stream = STREAM_TILE;
     trig_state st;
-    int rc = trig_state_init(&st, freqs, amp, n_sin, stream == STREAM_TILE ? (size_t)((n_sin + lay->n_cos) * es) : 0);
+    int chunked = stream == STREAM_TILE || crc;
+    int rc = trig_state_init(&st, freqs, amp, n_sin, chunked ? (size_t)((n_sin + lay->n_cos) * es) : 0);
     if (rc != POSENC_OK)
         return rc;
-    /* one stamped loop per (layout, dtype, stream mode); the tile only for blocks */
-#define SINCOS_LOOP(il, f, mode) sincos_loop(&st, positions, n_rows, out, lay, n_sin, il, f, mode)
+    posenc_shm_crc32c_stream crc_stream;
+    if (crc)
+        posenc_shm_crc32c_begin(&crc_stream, *crc);
+    posenc_shm_crc32c_stream *cs = crc ? &crc_stream : NULL;
+    /* one stamped loop per (layout, dtype, stream mode) */
+#define SINCOS_LOOP(il, f, mode) sincos_loop(&st, positions, n_rows, out, cs, lay, n_sin, il, f, mode)
 #define SINCOS_DTYPE(il, mode) (f32 ? SINCOS_LOOP(il, 1, mode) : SINCOS_LOOP(il, 0, mode))
+#define SINCOS_MODES(il)                                                                                     \
+    (stream == STREAM_OFF      ? SINCOS_DTYPE(il, STREAM_OFF)                                                \
+     : stream == STREAM_DIRECT ? SINCOS_DTYPE(il, STREAM_DIRECT)                                             \
+                               : SINCOS_DTYPE(il, STREAM_TILE))
     if (lay->interleaved)
-        stream == STREAM_OFF ? SINCOS_DTYPE(1, STREAM_OFF) : SINCOS_DTYPE(1, STREAM_DIRECT);
-    else if (stream == STREAM_OFF)
-        SINCOS_DTYPE(0, STREAM_OFF);
+        SINCOS_MODES(1);
     else
-        stream == STREAM_DIRECT ? SINCOS_DTYPE(0, STREAM_DIRECT) : SINCOS_DTYPE(0, STREAM_TILE);
+        SINCOS_MODES(0);
+#undef SINCOS_MODES
 #undef SINCOS_DTYPE
 #undef SINCOS_LOOP
     if (stream != STREAM_OFF)
         v_stream_fence();
+    if (crc)
+        *crc = posenc_shm_crc32c_end(&crc_stream);
     free(st.block);
     return POSENC_OK;
+}
+
+static int sincos_rows(const double *positions, int64_t n_rows, const double *freqs, const double *amp,
+                       int64_t n_sin, const posenc_layout *lay, void *out, int dtype) {
+    return sincos_rows_into(positions, n_rows, freqs, amp, n_sin, lay, out, dtype, NULL);
+}
+
+static int sincos_rows_crc(const double *positions, int64_t n_rows, const double *freqs, const double *amp,
+                           int64_t n_sin, const posenc_layout *lay, void *out, int dtype, uint32_t *crc) {
+    return crc ? sincos_rows_into(positions, n_rows, freqs, amp, n_sin, lay, out, dtype, crc) : POSENC_EINVAL;
 }
 
 /* ---- RoPE rotation ------------------------------------------------------------------------ */
@@ -587,5 +633,5 @@ static int gather_rows(const void *table, int64_t n_table_rows, int64_t row_byte
 #endif
 
 __attribute__((visibility(POSENC_KERNELS_VISIBILITY))) const posenc_kernels POSENC_KERNELS = {
-    POSENC_KERNELS_NAME, sincos_rows, rope_rotate, alibi_bias, gather_rows,
+    POSENC_KERNELS_NAME, sincos_rows, rope_rotate, alibi_bias, gather_rows, sincos_rows_crc,
 };

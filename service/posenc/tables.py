@@ -126,6 +126,21 @@ class TableSpec(Canonical):
         positions = np.arange(self.start + lo, self.start + hi, dtype=np.float64)
         self.compute(positions, self.np_dtype, out=block)
 
+    def fill_block_crc32c(self, block: np.ndarray, lo: int, hi: int, crc: int) -> int | None:
+        """fill_block and the CRC-32C of the block's bytes continuing `crc`, in one pass over
+        memory: the native sin/cos kernel checksums its rows as it writes them. For the
+        sinusoidal and RoPE tables whose stored bytes are the kernel's output; None, with
+        nothing written, for the rest (the caller fills, then checksums)."""
+        from .api.rope import rope_rows_crc32c
+        from .api.sinusoidal import sinusoidal_rows_crc32c
+
+        positions = np.arange(self.start + lo, self.start + hi, dtype=np.float64)
+        if self.kind == "sinusoidal":
+            return sinusoidal_rows_crc32c(positions, self.encoding, block, crc)
+        if self.kind == "rope":
+            return rope_rows_crc32c(positions, self.encoding, self.seq_len, block, crc)
+        return None
+
     def compute(self, positions: np.ndarray, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
         """This table's rows for any validated float64 positions, as `dtype` (into `out`, of the
         kernel dtype, when given): bit for bit the rows the table holds, since a row depends only

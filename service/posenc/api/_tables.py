@@ -14,6 +14,7 @@ import numpy as np
 from .. import native
 from ..kernels import run_rows, sincos_rows
 from ..encodings.columns import ColumnPlan
+from ..native.library import plan_is_dense
 
 
 def fill_sincos(positions: np.ndarray, freqs: np.ndarray, amplitude: np.ndarray, flat: np.ndarray,
@@ -26,6 +27,17 @@ def fill_sincos(positions: np.ndarray, freqs: np.ndarray, amplitude: np.ndarray,
     else:
         run_rows(sincos_rows, n_rows, width, positions, freqs, amplitude, flat, plan.row_stride, plan.sin_base,
                  plan.cos_base, plan.interleaved, plan.n_cos)
+
+
+def fill_sincos_crc32c(positions: np.ndarray, freqs: np.ndarray, amplitude: np.ndarray, flat: np.ndarray,
+                       plan: ColumnPlan, crc: int) -> int | None:
+    """fill_sincos on this thread, returning the CRC-32C of the rows' bytes continuing `crc`:
+    the native kernel checksums each tile of rows while it is in L1, before storing it, so
+    the rows are not read back (the shm writer's one pass over memory). None, with nothing
+    written, where that kernel cannot: no native library, or a plan whose rows have gaps."""
+    if native.ACTIVE is None or not plan_is_dense(plan, freqs.shape[0]):
+        return None
+    return native.ACTIVE.sincos_rows_crc(positions, freqs, amplitude, flat, plan, 0, positions.shape[0], crc)
 
 
 @lru_cache(maxsize=256)

@@ -16,7 +16,7 @@ from ..limits import LIMITS
 from ..encodings import RopeSpec
 from ..encodings.rope import LAYOUTS, seq_len_for
 from ..encodings.columns import ColumnPlan
-from ._tables import constant_amplitude, fill_cos_sin_pair, fill_sincos
+from ._tables import constant_amplitude, fill_cos_sin_pair, fill_sincos, fill_sincos_crc32c
 
 
 def as_rope_spec(spec, field: str = "spec") -> RopeSpec:
@@ -126,6 +126,15 @@ def _rope_rows(positions: np.ndarray, inv: np.ndarray, attention: float, out_dty
         out = np.empty((n, 2 * n_freq), dtype=kernel_dtype(out_dtype))
     fill_sincos(positions, inv, constant_amplitude(n_freq, attention), out.reshape(-1), _table_columns(n_freq))
     return cast_output(out, out_dtype)
+
+
+def rope_rows_crc32c(positions: np.ndarray, spec: RopeSpec, seq_len: float | None, out: np.ndarray,
+                     crc: int) -> int | None:
+    """rope_table_at's rows into `out` with the CRC-32C of their bytes continuing `crc`, in one
+    pass (fill_sincos_crc32c); None, with nothing written, without the fused kernel."""
+    inv, attention = _inv_freq_cached(spec, seq_len)
+    return fill_sincos_crc32c(positions, inv, constant_amplitude(inv.shape[0], attention), out.reshape(-1),
+                              _table_columns(inv.shape[0]), crc)
 
 
 @lru_cache(maxsize=64)

@@ -9,7 +9,7 @@ from ..dtypes import cast_output, kernel_dtype, output_dtype
 from ..errors import PosencError
 from ..limits import LIMITS
 from ..encodings import SinusoidalSpec
-from ._tables import constant_amplitude, fill_sincos
+from ._tables import constant_amplitude, fill_sincos, fill_sincos_crc32c
 
 
 def sinusoidal(positions, dim, *, base=10000.0, layout="interleaved", min_timescale=1.0, max_timescale=None,
@@ -41,6 +41,17 @@ def sinusoidal_table(positions: np.ndarray, spec: SinusoidalSpec, dtype: np.dtyp
     if spec.scale is not None:  # per-column factors: a second pass, off the common path
         out *= np.asarray(spec.scale, dtype=out.dtype)
     return cast_output(out, dtype)
+
+
+def sinusoidal_rows_crc32c(positions: np.ndarray, spec: SinusoidalSpec, out: np.ndarray, crc: int) -> int | None:
+    """sinusoidal_table's rows into `out` (C-contiguous float32/float64) with the CRC-32C of
+    their bytes continuing `crc`, in one pass (fill_sincos_crc32c). None, with nothing
+    written, where the kernel's output is not the final bytes (a t2t zero column, `scale`)
+    or the fused kernel is unavailable: the caller then fills and checksums."""
+    if spec.scale is not None or (spec.layout == "t2t" and spec.dim % 2):
+        return None
+    return fill_sincos_crc32c(shifted(positions, spec.offset), spec.freqs,
+                              constant_amplitude(spec.n_sin, spec.amplitude), out.reshape(-1), spec.column_plan(), crc)
 
 
 def shifted(positions: np.ndarray, offset: int) -> np.ndarray:

@@ -1,10 +1,11 @@
 """`posenc bench shm`: publishing and reading a shared-memory table, each case next to a
 plain memset/memcpy of the same bytes in the same run.
 
-Publishing (shm_publish.py): a whole `TableStore.publish`, each of its stages alone, a
-publish into a prepared segment (its preparation and unmap timed as rows of their own, on
-every kernel thread and on one), and the machine's floors for writing as many bytes into a new tmpfs file (timed in C), against a
-memcpy of warm memory.
+Publishing (shm_publish.py): a whole `TableStore.publish`, each of its stages alone (the
+rows and their CRC-32C in one pass among them), a publish into a prepared segment (its
+preparation and unmap timed as rows of their own, on every kernel thread and on one), and
+the machine's floors for writing as many bytes into a new tmpfs file (timed in C), against
+a memcpy of warm memory.
 
 (a) single-row lookups in a numba loop over `Table.array` (bounds check + row copy) vs libc
     `memcpy` of the same rows; (b) batches of 1024 random rows through `Table.lookup` vs

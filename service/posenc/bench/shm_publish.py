@@ -6,15 +6,20 @@ time goes and how far a publish is from memory speed.
 Stages, as segment.create/fill and TableStore.publish do them: `posix_fallocate` of a new
 file; the rows computed block by block into one cache-sized buffer; the block checksums
 (CRC-32C by the fastest native kernel, then by each slower kernel the CPU has, without the
-native library, and zlib's CRC-32); the `pwrite` of every block into the reserved file; and
-the fixed cost of a publish (create, header, READY, the registry flip, unlinking the
-replaced generation), timed as the publish of a one-row table.
+native library, and zlib's CRC-32); the rows and their CRC-32C in one pass (the native
+`sincos_rows_crc`, what a CRC-32C publish of this table runs instead of those two); the
+`pwrite` of every block into the reserved file; and the fixed cost of a publish (create,
+header, READY, the registry flip, unlinking the replaced generation), timed as the publish
+of a one-row table.
 
 Prepared segments (`TableStore.prepare`): the preparation (an unnamed file reserved and
 populated), timed on its own because a store does it before the publish or on its
-background thread; the publish into it on every kernel thread and on one; and the unmap of
-the used segment, which the store's background thread does after the flip. Their sum is
-what one publish costs a `keep_prepared` store in CPU time, whichever thread spends it.
+background thread; the publish into it on every kernel thread and on one (a CRC-32C publish
+of this table runs the one-pass kernel on one thread either way); and the unmap of the used
+segment, which the store's background thread does after the flip. Their sum is what one
+publish costs a `keep_prepared` store in CPU time, whichever thread spends it. Its stages:
+the rows computed into a populated mapping and checksummed there afterwards (two passes
+over memory, the way before the one-pass kernel), and the one pass it runs now.
 
 The floors come from shm_publish_floors.c, timed in C so no Python is in them: every way
 this machine has to put the bytes into a new file (pwrite with and without fallocate,
@@ -133,8 +138,9 @@ def prepared_rows(store: TableStore, table: TableSpec, repeats: int, parallel: i
 
 
 def prepared_stage_rows(root: Path, table: TableSpec, repeats: int) -> list[tuple[str, float]]:
-    """The two stages of a one-thread publish into a prepared segment, each alone: computing
-    the rows into a populated mapping, and checksumming them there afterwards."""
+    """The stages of a one-thread publish into a prepared segment, each alone: computing the
+    rows into a populated mapping and checksumming them there afterwards (two passes), and
+    both in one pass (segment.fill_checksummed: what a CRC-32C publish runs)."""
     piece_rows = max(1, prepared.PIECE_BYTES_PER_THREAD // (table.width * table.np_dtype.itemsize))
     pieces = [(lo, min(lo + piece_rows, table.rows)) for lo in range(0, table.rows, piece_rows)]
 
@@ -158,6 +164,11 @@ def prepared_stage_rows(root: Path, table: TableSpec, repeats: int) -> list[tupl
         for lo, hi in pieces:
             crc = checksum.crc32c(state[2][lo:hi], crc)
 
+    def one_pass(state):
+        crc = 0
+        for lo, hi in pieces:
+            crc = segment.fill_checksummed(table, state[2][lo:hi], lo, hi, checksum.CRC32C, crc)
+
     def unmap(state):
         fd, mapping, _ = state
         segment.close_mapping(mapping)  # now, or once the view in `state` is gone
@@ -167,7 +178,17 @@ def prepared_stage_rows(root: Path, table: TableSpec, repeats: int) -> list[tupl
     return [((f"stage, prepared, 1 thread: compute the rows into the populated mapping ({per_thread} MiB pieces, "
               "non-temporal stores)"), _median_s(compute, repeats, populated, unmap)),
             ("stage, prepared, 1 thread: CRC-32C of those rows, read back from memory",
-             _median_s(read_back, repeats, filled, unmap))]
+             _median_s(read_back, repeats, filled, unmap)),
+            (f"stage, prepared, 1 thread: the rows and their CRC-32C in one pass ({_one_pass_label(table)})",
+             _median_s(one_pass, repeats, populated, unmap))]
+
+
+def _one_pass_label(table: TableSpec) -> str:
+    """How segment.fill_checksummed computes this table's rows and CRC-32C here."""
+    block = np.empty((1, table.width), table.np_dtype)
+    if table.fill_block_crc32c(block, 0, 1, 0) is None:
+        return "not available here: computed, then checksummed"
+    return "native `sincos_rows_crc`: each 8 KiB tile checksummed in L1, then streamed out"
 
 
 def publish_rows(root: Path, table: TableSpec, repeats: int, parallel: int = 1) -> list[tuple[str, float]]:
@@ -201,6 +222,11 @@ def publish_rows(root: Path, table: TableSpec, repeats: int, parallel: int = 1) 
         for lo, hi in blocks:
             table.fill_block(buffer[:hi - lo], lo, hi)
 
+    def compute_checksummed(_):
+        crc = 0
+        for lo, hi in blocks:
+            crc = segment.fill_checksummed(table, buffer[:hi - lo], lo, hi, checksum.CRC32C, crc)
+
     def block_checksums(function):
         def run(_):
             crc = 0
@@ -224,20 +250,22 @@ def publish_rows(root: Path, table: TableSpec, repeats: int, parallel: int = 1) 
                             ("`TableStore.publish`, CRC-32 (`checksum=\"crc32\"`)", "crc32")):
             rows.append((label, _median_s(publish, repeats, setup=lambda: stores[name], teardown=unpublish)))
         rows += prepared_rows(stores["crc32c"], table, repeats, parallel)
-        stages = [
-            ("stage: `posix_fallocate` of a new file", _median_s(lambda fd: os.posix_fallocate(fd, 0, nbytes),
-                                                                 repeats, new_file, drop_file)),
-            (f"stage: compute the rows ({segment.BLOCK_BYTES >> 20} MiB blocks, one buffer)",
-             _median_s(compute, repeats)),
-            (f"stage: CRC-32C of the blocks ({_crc32c_kernel()})", _median_s(block_checksums(checksum.crc32c),
-                                                                            repeats)),
-            ("stage: `pwrite` of every block into the reserved file", _median_s(pwrite_all, repeats, reserved_file,
-                                                                                drop_file)),
-            ("stage: create, header, READY, registry flip, unlink the old generation (a one-row publish)",
-             _median_s(lambda store: publish(store, one_row), repeats, lambda: stores["crc32c"], unpublish)),
-        ]
-        rows += stages
-        rows.append(("sum of the five stages above (CRC-32C)", sum(seconds for _, seconds in stages)))
+        mib = segment.BLOCK_BYTES >> 20
+        fallocate = ("stage: `posix_fallocate` of a new file",
+                     _median_s(lambda fd: os.posix_fallocate(fd, 0, nbytes), repeats, new_file, drop_file))
+        one_pass = (f"stage: the rows and their CRC-32C in one pass ({mib} MiB blocks; {_one_pass_label(table)})",
+                    _median_s(compute_checksummed, repeats))
+        pwrite = ("stage: `pwrite` of every block into the reserved file",
+                  _median_s(pwrite_all, repeats, reserved_file, drop_file))
+        fixed = ("stage: create, header, READY, registry flip, unlink the old generation (a one-row publish)",
+                 _median_s(lambda store: publish(store, one_row), repeats, lambda: stores["crc32c"], unpublish))
+        rows += [fallocate,
+                 (f"stage: compute the rows ({mib} MiB blocks, one buffer)", _median_s(compute, repeats)),
+                 (f"stage: CRC-32C of the blocks ({_crc32c_kernel()})",
+                  _median_s(block_checksums(checksum.crc32c), repeats)),
+                 one_pass, pwrite, fixed,
+                 ("sum of the stages a CRC-32C publish runs (fallocate, rows + CRC in one pass, pwrite, fixed cost)",
+                  sum(seconds for _, seconds in (fallocate, one_pass, pwrite, fixed)))]
         rows += [(f"stage, other checksums: CRC-32C of the blocks (native, {kernel} kernel)",
                   _median_s(block_checksums(lambda data, crc, kernel=kernel: checksum.crc32c_by(kernel, data, crc)),
                             repeats))

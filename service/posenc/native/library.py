@@ -11,7 +11,7 @@ of numpy arrays, which is why the API keeps tiny jobs on numba (MIN_NATIVE_ELEME
 from __future__ import annotations
 
 import ctypes
-from ctypes import POINTER, c_char_p, c_int, c_int32, c_int64, c_void_p
+from ctypes import POINTER, c_char_p, c_int, c_int32, c_int64, c_uint32, c_void_p
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import PosencError
 from ..encodings.columns import ColumnPlan
 
-ABI_VERSION = 2  # POSENC_ABI_VERSION in posenc.h
+ABI_VERSION = 3  # POSENC_ABI_VERSION in posenc.h
 
 OK, ENOMEM, EINVAL, ERANGE, ENOISA = 0, -1, -2, -3, -4
 DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
@@ -30,12 +30,14 @@ class Layout(ctypes.Structure):
                 ("interleaved", c_int32), ("reserved", c_int32)]
 
 
-#: Argument types of the four kernels (posenc.h), shared by the table slots and the entry points.
+#: Argument types of the five kernels (posenc.h), shared by the table slots and the entry points.
 SIGNATURES = {
     "sincos_rows": [c_void_p, c_int64, c_void_p, c_void_p, c_int64, POINTER(Layout), c_void_p, c_int],
     "rope_rotate": [c_void_p, c_void_p, c_int64, c_int64, c_int64, c_int64, c_void_p, c_void_p, c_int64, c_int, c_int],
     "alibi_bias": [c_void_p, c_int64, c_void_p, c_int64, c_void_p, c_int64, c_int, c_void_p, c_int64, c_int],
     "gather_rows": [c_void_p, c_int64, c_int64, c_void_p, c_int64, c_void_p, POINTER(c_int64)],
+    "sincos_rows_crc": [c_void_p, c_int64, c_void_p, c_void_p, c_int64, POINTER(Layout), c_void_p, c_int,
+                        POINTER(c_uint32)],
 }
 KERNEL_TYPES = {name: ctypes.CFUNCTYPE(c_int, *argtypes) for name, argtypes in SIGNATURES.items()}
 
@@ -98,6 +100,7 @@ class NativeKernels:
         self._rope = table.rope_rotate
         self._alibi = table.alibi_bias
         self._gather = table.gather_rows
+        self._sincos_crc = table.sincos_rows_crc
 
     def __repr__(self) -> str:
         return f"NativeKernels({self.name!r})"
@@ -105,10 +108,29 @@ class NativeKernels:
     def sincos_rows(self, positions: np.ndarray, freqs: np.ndarray, amp: np.ndarray, flat: np.ndarray,
                     plan: ColumnPlan, lo: int, hi: int) -> None:
         """Rows lo..hi of amp*sin / amp*cos(positions x freqs) into `flat` laid out by `plan`."""
+        args = self._sincos_args(positions, freqs, amp, flat, plan, lo, hi)
+        if args is not None:
+            _check(self._sincos(*args), "sincos_rows")
+
+    def sincos_rows_crc(self, positions: np.ndarray, freqs: np.ndarray, amp: np.ndarray, flat: np.ndarray,
+                        plan: ColumnPlan, lo: int, hi: int, crc: int) -> int:
+        """sincos_rows on this thread, returning the CRC-32C of the rows' bytes continuing `crc`
+        (0 to start), computed by the kernel as it writes them. `plan` must be dense (rows
+        whole and back to back: `plan_is_dense`), so rows lo..hi are one run of bytes."""
+        _require(plan_is_dense(plan, freqs.shape[0]), "plan", "fused checksums need whole, back-to-back rows")
+        args = self._sincos_args(positions, freqs, amp, flat, plan, lo, hi)
+        if args is None:
+            return crc
+        value = c_uint32(crc)
+        _check(self._sincos_crc(*args, ctypes.byref(value)), "sincos_rows_crc")
+        return int(value.value)
+
+    def _sincos_args(self, positions, freqs, amp, flat, plan, lo, hi) -> tuple | None:
+        """The checked C arguments of a sin/cos job for rows lo..hi, or None when it writes nothing."""
         dtype = _dtype_code(flat, "out")
         n_sin = freqs.shape[0]
         if hi <= lo or n_sin == 0:
-            return
+            return None
         if plan.interleaved:
             last = 2 * n_sin - 2 if plan.n_cos < n_sin else 2 * n_sin - 1
         else:
@@ -118,10 +140,8 @@ class NativeKernels:
         _require(amp.shape == freqs.shape and positions.shape[0] >= hi, "positions", "length mismatch")
         _require_float64("positions", positions, freqs, amp)
         layout = Layout(plan.row_stride, plan.sin_base, plan.cos_base, plan.n_cos, int(plan.interleaved), 0)
-        itemsize = flat.itemsize
-        _check(self._sincos(positions.ctypes.data + 8 * lo, hi - lo, freqs.ctypes.data, amp.ctypes.data, n_sin,
-                            ctypes.byref(layout), flat.ctypes.data + itemsize * lo * plan.row_stride, dtype),
-               "sincos_rows")
+        return (positions.ctypes.data + 8 * lo, hi - lo, freqs.ctypes.data, amp.ctypes.data, n_sin,
+                ctypes.byref(layout), flat.ctypes.data + flat.itemsize * lo * plan.row_stride, dtype)
 
     def rope_rotate_rows(self, x: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bool,
                          out: np.ndarray, lo: int, hi: int) -> None:
@@ -173,6 +193,16 @@ class NativeKernels:
         _check(rc, "gather_rows")
 
 
+def plan_is_dense(plan: ColumnPlan, n_sin: int) -> bool:
+    """Whether `plan` writes rows whole and back to back (posenc.h, sincos_rows_crc): every
+    element of n * row_stride written, so any rows are one contiguous run of bytes."""
+    if plan.row_stride != n_sin + plan.n_cos:
+        return False
+    if plan.interleaved:
+        return plan.n_cos >= n_sin - 1
+    return (plan.sin_base, plan.cos_base) in ((0, n_sin), (plan.n_cos, 0))
+
+
 def kernels_from_pointer(pointer, keepalive) -> NativeKernels | None:
     return NativeKernels(pointer.contents, keepalive) if pointer else None
 
@@ -183,4 +213,4 @@ def kernels_from_symbol(lib: ctypes.CDLL, symbol: str) -> NativeKernels:
 
 
 __all__ = ["ABI_VERSION", "KernelTable", "Layout", "NativeKernels", "kernels_from_pointer", "kernels_from_symbol",
-           "open_library"]
+           "open_library", "plan_is_dense"]

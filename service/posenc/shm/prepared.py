@@ -29,10 +29,9 @@ import numpy as np
 
 from ..kernels import threads
 from ..tables import TableSpec
-from . import checksum
 from .errors import ShmError
 from .format import pack_header
-from .segment import close_mapping, lock_and_reserve, seal
+from .segment import close_mapping, fill_checksummed, lock_and_reserve, seal
 
 MADV_DONTNEED, MADV_POPULATE_WRITE = 4, 23  # <sys/mman.h>; POPULATE_WRITE since Linux 5.14
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -88,8 +87,7 @@ class PreparedSegment:
         crc = 0
         for lo in range(0, table.rows, piece_rows):
             hi = min(lo + piece_rows, table.rows)
-            table.fill_block(data[lo:hi], lo, hi)
-            crc = checksum.compute(algorithm, data[lo:hi], crc)
+            crc = fill_checksummed(table, data[lo:hi], lo, hi, algorithm, crc)
             if progress is not None:
                 progress(hi, table.rows)
         del data  # the mapping can be closed once no view of it is left

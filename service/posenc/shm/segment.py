@@ -108,12 +108,23 @@ def fill(fd: int, table: TableSpec, algorithm: int, progress=None) -> None:
     for lo in range(0, table.rows, block_rows):
         hi = min(lo + block_rows, table.rows)
         block = buffer[:hi - lo]
-        table.fill_block(block, lo, hi)
-        crc = checksum.compute(algorithm, block, crc)
+        crc = fill_checksummed(table, block, lo, hi, algorithm, crc)
         _pwrite_all(fd, block, offset + lo * row_bytes)
         if progress is not None:
             progress(hi, table.rows)
     mark_ready(fd, offset, crc)
+
+
+def fill_checksummed(table: TableSpec, block: np.ndarray, lo: int, hi: int, algorithm: int, crc: int) -> int:
+    """Compute rows lo..hi into `block` and return the data checksum continued over them: for
+    CRC-32C in the same pass where the table's kernel can (TableSpec.fill_block_crc32c: one
+    thread, each tile checksummed in L1 as it is written), else computed, then checksummed."""
+    if algorithm == checksum.CRC32C:
+        fused = table.fill_block_crc32c(block, lo, hi, crc)
+        if fused is not None:
+            return fused
+    table.fill_block(block, lo, hi)
+    return checksum.compute(algorithm, block, crc)
 
 
 def _pwrite_all(fd: int, data, offset: int) -> None:
