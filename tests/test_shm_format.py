@@ -101,6 +101,23 @@ def test_every_native_crc32c_kernel_agrees_with_numba_at_every_length_and_alignm
         checksum.crc32c_by("crc64", data)
 
 
+def test_every_native_crc32c_kernel_gives_the_same_value_fed_piece_by_piece():
+    # The one-pass sin/cos kernel feeds the CRC row tiles of any size (posenc_shm.h's stream):
+    # the VPCLMULQDQ stream keeps its accumulators and the bytes short of a 256-byte block
+    # between pieces; pieces around those edges, unaligned starts, seeds.
+    kernels = checksum.native_kernels()
+    if not kernels:
+        pytest.skip("libposenc is not built")
+    data = np.random.default_rng(13).integers(0, 256, 70_000, np.uint8)
+    for piece in (1, 3, 64, 255, 256, 257, 511, 512, 513, 7800, 8192, 69_999):
+        for offset, n in ((0, 70_000), (5, 60_001), (1, 700), (3, 300), (0, 0)):
+            chunk = data[offset:offset + n]
+            seed = (piece * 40503 + n) & 0xFFFFFFFF
+            expected = checksum.crc32c(chunk, seed, native=False)
+            assert {kernel: checksum.crc32c_by(kernel, chunk, seed, piece=piece) for kernel in kernels} == \
+                dict.fromkeys(kernels, expected), (piece, offset, n)
+
+
 @pytest.mark.parametrize("checksum_name", ["crc32", "crc32c"])
 def test_segments_of_either_checksum_verify_in_both_readers(shm_root, shm_c_reader, checksum_name):
     table = table_from({"kind": "rope", "head_dim": 32}, -5, 3000, "float64")

@@ -82,6 +82,8 @@ def _native(name: str, restype, *argtypes):
 _NATIVE = _native("posenc_crc32c", ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t)
 _NATIVE_BY = _native("posenc_crc32c_by", ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_void_p,
                      ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint32))
+_NATIVE_PIECES_BY = _native("posenc_crc32c_pieces_by", ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32,
+                            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint32))
 _NATIVE_KERNEL = _native("posenc_crc32c_kernel", ctypes.c_char_p)
 
 
@@ -103,13 +105,19 @@ def crc32c(data, crc: int = 0, *, native: bool | None = None) -> int:
     return int(_crc32c_numba(view, crc, _TABLES))
 
 
-def crc32c_by(kernel: str, data, crc: int = 0) -> int:
+def crc32c_by(kernel: str, data, crc: int = 0, *, piece: int | None = None) -> int:
     """CRC-32C of `data` continuing `crc` with one named native kernel (KERNELS), for tests
-    and benchmarks that compare them; a PosencError where this CPU or build lacks it."""
+    and benchmarks that compare them; a PosencError where this CPU or build lacks it.
+    `piece`: fed to the kernel's stream that many bytes at a time (as the one-pass sin/cos
+    kernel feeds it row tiles), which must give the same value."""
     view = _bytes_of(data)
     out = ctypes.c_uint32()
-    if _NATIVE_BY is None or kernel not in KERNELS or _NATIVE_BY(kernel.encode(), crc, view.ctypes.data,
-                                                                 view.shape[0], ctypes.byref(out)) != 0:
+    if piece is None:
+        function, args = _NATIVE_BY, ()
+    else:
+        function, args = _NATIVE_PIECES_BY, (max(1, int(piece)),)
+    if function is None or kernel not in KERNELS or function(kernel.encode(), crc, view.ctypes.data, view.shape[0],
+                                                             *args, ctypes.byref(out)) != 0:
         raise PosencError("kernel", f"the native CRC-32C kernel {kernel!r} is not available here "
                           f"(available: {native_kernels()})")
     return int(out.value)
