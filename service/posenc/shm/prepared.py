@@ -7,9 +7,11 @@ of time, off the publish's critical path: an unnamed file in the shm directory
 (`O_TMPFILE`: a crash leaves nothing behind), build-locked, its mode set, every byte
 reserved with `posix_fallocate` (a full tmpfs fails here, never with a SIGBUS later) and
 mapped shared and populated for writing, so every page is allocated, zeroed and mapped. A
-publish into it then only computes rows into memory (`build`: piece by piece, each
-checksummed right after it is written), writes the header, stores READY and links the
-finished file under its generation name (`link`).
+publish into it then only computes rows into memory (`build`: piece by piece, the CRC
+chained across pieces; for CRC-32C sinusoidal and RoPE tables in one pass, each tile of
+rows checksummed in cache before it is streamed into the mapping, `segment.fill_checksummed`),
+writes the header, stores READY and links the finished file under its generation name
+(`link`).
 
 The file's bytes are exactly a cold publish's; only the way they get there differs
 (docs/shm-format.md, *Publishing into a prepared segment*). A prepared segment holds as
@@ -41,7 +43,8 @@ _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 #: splits a piece across them): each thread's share is big enough that the native kernels
 #: write it with non-temporal stores (they do from 8 MiB per call on), the pieces few enough
 #: that their hand-offs are noise, and `progress` still ticks a few times for 64 MiB. Each
-#: piece is checksummed right after it is written, the CRC chained piece to piece.
+#: piece is checksummed as it is written (the one-pass kernel, on one thread: the work is
+#: memory-bound) or right after, the CRC chained piece to piece.
 PIECE_BYTES_PER_THREAD = 8 << 20
 
 
@@ -73,10 +76,11 @@ class PreparedSegment:
     def build(self, table: TableSpec, name: str, generation: int, algorithm: int, progress=None) -> None:
         """Write generation `generation` of `name` holding `table` into the file, READY last.
 
-        The rows go straight into the mapping, piece by piece; `progress` is called after
-        each piece, on this thread, once the kernels writing it have returned (so an
-        exception from it never leaves one writing). Then the header, the checksums and
-        READY, as `segment.fill` does for a cold segment."""
+        The rows go straight into the mapping, piece by piece, each with its checksum
+        (`segment.fill_checksummed`); `progress` is called after each piece, on this thread,
+        once the kernels writing it have returned (so an exception from it never leaves one
+        writing). Then the header, the checksums and READY, as `segment.fill` does for a
+        cold segment."""
         prefix = pack_header(table, name, generation, time.time_ns(), os.getpid(), algorithm)
         if len(prefix) + table.nbytes != self.file_size:
             raise ShmError("table", f"a prepared segment of {self.file_size} bytes cannot hold a table of "

@@ -6,7 +6,8 @@ as it owns it: a segment whose lock is free and that the registry does not name 
 by a writer that died (`TableStore.reclaim`). Readers map read-only and never lock.
 
 Rows are computed block by block into one reused, cache-sized buffer, checksummed there
-while hot and copied into the file with `pwrite`. That writes every data byte of the file
+while hot (CRC-32C of sinusoidal and RoPE rows as the kernel writes them: `fill_checksummed`)
+and copied into the file with `pwrite`. That writes every data byte of the file
 exactly once: a writable mapping would have the kernel zero each page on its first touch
 (tmpfs pages reserved by fallocate are cleared lazily) and the rows overwrite it, two
 passes over memory. Only the header page is mapped, for the checksums and the release
