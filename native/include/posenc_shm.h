@@ -16,7 +16,8 @@
  * "Validating a segment" list except the spec-JSON step (posenc_shm__check_segment), with
  * the same words as the Python reader; the data checksum is CRC-32 or CRC-32C as the
  * header's `checksum` field says (CRC-32C with AVX-512 VPCLMULQDQ or the SSE4.2 instruction
- * where available). Needs POSIX mmap, GCC/Clang __atomic builtins and
+ * where available; posenc_shm_crc32c_begin/update/end compute it piece by piece, as a writer
+ * producing the data can). Needs POSIX mmap, GCC/Clang __atomic builtins and
  * a little-endian host. All functions are static inline: include it in as many files as you like.
  */
 #ifndef POSENC_SHM_H

@@ -95,7 +95,12 @@ static int valid_dtype(int dtype) { return dtype == POSENC_F32 || dtype == POSEN
  *   STREAM_DIRECT: each vector store is non-temporal (rows written front to back)
  *   STREAM_TILE:   rows are built in an L1 tile and copied out block by block, for layouts
  *                  whose sin and cos blocks lie far apart (RoPE's [2, n, n_freq] pair):
- *                  direct stores alternating between two distant streams run ~5x slower */
+ *                  direct stores alternating between two distant streams run ~5x slower;
+ *                  and for every layout in sincos_rows_crc, which checksums each tile in L1
+ *                  before the copy-out (the tile then has the destination's layout and goes
+ *                  out as one run; whole rows written directly with non-temporal stores
+ *                  while also kept in the tile for the CRC were no faster for interleaved
+ *                  rows and 2-10x slower for [sin | cos] rows) */
 enum { STREAM_OFF, STREAM_DIRECT, STREAM_TILE };
 #define STREAM_MIN_BYTES ((size_t)8 << 20)
 
