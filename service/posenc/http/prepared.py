@@ -25,6 +25,10 @@ that does not serve the dtype), positions outside a table or not integers, a job
 the event loop, an answer over the output cap or large enough to stream or to gzip, a limit
 that would refuse it, any exception -- answers nothing here: the request goes on, its body
 replayed, to the general path, which gives the endpoint's answer or error. No error is made here.
+
+Two callers: `serve`, the first step of the ASGI app (asgi.py), and `answer` through the app's
+`answer_now`, which posenc's HTTP protocol (protocol.py) calls once a request's message is
+complete, to answer it without an ASGI task at all.
 """
 
 from __future__ import annotations
