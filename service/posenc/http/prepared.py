@@ -114,7 +114,8 @@ class Plan:
         if type(positions) is list and len(positions) == 1:
             rows = array[lo - start:lo - start + 1]  # a view of the mapping, as the row route sends
         else:
-            rows = array.take(np.asarray(positions, np.int64) - start, axis=0)
+            index = np.asarray(positions, np.int64)
+            rows = array.take(index - start if start else index, axis=0)
         if rows.dtype != self.dtype:  # cast once from float64 values, as the endpoint does
             rows = table.spec.cast_rows(rows, np.asarray(positions, np.float64), self.dtype)
         return rows
