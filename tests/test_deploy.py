@@ -32,10 +32,8 @@ KUSTOMIZATIONS = sorted(p.parent.relative_to(K8S).as_posix() for p in K8S.rglob(
 #: Native sidecars (initContainers with restartPolicy: Always) are on by default from 1.29.
 K8S_VERSIONS = ["1.29.0", kubernetes_validate.latest_version()]
 POSENC_CONTAINER = "posenc"
-#: Resident memory budgeted per posenc process (supervisor and each worker), on top of the tables:
-#: idle ~92-113 MiB + the ConfigMap's 128 MiB buffered-bytes budget + 10% + the 64 MiB of freed heap a
-#: served worker keeps for reuse (docs/deploy.md, "Worst-case memory of a worker").
-PROCESS_MEMORY = 320 << 20
+#: Resident memory budgeted per posenc process (supervisor and each worker), on top of the tables.
+PROCESS_MEMORY = 256 << 20
 MIB = 1 << 20
 
 

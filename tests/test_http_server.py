@@ -104,9 +104,7 @@ def test_a_served_worker_freezes_its_start_up_heap(server):
     """A full collection of the ~100k objects alive after start-up took tens of ms on the event
     loop, every request in flight waiting for it (the P99 of `posenc bench http` was ~90 ms)."""
     with httpx.Client(base_url=server.url) as c:
-        info = c.get("/info").json()
-        assert info["gc_frozen_objects"] > 10_000
-        assert info["malloc_kept_freed_bytes"] == 64 << 20  # glibc: response buffers reused, not faulted in anew
+        assert c.get("/info").json()["gc_frozen_objects"] > 10_000
 
 
 def _row_requests(client) -> float:

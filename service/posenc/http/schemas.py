@@ -205,9 +205,6 @@ class InfoResponse(BaseModel):
     tables: list[TableInfoResponse]
     gc_frozen_objects: int = Field(description="Objects alive after start-up that a served worker moved out of the "
                                    "garbage collector's reach (gc.freeze), so no full collection pauses requests")
-    malloc_kept_freed_bytes: int = Field(description="Freed heap a served worker's malloc keeps for reuse instead of "
-                                         "returning it to the kernel (fresh response buffers fault every page); 0 "
-                                         "where not set (not glibc, or not a served worker)")
 
 
 class ReadyResponse(BaseModel):

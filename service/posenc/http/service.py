@@ -9,7 +9,6 @@ per kernel thread at a time, so the event loop keeps answering and memory stays 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import gc
 import logging
 import os
@@ -61,28 +60,6 @@ def freeze_startup_heap() -> None:
     gc.collect()
     gc.freeze()
 
-#: glibc malloc's knobs (<malloc.h>), and what a served worker sets them to.
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-MMAP_THRESHOLD_BYTES = 4 << 20
-TRIM_THRESHOLD_BYTES = 64 << 20
-
-
-def keep_freed_memory() -> bool:
-    """Have glibc malloc reuse freed response buffers instead of returning them to the kernel.
-
-    A batch answer is a fresh array of a few hundred KiB. By default glibc maps such a block
-    with mmap, or takes it from the heap and trims the heap again once it is freed; either way
-    the next request's buffer is new memory, every 4 KiB page of it a fault and a zeroing (a
-    1024-row batch paid ~15 % of its server CPU time that way). Blocks under 4 MiB now come
-    from the heap, and up to 64 MiB of freed heap is kept for reuse. False (nothing changed)
-    where the C library is not glibc."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
-
-
 class Service:
     def __init__(self, config: ServiceConfig, run_dir: str | os.PathLike | None,
                  routes: Sequence[tuple[str, str]]):
@@ -99,7 +76,6 @@ class Service:
         self.ready = False
         self.in_flight = 0
         self.budget = MemoryBudget(config.limits.max_buffered_bytes)
-        self.kept_freed_bytes = 0  # freed heap malloc keeps for reuse (keep_freed_memory), 0: its default
         self._jobs = anyio.CapacityLimiter(threads())
         self._store: TableStore | None = None
         self._refresher: asyncio.Task | None = None
@@ -115,9 +91,8 @@ class Service:
         self._library_output_cap = LIMITS.max_output_bytes
         LIMITS.max_output_bytes = self.config.limits.max_output_bytes
         await anyio.to_thread.run_sync(self._attach_and_warm)
-        if not self.standalone:  # a served worker; tests and embedders keep their heap and allocator as they are
+        if not self.standalone:  # a served worker; tests and embedders keep their own heap as it is
             freeze_startup_heap()
-            self.kept_freed_bytes = TRIM_THRESHOLD_BYTES if keep_freed_memory() else 0
         self.ready = not self.missing_tables()
         if not self.ready:
             log.error("not ready: configured tables missing from %s: %s", self.config.server.shm_dir,

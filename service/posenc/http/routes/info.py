@@ -45,5 +45,4 @@ async def info(request: Request) -> dict:
         "table_management": config.api_key is not None,
         "tables": [public_table_info(t) for t in tables if t.state == "READY"],
         "gc_frozen_objects": gc.get_freeze_count(),
-        "malloc_kept_freed_bytes": service.kept_freed_bytes,
     }
