@@ -9,7 +9,9 @@ from posenc.bench import http_inprocess
 def test_every_case_is_answered_by_both_apps_and_timed():
     cases = list(wire.CASES)
     best = http_inprocess.measure(cases, rounds=1, requests=2)
-    assert set(best) == {(name, server) for name in cases for server in ("bare ASGI", "posenc")}
+    assert {(name, server) for name in cases for server in ("bare ASGI", "posenc")} <= set(best)
+    answered_in_the_protocol = {name for name, server in best if server == http_inprocess.PROTOCOL}
+    assert answered_in_the_protocol == set(cases)  # every bench case is one the protocol answers itself
     assert all(seconds > 0 for seconds in best.values())
     # the bare app answers each case with posenc's own body: the batch is 1024 float32 rows of 128
     assert len(wire.PAYLOADS[b"batch"][0]) == wire.BATCH * 128 * 4

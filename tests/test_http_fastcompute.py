@@ -324,3 +324,53 @@ def test_a_fast_answer_holds_its_bytes_in_the_budget_until_sent(app):
     rows_bytes = 3 * 64 * 4
     assert held == [24 + 2 * rows_bytes]  # the request body, the gathered rows and the body (a view of them)
     assert app.service.budget.held == 0
+
+
+def _scope(method, path, query, headers):
+    return {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "root_path": "",
+            "query_string": query, "headers": headers, "scheme": "http", "http_version": "1.1",
+            "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2)}
+
+
+@pytest.mark.parametrize("path, body, query, accept", PLAIN + [
+    ("/v1/tables/sin64/rows/7", None, None, RAW), ("/v1/tables/sin64/rows/7", None, {"dtype": "float16"}, JSON),
+    ("/v1/tables/sin16d/rows/3", None, None, NPY)])
+def test_the_protocol_gets_the_same_answer_as_the_asgi_path(app, path, body, query, accept):
+    """What posenc's HTTP protocol writes for a request it answers itself (ServiceApp.answer_now)
+    is what the ASGI app sends for it: the same status, body and headers but the generated id."""
+    method = "GET" if body is None else "POST"
+    if body is None:
+        content, content_type = b"", None
+    elif isinstance(body, tuple):
+        content, content_type = body
+    else:
+        content, content_type = orjson.dumps(body), JSON
+    headers = [(b"accept", accept.encode())] + ([(b"content-type", content_type.encode())] if content_type else [])
+    encoded_query = urllib.parse.urlencode(query or {}).encode()
+    answered = app.answer_now(_scope(method, path, encoded_query, headers), content)
+    assert answered is not None
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": content, "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(_scope(method, path, encoded_query, headers), receive, send))
+    assert sent[0]["status"] == 200
+    strip = lambda pairs: [(k, v) for k, v in pairs if k != b"x-request-id"]  # noqa: E731
+    assert strip(answered[0]) == strip(sent[0]["headers"])
+    assert bytes(answered[1]) == b"".join(bytes(m.get("body", b"")) for m in sent[1:])
+
+
+@pytest.mark.parametrize("path, body, query, accept", NOT_PLAIN + [
+    ("/v1/tables/sin64/rows/-1", None, None, RAW), ("/v1/tables/sin64/rows/7", None, {"x": "1"}, RAW),
+    ("/healthz", None, None, JSON), ("/v1/alibi/slopes", {"n_heads": 4}, None, JSON)])
+def test_the_protocol_leaves_everything_else_to_the_app(app, path, body, query, accept):
+    method = "GET" if body is None else "POST"
+    content, content_type = (b"", None) if body is None else body if isinstance(body, tuple) else \
+        (orjson.dumps(body), JSON)
+    headers = [(b"accept", accept.encode())] + ([(b"content-type", content_type.encode())] if content_type else [])
+    query = urllib.parse.urlencode(query or {}).encode()
+    assert app.answer_now(_scope(method, path, query, headers), content) is None

@@ -321,3 +321,42 @@ def test_the_head_holder_writes_head_and_body_together():
         holder.write(b"HEAD")
         getattr(holder, ending)()
         assert cycle.transport.calls[0] == ("write", b"HEAD")
+
+
+def test_requests_answered_in_the_protocol_keep_http_semantics(server):
+    """Rows and prepared spec requests are answered in the HTTP protocol itself (no ASGI task):
+    pipelined with requests the app answers, they still come back in order; HTTP/1.0 and
+    Connection: close close the connection after the answer; the request id is echoed; and every
+    answer is counted in the metrics under its route."""
+    raw_rows = (b"POST /v1/tables/sin64/rows HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+                b"Accept: application/octet-stream\r\nX-Request-Id: direct-1\r\nContent-Length: 16\r\n\r\n"
+                + np.array([1, 2], "<i8").tobytes())
+    slopes = (b'POST /v1/alibi/slopes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n'
+              b'Content-Length: 13\r\n\r\n{"n_heads":4}')
+    spec_body = b'{"spec": {"dim": 64}, "positions": [1, 2]}'
+    spec = (b"POST /v1/sinusoidal HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(spec_body), spec_body))
+    row = b"GET /v1/tables/sin64/rows/2 HTTP/1.1\r\nHost: x\r\nAccept: application/octet-stream\r\n\r\n"
+    with httpx.Client(base_url=server.url) as c:
+        before = _row_requests(c)
+    reply = exchange(server, raw_rows + slopes + spec + row + b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+                     b"Connection: close\r\n\r\n", wait_s=3)
+    answers = _responses(reply)
+    assert [head.split(b"\r\n")[0] for head, _ in answers] == [b"HTTP/1.1 200 OK"] * 5
+    assert b"x-request-id: direct-1" in answers[0][0] and b"date: " in answers[0][0]
+    rows = np.frombuffer(answers[0][1], "<f4").reshape(2, 64)
+    assert len(json_of(answers[1][1])["data"]) == 4  # the app's answer, between two protocol answers
+    assert np.array_equal(np.asarray(json_of(answers[2][1])["data"], np.float32), rows)
+    assert answers[3][1] == rows[1].tobytes() and json_of(answers[4][1])["status"] == "ok"
+    assert b"connection: close" in answers[4][0]
+    reply = exchange(server, b"GET /v1/tables/sin64/rows/2 HTTP/1.0\r\nAccept: application/octet-stream\r\n\r\n",
+                     wait_s=3)  # closed by the server after the answer: exchange returns before wait_s
+    (head, body), = _responses(reply)
+    assert head.startswith(b"HTTP/1.1 200 ") and b"connection: close" in head and body == rows[1].tobytes()
+    with httpx.Client(base_url=server.url) as c:
+        assert _row_requests(c) >= before + 2
+
+
+def json_of(body: bytes):
+    import json
+    return json.loads(body)

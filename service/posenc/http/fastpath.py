@@ -21,7 +21,7 @@ import numpy as np
 
 from ..dtypes import OUTPUT_DTYPES
 from ..errors import PosencError
-from .codecs import JSON, encode, negotiate
+from .codecs import JSON, encode, json_data, json_frame, negotiate
 from .responses import GZIP_MIN_BYTES, accepts_gzip
 from .errors import HttpError
 from .headers import header
@@ -46,11 +46,13 @@ class _Prepared:
         first = table.array[0]
         self.dtype = dtype
         self.cast = dtype != first.dtype  # rows cast once from float64 values (TableSpec.cast_rows)
-        body, headers = encode(first.astype(dtype) if self.cast else first, media)
+        sample = first.astype(dtype) if self.cast else first  # a row as answered: its dtype, its shape
+        body, headers = encode(sample, media)
         self.table = table
         self.headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
         self.row_bytes = first.nbytes
-        self.prefix = body[:len(body) - first.size * dtype.itemsize]  # the .npy header; empty for raw
+        # binary: the bytes before the row's (the .npy header; none for raw); JSON: the document's head
+        self.prefix = json_frame(sample)[0] if media == JSON else body[:len(body) - sample.nbytes]
         self.data = memoryview(table.array).cast("B")
 
 
@@ -96,7 +98,7 @@ class FastRows:
             return prepared.prefix + prepared.data[start:start + prepared.row_bytes], prepared.headers
         else:
             values = table.array[row]
-        body = encode(values, JSON)[0]
+        body = prepared.prefix + json_data(values) + b"}"
         if len(body) >= GZIP_MIN_BYTES and accepts_gzip(_text(header(scope, b"accept-encoding"))):
             return None  # a very wide row to a gzip client: the FastAPI route compresses it
         return body, prepared.headers

@@ -25,21 +25,27 @@ that does not serve the dtype), positions outside a table or not integers, a job
 the event loop, an answer over the output cap or large enough to stream or to gzip, a limit
 that would refuse it, any exception -- answers nothing here: the request goes on, its body
 replayed, to the general path, which gives the endpoint's answer or error. No error is made here.
+
+Two callers: `serve`, the first step of the ASGI app (asgi.py), and `answer` through the app's
+`answer_now`, which posenc's HTTP protocol (protocol.py) calls once a request's message is
+complete, to answer it without an ASGI task at all.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from urllib.parse import parse_qsl
 
 import numpy as np
 import orjson
 
 from ..args import SMALL_ARRAY
-from ..dtypes import OUTPUT_DTYPES
+from ..dtypes import BFLOAT16, OUTPUT_DTYPES
 from ..kernels import index_span
 from ..limits import LIMITS
 from .calls import cost_ns
-from .codecs import JSON, NPY, RAW, encode, headers_for, media_type, negotiate, npy_header, wire_array
+from .codecs import (JSON, NPY, RAW, encode, headers_for, json_data, json_frame, media_type, negotiate, npy_header,
+                     wire_array)
 from .headers import REQUEST_ID_HEADER, bearer_matches, request_id_from
 from .limits import started
 from .responses import GZIP_MIN_BYTES, STREAM_BYTES, accepts_gzip, size_bound
@@ -75,12 +81,12 @@ _FIELDS = {True: (frozenset({"spec", "positions", "dtype"}), frozenset({"spec", 
 class Plan:
     """What every request of one shape shares: where its rows come from and how they are sent."""
 
-    __slots__ = ("compute", "dtype", "gzip", "head", "key", "media", "name", "route", "table", "width")
+    __slots__ = ("compute", "dtype", "gzip", "head", "json_head", "key", "media", "name", "route", "table", "width")
 
     def __init__(self, route: int, media: str, gzip: bool, dtype: np.dtype, width: int):
         self.route = route  # its metrics route index
         self.media, self.gzip, self.dtype, self.width = media, gzip, dtype, width
-        self.key = self.compute = self.name = self.table = None
+        self.key = self.compute = self.name = self.table = self.json_head = None
         probe = headers_for(np.empty((1, width), dtype), media)  # raises for a media the dtype has not
         self.head = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in probe.items() if k != "x-posenc-shape"]
 
@@ -108,7 +114,8 @@ class Plan:
         if type(positions) is list and len(positions) == 1:
             rows = array[lo - start:lo - start + 1]  # a view of the mapping, as the row route sends
         else:
-            rows = array.take(np.asarray(positions, np.int64) - start, axis=0)
+            index = np.asarray(positions, np.int64)
+            rows = array.take(index - start if start else index, axis=0)
         if rows.dtype != self.dtype:  # cast once from float64 values, as the endpoint does
             rows = table.spec.cast_rows(rows, np.asarray(positions, np.float64), self.dtype)
         return rows
@@ -120,7 +127,12 @@ class Plan:
         if self.media == NPY:
             arr = wire_array(arr)
             return npy_header(arr) + arr.tobytes()
-        return encode(arr, JSON)[0]
+        if arr.dtype == BFLOAT16 or len(arr) > 1:
+            return encode(arr, JSON)[0]
+        head = self.json_head  # one row: the document around its numbers is the same every time
+        if head is None:
+            head = self.json_head = json_frame(arr)[0]
+        return head + json_data(arr) + b"}"
 
 
 class Answer:
@@ -146,6 +158,9 @@ class Prepared:
         self.max_body = max_body
         self.max_concurrency = max_concurrency
         self.api_key = api_key
+        self.max_positions = service.config.limits.max_positions
+        #: Larger answers are refused (max_output_bytes) or streamed: the endpoint's, either way.
+        self.max_whole_bytes = min(service.config.limits.max_output_bytes, STREAM_BYTES)
         self._plans: dict[tuple, Plan] = {}
 
     def takes(self, path: str) -> bool:
@@ -209,7 +224,7 @@ class Prepared:
         """(plan, body, X-Posenc-Shape value or None, table hit?, bytes held in the budget) of this
         request's 200 (its bytes then held until given back), or None when the general path must
         answer it."""
-        content = media_type(_text(headers.get(b"content-type")))
+        content = _media_of(headers.get(b"content-type"))
         query = scope["query_string"]
         if content == RAW:
             if len(query) > MAX_KEY_BYTES or len(body) % 8:
@@ -237,8 +252,8 @@ class Prepared:
             lo, hi = (min(positions), max(positions)) if n else (0, 0)
         else:
             return None
-        service, limits, bound = self.service, self.service.config.limits, LIMITS.max_abs_position
-        if not (0 < n <= limits.max_positions and -bound <= lo and hi <= bound):
+        service, bound = self.service, LIMITS.max_abs_position
+        if not (0 < n <= self.max_positions and -bound <= lo and hi <= bound):
             return None
         plan = self._plans.get(key)
         if plan is None or plan.stale(service):
@@ -254,7 +269,7 @@ class Prepared:
         held = len(body) + elements * 8 + (0 if plan.media == RAW else encoded)
         if table is False or service.in_flight >= self.max_concurrency \
                 or cost_ns(elements, table is not None, plan.media) > INLINE_BUDGET_NS \
-                or encoded > min(limits.max_output_bytes, STREAM_BYTES) or not service.budget.try_take(held):
+                or encoded > self.max_whole_bytes or not service.budget.try_take(held):
             return None
         try:
             arr = plan.rows(table, positions, lo)
@@ -323,6 +338,12 @@ def _query_fields(query: bytes) -> dict | None:
 
 def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode("latin-1")
+
+
+@lru_cache(maxsize=64)
+def _media_of(content_type: bytes | None) -> str:
+    """The media type of a Content-Type header's value (clients send one or two spellings)."""
+    return media_type(_text(content_type))
 
 
 def _again(first: dict, receive):
