@@ -293,13 +293,15 @@ def _report(results, cases, args, floors) -> str:
     rows = []
     for name in cases:
         case = CASES[name]
-        bare_rps = statistics.median(r["rps"] for r in results[(name, "bare ASGI")])
+        bare_runs = results[(name, "bare ASGI")]
         for server in ("bare ASGI", "posenc"):
             runs = results[(name, server)]
             rps = statistics.median(r["rps"] for r in runs)
+            # each run against the bare app's run just before it: the machine's drift cancels in pairs
+            ratio = statistics.median(r["rps"] / bare["rps"] for r, bare in zip(runs, bare_runs))
             rows.append([case.label, server, f"{rps:,.0f}", f"{rps * case.encodings:,.0f}",
                          f"{statistics.median(r['p50'] for r in runs):.2f}",
-                         f"{statistics.median(r['p99'] for r in runs):.2f}", f"{rps / bare_rps:.0%}",
+                         f"{statistics.median(r['p99'] for r in runs):.2f}", f"{ratio:.0%}",
                          f"{statistics.median(r['cpu_us'] for r in runs):.0f}", str(sum(r["errors"] for r in runs))])
     table = markdown_table(["request", "server", "req/s", "encodings/s", "P50 ms", "P99 ms", "vs bare ASGI",
                             "server CPU µs/req", "errors"], rows)
@@ -309,6 +311,7 @@ def _report(results, cases, args, floors) -> str:
         f"whole request (which sends stored bytes): the floor of any server that prints those numbers."
         for name, us in floors.items())
     return (f"{table}\n\nwrk -t1 -c{args.connections} -d{args.duration}s pinned to CPU 1; server pinned to CPU 0 "
-            f"(uvicorn, uvloop, httptools, 1 worker); median of {args.repeats}, cases interleaved. Server CPU µs/req "
+            f"(uvicorn, uvloop, httptools, 1 worker); median of {args.repeats}, cases interleaved; 'vs bare ASGI' is the "
+            f"median of each posenc run's req/s over the bare app's in the run just before it. Server CPU µs/req "
             f"is the server process's user+system time over the requests it answered (less sensitive than req/s "
             f"to other load on the machine).{notes} Machine: {machine_line()}.\n")
