@@ -10,12 +10,12 @@ import numpy as np
 import orjson
 import pytest
 from fastapi.testclient import TestClient
-from shm_support import published_config
 from posenc.config import ServiceConfig
 from posenc.http import create_app
-from posenc.http.prepared import Prepared
 from posenc.http.fastcompute import ROUTES
+from posenc.http.prepared import Prepared
 from prometheus_client.parser import text_string_to_metric_families
+from shm_support import published_config
 
 JSON, NPY, RAW = "application/json", "application/x-npy", "application/octet-stream"
 DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -359,7 +359,7 @@ def test_the_protocol_gets_the_same_answer_as_the_asgi_path(app, path, body, que
 
     asyncio.run(app(_scope(method, path, encoded_query, headers), receive, send))
     assert sent[0]["status"] == 200
-    strip = lambda pairs: [(k, v) for k, v in pairs if k != b"x-request-id"]  # noqa: E731
+    strip = lambda pairs: [(k, v) for k, v in pairs if k != b"x-request-id"]
     assert strip(answered[0]) == strip(sent[0]["headers"])
     assert bytes(answered[1]) == b"".join(bytes(m.get("body", b"")) for m in sent[1:])
 

@@ -10,11 +10,11 @@ import numpy as np
 import orjson
 import pytest
 from fastapi.testclient import TestClient
-from shm_support import published_config
 from posenc.config import ServiceConfig
 from posenc.http import create_app
 from posenc.http.prepared import MAX_PLANS, Prepared
 from posenc.tables import TableSpec
+from shm_support import published_config
 
 RAW = "application/octet-stream"
 SPEC_QUERY = b"spec=%7B%22dim%22%3A64%7D"
@@ -93,7 +93,7 @@ def test_a_plain_request_is_answered_with_its_request_id(app, answered):
 def test_a_body_still_arriving_goes_the_general_way_and_loses_nothing(app, answered, chunks, late):
     whole = call(app)
     answered.clear()
-    status, headers, body = call(app, chunks=chunks, late=late)
+    status, _, body = call(app, chunks=chunks, late=late)
     assert (status, body) == (200, whole[2]) and answered == [False]
 
 
@@ -134,7 +134,7 @@ def test_the_concurrency_limit_and_the_budget_refuse_as_the_general_path_does(ap
 
 
 def test_the_api_key_is_checked_on_this_path_too(answered):
-    keyed = lambda root: _config(root, server={"require_api_key": True}, api_key="s3cret")  # noqa: E731
+    keyed = lambda root: _config(root, server={"require_api_key": True}, api_key="s3cret")
     with published_config("posenc-prepared-key-", keyed) as (config, _):
         app = create_app(config)
         with TestClient(app):

@@ -19,11 +19,11 @@ import numpy as np
 
 from .args import as_float, as_int
 from .dtypes import HALF_FORMATS, OUTPUT_DTYPES, cast_output, kernel_dtype, output_dtype
-from .errors import PosencError
-from .limits import LIMITS
 from .encodings import AlibiSpec, LearnedSpec, RopeSpec, SinusoidalSpec
 from .encodings.canonical import Canonical
+from .errors import PosencError
 from .kernels import half_midpoint_rows
+from .limits import LIMITS
 
 ENCODINGS = {spec.KIND: spec for spec in (SinusoidalSpec, RopeSpec, AlibiSpec, LearnedSpec)}
 

@@ -22,9 +22,9 @@ import numpy as np
 from ..dtypes import OUTPUT_DTYPES
 from ..errors import PosencError
 from .codecs import JSON, encode, json_data, json_frame, negotiate
-from .responses import GZIP_MIN_BYTES, accepts_gzip
 from .errors import HttpError
 from .headers import header
+from .responses import GZIP_MIN_BYTES, accepts_gzip
 from .routes.rows import dtype_for
 from .table_cache import TableCache
 

@@ -44,8 +44,19 @@ from ..dtypes import BFLOAT16, OUTPUT_DTYPES
 from ..kernels import index_span
 from ..limits import LIMITS
 from .calls import cost_ns
-from .codecs import (JSON, NPY, RAW, encode, headers_for, json_data, json_frame, media_type, negotiate, npy_header,
-                     wire_array)
+from .codecs import (
+    JSON,
+    NPY,
+    RAW,
+    encode,
+    headers_for,
+    json_data,
+    json_frame,
+    media_type,
+    negotiate,
+    npy_header,
+    wire_array,
+)
 from .headers import REQUEST_ID_HEADER, bearer_matches, request_id_from
 from .limits import started
 from .responses import GZIP_MIN_BYTES, STREAM_BYTES, accepts_gzip, size_bound
@@ -138,7 +149,7 @@ class Plan:
 class Answer:
     """A prepared request's 200: its headers (content-length and X-Request-Id included) and body."""
 
-    __slots__ = ("headers", "hit", "held", "payload", "request_id", "route", "service")
+    __slots__ = ("headers", "held", "hit", "payload", "request_id", "route", "service")
 
     def __init__(self, service, route: int, headers: list, payload, hit: bool, held: int, request_id: str):
         self.service, self.route, self.headers, self.payload = service, route, headers, payload
@@ -184,7 +195,7 @@ class Prepared:
             return None
         try:
             found = self._answer(scope, path, path in SPEC_ROUTES, headers, body)
-        except Exception:  # noqa: BLE001 - the general path answers it, error and all
+        except Exception:  # the general path answers it, error and all
             return None
         if found is None:
             return None
@@ -318,7 +329,7 @@ class Prepared:
                 dtype = dtype_for(table, dtype_name)
                 plan = Plan(route, media, gzip, dtype, table.spec.width)
                 plan.name, plan.table = name, table
-        except Exception:  # noqa: BLE001 - not valid: the endpoint gives the error
+        except Exception:  # not valid: the endpoint gives the error
             return None
         if len(self._plans) >= MAX_PLANS:
             self._plans.clear()

@@ -18,13 +18,12 @@ from ...api.rope import as_rope_spec, rope_table, rope_table_at
 from ...api.sinusoidal import sinusoidal_table
 from ...args import as_positions
 from ...dtypes import cast_output, output_dtype
-from ...errors import PosencError
-from ...limits import LIMITS
 from ...encodings import RopeSpec, SinusoidalSpec
 from ...encodings.rope import seq_len_for
+from ...errors import PosencError
+from ...limits import LIMITS
 from ..calls import Call, as_array, fields_under, read_call, respond, service_of
 from ..openapi import array_responses, request_body
-from ..spec_cache import cached
 from ..schemas import (
     AlibiBiasRequest,
     AlibiSlopesRequest,
@@ -35,6 +34,7 @@ from ..schemas import (
     SinusoidalRequest,
     T5BucketsRequest,
 )
+from ..spec_cache import cached
 from .models import layer_spec
 from .rows import named_table, rows_response
 
@@ -81,11 +81,11 @@ def rope_plan(spec: RopeSpec, seq_len, dtype: np.dtype):
     max(positions) + 1 only for a length-dependent spec without seq_len; otherwise they are fixed
     here (seq_len checked once), and a call computes rows only."""
     if spec.length_dependent and seq_len is None:
-        compute = lambda exact: rope_table(exact, spec, seq_len=None, dtype=dtype)  # noqa: E731
+        compute = lambda exact: rope_table(exact, spec, seq_len=None, dtype=dtype)
     else:
         at = seq_len_for(None, seq_len) if seq_len is not None else None
         at = at if spec.length_dependent else None  # checked, then unused: init frequencies
-        compute = lambda exact: rope_table_at(exact, spec, at, dtype)  # noqa: E731
+        compute = lambda exact: rope_table_at(exact, spec, at, dtype)
     return spec_key_for(spec, seq_len), compute, 2 * spec.n_freq
 
 
