@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from posenc import native, reference
 from posenc.api import rope_table
-from posenc.dtypes import OUTPUT_DTYPES, cast_output, half_midpoints
+from posenc.dtypes import OUTPUT_DTYPES, cast_output, half_midpoints, midpoint_rows
 from posenc.shm import attach
-from posenc.tables import TableSpec, midpoint_rows
+from posenc.tables import TableSpec
 
 pytest_plugins = ["shm_support"]
 

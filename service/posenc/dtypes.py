@@ -7,6 +7,7 @@ import ml_dtypes
 import numpy as np
 
 from .errors import PosencError
+from .kernels import half_midpoint_rows
 
 OUTPUT_DTYPES: dict[str, np.dtype] = {
     "float32": np.dtype(np.float32),
@@ -80,3 +81,14 @@ def half_midpoints(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     _, e = np.frexp(x)  # x = f * 2^e, f in [0.5, 1): the grid step at x is 2^(max(e-1, emin) - mant)
     scaled = np.ldexp(x, mant - np.maximum(e - 1, emin))  # exact: x in units of the grid step
     return scaled - np.floor(scaled) == 0.5
+
+
+def midpoint_rows(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Per row of float32 `rows` (first axis), whether any value is exactly a midpoint of the
+    16-bit `dtype` grid: half_midpoints reduced per row, by one kernel pass where the numpy
+    version makes eight (the numpy one stays the oracle of the tests)."""
+    flat = rows.reshape(rows.shape[0], -1)
+    out = np.empty(flat.shape[0], np.bool_)
+    mant, emin = HALF_FORMATS[dtype]
+    half_midpoint_rows(flat, mant, emin, out)
+    return out

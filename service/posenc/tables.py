@@ -18,25 +18,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .args import as_float, as_int
-from .dtypes import HALF_FORMATS, OUTPUT_DTYPES, cast_output, kernel_dtype, output_dtype
+from .dtypes import OUTPUT_DTYPES, cast_output, kernel_dtype, midpoint_rows, output_dtype
 from .encodings import AlibiSpec, LearnedSpec, RopeSpec, SinusoidalSpec
 from .encodings.canonical import Canonical
 from .errors import PosencError
-from .kernels import half_midpoint_rows
 from .limits import LIMITS
 
 ENCODINGS = {spec.KIND: spec for spec in (SinusoidalSpec, RopeSpec, AlibiSpec, LearnedSpec)}
 
-
-
-def midpoint_rows(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Per row of float32 `rows` (first axis), whether any value is exactly a midpoint of the
-    16-bit `dtype` grid (dtypes.half_midpoints, reduced per row by one kernel pass)."""
-    flat = rows.reshape(rows.shape[0], -1)
-    out = np.empty(flat.shape[0], np.bool_)
-    mant, emin = HALF_FORMATS[dtype]
-    half_midpoint_rows(flat, mant, emin, out)
-    return out
 
 @dataclass(frozen=True)
 class TableSpec(Canonical):

@@ -81,13 +81,8 @@ def dtype_name(dtype: np.dtype) -> str:
 def encode(arr: np.ndarray, media: str, extra: dict | None = None) -> tuple[bytes, dict[str, str]]:
     """(body, headers) for `arr` in `media`; `extra` adds top-level JSON keys (binary: X-Posenc-* headers)."""
     headers = headers_for(arr, media, extra)
-    if media == JSON:
-        head, tail = json_frame(arr, extra)
-        return head + json_data(arr) + tail, headers
-    arr = wire_array(arr)
-    if media == RAW:
-        return arr.tobytes(), headers  # C order whatever the strides
-    return npy_header(arr) + arr.tobytes(), headers
+    body = body_of(arr, media, extra)
+    return (bytes(body) if media == RAW else body), headers  # a raw body's bytes in C order, copied
 
 
 def encode_body(arr: np.ndarray, media: str, extra: dict | None = None) -> tuple[bytes | memoryview, dict[str, str]]:
@@ -95,10 +90,20 @@ def encode_body(arr: np.ndarray, media: str, extra: dict | None = None) -> tuple
     1024-row batch is 512 KiB: the copy cost as much as the gather). The view keeps the array alive
     until the server has written it. (The ASGI spec says a body is bytes; uvicorn's httptools and h11
     protocols, which `posenc serve` runs, and Starlette's test client write any bytes-like object.)"""
-    if media != RAW:
-        return encode(arr, media, extra)
-    headers = headers_for(arr, media, extra)
-    return memoryview(wire_array(arr).reshape(-1).view(np.uint8)), headers
+    headers = headers_for(arr, media, extra)  # first: it refuses what `media` cannot carry
+    return body_of(arr, media, extra), headers
+
+
+def body_of(arr: np.ndarray, media: str, extra: dict | None = None) -> bytes | memoryview:
+    """The body alone of `encode_body` (a raw body a view of the array's bytes), for callers that
+    made the headers once (after headers_for accepted `arr`'s dtype and `media`)."""
+    if media == JSON:
+        head, tail = json_frame(arr, extra)
+        return head + json_data(arr) + tail
+    arr = wire_array(arr)
+    if media == RAW:
+        return memoryview(arr.reshape(-1).view(np.uint8))  # C order whatever the strides
+    return npy_header(arr) + arr.tobytes()
 
 
 def headers_for(arr: np.ndarray, media: str, extra: dict | None = None) -> dict[str, str]:

@@ -23,7 +23,7 @@ from ..dtypes import OUTPUT_DTYPES
 from ..errors import PosencError
 from .codecs import JSON, encode, json_data, json_frame, negotiate
 from .errors import HttpError
-from .headers import header
+from .headers import header, text_of
 from .responses import GZIP_MIN_BYTES, accepts_gzip
 from .routes.rows import dtype_for
 from .table_cache import TableCache
@@ -31,10 +31,6 @@ from .table_cache import TableCache
 ROW_ROUTE = ("GET", "/v1/tables/{name}/rows/{position}")
 _PREFIX = "/v1/tables/"
 _PREFIX_LEN = len(_PREFIX)
-
-
-def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("latin-1")
 
 
 class _Prepared:
@@ -78,7 +74,7 @@ class FastRows:
         if not 0 <= row < table.stop - table.start:
             return None
         try:
-            media = negotiate(_text(header(scope, b"accept")))
+            media = negotiate(text_of(header(scope, b"accept")))
         except HttpError:
             return None
         prepared = self._prepared.get((name, media, query))
@@ -99,7 +95,7 @@ class FastRows:
         else:
             values = table.array[row]
         body = prepared.prefix + json_data(values) + b"}"
-        if len(body) >= GZIP_MIN_BYTES and accepts_gzip(_text(header(scope, b"accept-encoding"))):
+        if len(body) >= GZIP_MIN_BYTES and accepts_gzip(text_of(header(scope, b"accept-encoding"))):
             return None  # a very wide row to a gzip client: the FastAPI route compresses it
         return body, prepared.headers
 

@@ -34,6 +34,11 @@ def header(scope, name: bytes) -> bytes | None:
     return None
 
 
+def text_of(value: bytes | None) -> str | None:
+    """A header value as text (latin-1, as HTTP/1.1 carries it), None for a missing one."""
+    return None if value is None else value.decode("latin-1")
+
+
 def new_request_id() -> str:
     return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFF:08x}"
 

@@ -138,13 +138,25 @@ class _Resumed:
 
 def replay(body: bytes, receive):
     """A receive callable that yields `body` once, then defers to the real one (disconnects)."""
-    pending = True
+    return replay_message({"type": "http.request", "body": body, "more_body": False}, receive)
+
+
+def replay_message(first: dict, receive):
+    """A receive callable that returns the message `first` once, then defers to `receive`."""
+    pending = [first]
 
     async def replayed():
-        nonlocal pending
-        if pending:
-            pending = False
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
+        return pending.pop() if pending else await receive()
 
     return replayed
+
+
+def resumed(first, receive):
+    """A receive callable whose first call finishes `first`, a receive that `started` began and
+    that had to wait, then defers to `receive`."""
+    pending = [first]
+
+    async def resumed_receive():
+        return await pending.pop() if pending else await receive()
+
+    return resumed_receive

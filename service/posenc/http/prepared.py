@@ -44,21 +44,9 @@ from ..dtypes import BFLOAT16, OUTPUT_DTYPES
 from ..kernels import index_span
 from ..limits import LIMITS
 from .calls import cost_ns
-from .codecs import (
-    JSON,
-    NPY,
-    RAW,
-    encode,
-    headers_for,
-    json_data,
-    json_frame,
-    media_type,
-    negotiate,
-    npy_header,
-    wire_array,
-)
-from .headers import REQUEST_ID_HEADER, bearer_matches, request_id_from
-from .limits import started
+from .codecs import JSON, RAW, body_of, headers_for, json_data, json_frame, media_type, negotiate
+from .headers import REQUEST_ID_HEADER, bearer_matches, request_id_from, text_of
+from .limits import replay_message, resumed, started
 from .responses import GZIP_MIN_BYTES, STREAM_BYTES, accepts_gzip, size_bound
 from .routes.encodings import rope_plan, rope_spec_of, sinusoidal_plan, sinusoidal_spec_of
 from .routes.rows import dtype_for
@@ -72,6 +60,7 @@ _INT64 = np.dtype("<i8")
 #: query or spec JSON it keys one by (longer ones go the general way).
 MAX_PLANS = 1024
 MAX_KEY_BYTES = 4096
+
 
 def _sinusoidal(spec_doc, dtype):
     return sinusoidal_plan(cached(sinusoidal_spec_of, spec_doc), dtype)
@@ -132,14 +121,9 @@ class Plan:
         return rows
 
     def body(self, arr: np.ndarray):
-        """The response body, exactly as codecs.encode / encode_body give it (raw: a view, no copy)."""
-        if self.media == RAW:
-            return memoryview(wire_array(arr)).cast("B")
-        if self.media == NPY:
-            arr = wire_array(arr)
-            return npy_header(arr) + arr.tobytes()
-        if arr.dtype == BFLOAT16 or len(arr) > 1:
-            return encode(arr, JSON)[0]
+        """The response body, exactly as codecs.encode_body gives it (raw: a view, no copy)."""
+        if self.media != JSON or arr.dtype == BFLOAT16 or len(arr) > 1:
+            return body_of(arr, self.media)
         head = self.json_head  # one row: the document around its numbers is the same every time
         if head is None:
             head = self.json_head = json_frame(arr)[0]
@@ -212,8 +196,8 @@ class Prepared:
             return receive
         first = started(receive())
         if type(first) is not dict:  # the body is still on its way: the general path reads it
-            return _resumed(first, receive)
-        replayed = _again(first, receive)
+            return resumed(first, receive)
+        replayed = replay_message(first, receive)
         if first["type"] != "http.request" or first.get("more_body"):
             return replayed
         answer = self.answer(scope, first.get("body", b""))
@@ -268,7 +252,7 @@ class Prepared:
             return None
         plan = self._plans.get(key)
         if plan is None or plan.stale(service):
-            plan = self._plan(key, path, spec_route, content, body)
+            plan = self._plan(key, path, spec_route, None if content == RAW else doc)
             if plan is None:
                 self._plans.pop(key, None)  # a stale plan whose table is gone
                 return None
@@ -294,10 +278,11 @@ class Prepared:
         shape = None if plan.media == JSON else b"%d,%d" % arr.shape
         return plan, payload, shape, table is not None, held
 
-    def _plan(self, key: tuple, path: str, spec_route: bool, content: str, body: bytes) -> Plan | None:
-        """The plan of a request shape seen for the first time; None when it is not plain or not valid
-        (the general path then answers, or refuses, each request of that shape)."""
-        if content == RAW:
+    def _plan(self, key: tuple, path: str, spec_route: bool, doc: dict | None) -> Plan | None:
+        """The plan of a request shape seen for the first time, from its JSON body `doc` (None: a raw
+        body, its fields in the query); None when it is not plain or not valid (the general path
+        then answers, or refuses, each request of that shape)."""
+        if doc is None:
             doc = _query_fields(key[1])
             if doc is None or not doc.keys() <= _FIELDS[spec_route][1]:
                 return None
@@ -305,13 +290,11 @@ class Prepared:
                 if doc["spec"][:1] != "{":
                     return None
                 doc["spec"] = orjson.loads(doc["spec"])
-        else:
-            doc = orjson.loads(body)
         dtype_name = doc.get("dtype")
         if (spec_route and type(doc.get("spec")) is not dict) or \
                 ("dtype" in doc and (type(dtype_name) is not str or dtype_name not in OUTPUT_DTYPES)):
             return None
-        accept, accept_encoding = _text(key[-2]), _text(key[-1])
+        accept, accept_encoding = text_of(key[-2]), text_of(key[-1])
         route = self.service.metrics.layout.index[("POST", path if spec_route else ROWS)]
         try:
             media = negotiate(accept)
@@ -347,32 +330,8 @@ def _query_fields(query: bytes) -> dict | None:
     return fields if len(fields) == len(pairs) else None
 
 
-def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("latin-1")
-
-
 @lru_cache(maxsize=64)
 def _media_of(content_type: bytes | None) -> str:
     """The media type of a Content-Type header's value (clients send one or two spellings)."""
-    return media_type(_text(content_type))
-
-
-def _again(first: dict, receive):
-    """A receive that returns `first` once, then defers to `receive`."""
-    pending = [first]
-
-    async def replayed():
-        return pending.pop() if pending else await receive()
-
-    return replayed
-
-
-def _resumed(first, receive):
-    """A receive whose first call finishes the receive already started (`limits.started`)."""
-    pending = [first]
-
-    async def resumed():
-        return await pending.pop() if pending else await receive()
-
-    return resumed
+    return media_type(text_of(content_type))
 

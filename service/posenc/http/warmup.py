@@ -11,9 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import api
-from ..dtypes import OUTPUT_DTYPES
+from ..dtypes import OUTPUT_DTYPES, midpoint_rows
 from ..kernels import index_span
-from ..tables import midpoint_rows
 
 #: Output dtypes whose kernels differ (float16/bfloat16 are computed through float64).
 _KERNEL_DTYPES = ("float32", "float64")
