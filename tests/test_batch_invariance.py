@@ -214,17 +214,25 @@ def test_the_midpoint_kernel_agrees_with_the_numpy_oracle(dtype):
     midpoints = (grid + ulp / 2).astype(np.float32)
     edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 65520.0, 65504.0, 2.0 ** -24, 2.0 ** -25, 3 * 2.0 ** -26,
                       1.5 * 2.0 ** -133, 2.0 ** -149, float(np.finfo(np.float32).max)], np.float32)
-    values = np.concatenate([rng.standard_normal(8192).astype(np.float32), midpoints,
+    patterns = rng.integers(0, 2 ** 32, 1 << 16, dtype=np.uint32)  # every exponent, subnormals, NaN payloads
+    forced = [(patterns[i::24] >> sh << sh) | np.uint32(1 << (sh - 1)) for i, sh in enumerate(range(1, 25))]
+    values = np.concatenate([rng.standard_normal(8192).astype(np.float32), midpoints, patterns.view(np.float32),
+                             np.concatenate(forced).view(np.float32),
                              np.nextafter(midpoints, np.float32(np.inf)), edges,
                              rng.standard_normal(512).astype(np.float32) * np.float32(1e-5)])
-    values = np.resize(values, (values.size // 8 + 1) * 8).reshape(-1, 8)
     with np.errstate(invalid="ignore"):  # inf - floor(inf) in the oracle: NaN, not a midpoint
+        each = half_midpoints(values, target)
+    assert np.array_equal(midpoint_rows(values.reshape(-1, 1), target)[0], each)  # value by value
+    values = np.resize(values, (values.size // 8 + 1) * 8).reshape(-1, 8)
+    with np.errstate(invalid="ignore"):
         expected = half_midpoints(values, target).any(axis=1)
     assert expected.any() and not expected.all()
-    assert np.array_equal(midpoint_rows(values, target), expected)
+    flags, count = midpoint_rows(values, target)
+    assert np.array_equal(flags, expected) and count == expected.sum()
     readonly = values.copy()
     readonly.flags.writeable = False  # rows read straight from a shared-memory mapping
-    assert np.array_equal(midpoint_rows(readonly, target), expected)
+    flags, count = midpoint_rows(readonly, target)
+    assert np.array_equal(flags, expected) and count == expected.sum()
 
 
 def test_scaled_float32_tables_refuse_16bit_rows():

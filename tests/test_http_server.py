@@ -12,6 +12,7 @@ import time
 
 import httpx
 import numpy as np
+import posenc
 import pytest
 from conftest import assert_matches_oracle
 from posenc import reference
@@ -30,6 +31,7 @@ workers = {workers}
 binary_port = 0
 shm_dir = "{shm_dir}"
 drain_timeout_s = 5
+keep_alive_s = 2
 header_timeout_s = 1
 body_timeout_s = 1
 
@@ -355,6 +357,61 @@ def test_requests_answered_in_the_protocol_keep_http_semantics(server):
     assert head.startswith(b"HTTP/1.1 200 ") and b"connection: close" in head and body == rows[1].tobytes()
     with httpx.Client(base_url=server.url) as c:
         assert _row_requests(c) >= before + 2
+
+
+def _post(path: str, body: bytes, content_type: str = "application/json", accept: str = RAW) -> bytes:
+    return (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nAccept: %s\r\nContent-Length: %d\r\n\r\n"
+            % (path.encode(), content_type.encode(), accept.encode(), len(body)) + body)
+
+
+def test_requests_the_protocol_cannot_answer_alone_get_the_apps_answer(server):
+    """The protocol answers a complete, plain request before uvicorn makes a request cycle for it;
+    everything else is handed to the app as uvicorn would have: a body that arrives in two reads,
+    a request the prepared plans decline (an invalid spec: the app's 4xx) between two they answer,
+    a percent-encoded path (decoded by uvicorn's scope), a body over uvicorn's 64 KiB read
+    high-water mark. Each answer is the app's own, in order."""
+    spec = b'{"spec": {"dim": 64}, "positions": [3, 1]}'
+    expected = posenc.sinusoidal([3, 1], 64).tobytes()  # bit for bit: the library is the service
+    request = _post("/v1/sinusoidal", spec)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(request[:-10])
+        time.sleep(0.2)
+        s.sendall(request[-10:])
+        answer = b""
+        while len(answer.partition(b"\r\n\r\n")[2]) < len(expected):
+            answer += s.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.partition(b"\r\n\r\n")[2] == expected
+    invalid = _post("/v1/sinusoidal", b'{"spec": {"dim": 0}, "positions": [1]}')
+    reply = exchange(server, request + invalid + request + b"GET /v1/tables/sin64/rows/%32 HTTP/1.1\r\nHost: x\r\n"
+                     b"Accept: application/octet-stream\r\nConnection: close\r\n\r\n", wait_s=3)
+    answers = _responses(reply)
+    assert [head.split(b" ")[1] for head, _ in answers] == [b"200", b"422", b"200", b"200"]
+    assert answers[0][1] == answers[2][1] == expected
+    assert json_of(answers[1][1])["error"]["field"] == "spec.dim"
+    assert answers[3][1] == posenc.sinusoidal([2], 64).tobytes()
+    positions = np.arange(9000, dtype="<i8") % 4096  # a 72,000-byte body
+    with httpx.Client(base_url=server.url) as c:
+        r = c.post("/v1/tables/sin64/rows", content=positions.tobytes(), headers={"Content-Type": RAW, "Accept": RAW})
+    assert r.status_code == 200
+    rows = np.frombuffer(r.content, "<f4").reshape(9000, 64)
+    assert np.array_equal(rows, posenc.sinusoidal(positions, 64))
+
+
+def test_an_idle_keep_alive_connection_closes_after_keep_alive_s(server):
+    """One keep-alive timer per connection (not one armed and cancelled per request): requests
+    answered in the protocol and by the app keep a connection open past keep_alive_s (2 s here)
+    while they come; once idle, it is closed about keep_alive_s after its last response."""
+    row = b"GET /v1/tables/sin64/rows/7 HTTP/1.1\r\nHost: x\r\nAccept: application/octet-stream\r\n\r\n"
+    health = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        for request in [row, health] * 3:  # 3 s of requests 0.5 s apart
+            s.sendall(request)
+            assert s.recv(65536).startswith(b"HTTP/1.1 200 ")
+            time.sleep(0.5)
+        started = time.monotonic()
+        assert s.recv(65536) == b""  # closed by the server
+        idle = time.monotonic() - started
+    assert 0.5 <= idle <= 4.0, idle
 
 
 def json_of(body: bytes):

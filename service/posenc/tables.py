@@ -167,8 +167,9 @@ class TableSpec(Canonical):
         if not self.rounds_once:
             raise PosencError("dtype", f"this float32 table cannot give single-rounded {dtype.name} rows")
         out = cast_output(rows, dtype)
-        redo = np.flatnonzero(midpoint_rows(rows, dtype))
-        if redo.size:
+        flags, count = midpoint_rows(rows, dtype)
+        if count:
+            redo = np.flatnonzero(flags)
             out[redo] = self.compute(np.asarray(positions, dtype=np.float64).reshape(-1)[redo], dtype)
         return out
 

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import httptools
+from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from .errors import error_body
@@ -71,10 +73,6 @@ def _sweep(loop, connections: set) -> None:
 
 def _sweep_interval() -> float:
     return min(1.0, GUARDS.header_timeout_s / 4)
-
-
-_BASE_ON_URL = HttpToolsProtocol.on_url
-_BASE_ON_HEADER = HttpToolsProtocol.on_header
 
 
 class _HeadHolder:
@@ -141,6 +139,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._answer_now = _answerer(self.app)
         self._parsing_head = False  # inside on_headers_complete: a task started now may wait for its body
         self._held = None  # (cycle, app) whose task waits for the end of its message
+        self._lane = None  # the body so far of a request on its way to answer_now, no cycle made
+        self._idle_since: float | None = None  # loop time of the last response (None: busy)
 
     # --- the request head: deadline and size -------------------------------------------
     def connection_made(self, transport) -> None:
@@ -151,30 +151,53 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.loop.call_later(_sweep_interval(), _sweep, self.loop, self.connections)
 
     def on_message_begin(self) -> None:
-        super().on_message_begin()
+        # uvicorn's scope is built only for a request that goes to the app (`_to_the_app`)
         self._head_bytes = 0
         self._head_since = self.loop.time()
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
+        self._lane = None
 
-    # on_url and on_header run for every header of every request: counted inline, the base
-    # methods called directly (a helper call and super() each cost as much as the count)
+    # on_url and on_header run for every header of every request: counted inline, uvicorn's
+    # own two lines of each inline too (a call to the base method costs as much as the work)
     def on_url(self, url: bytes) -> None:
         self._head_bytes += len(url)
         if self._head_bytes > GUARDS.max_head_bytes:
             self._head_over()
-        _BASE_ON_URL(self, url)
+        self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._head_bytes += len(name) + len(value) + 4
         if self._head_bytes > GUARDS.max_head_bytes:
             self._head_over()
-        _BASE_ON_HEADER(self, name, value)
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         self._head_since = None
+        parser = self.parser
+        if self._answer_now is not None and not self.expect_100_continue and self.limit_concurrency is None \
+                and (self.cycle is None or self.cycle.response_complete) and not parser.should_upgrade() \
+                and parser.get_http_version() == "1.1":
+            self._lane = b""  # the message's body so far: on_message_complete may answer it here
+            return
+        self._to_the_app(hold=self._answer_now is not None)
+
+    def _to_the_app(self, hold: bool) -> None:
+        """uvicorn's scope, request cycle and ASGI task for the request whose head was just parsed
+        (its task held back while `hold`, for on_message_complete to answer it if it can), its
+        writes through a _HeadHolder."""
+        url, headers, expect = self.url, self.headers, self.expect_100_continue
+        HttpToolsProtocol.on_message_begin(self)  # the scope, as uvicorn makes it
+        self.url, self.headers, self.expect_100_continue = url, headers, expect
+        self.scope["headers"] = headers
         before = self.cycle
-        self._parsing_head = True
+        self._parsing_head = hold
         try:
-            super().on_headers_complete()
+            HttpToolsProtocol.on_headers_complete(self)
         finally:
             self._parsing_head = False
         cycle = self.cycle
@@ -184,32 +207,78 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     # --- answered in the protocol: see the module docstring ----------------------------
     def _start_asgi_task(self, cycle, app) -> None:
-        if self._parsing_head and self._answer_now is not None and app is self.app:
+        if self._parsing_head and app is self.app:
             self._held = (cycle, app)  # on_message_complete or the end of data_received decides
         else:
             super()._start_asgi_task(cycle, app)
 
+    def on_body(self, body: bytes) -> None:
+        if self._lane is None:
+            super().on_body(body)
+            return
+        self._lane += body
+        if len(self._lane) > HIGH_WATER_LIMIT:  # more than a prepared request's: the app reads it
+            self._leave_lane(more_body=True)
+
     def on_message_complete(self) -> None:
+        if self._lane is not None:
+            if not self._answer_lane():
+                self._leave_lane(more_body=False)
+            return
         super().on_message_complete()
         held = self._held
         if held is not None and held[0] is self.cycle:
             self._held = None
-            if not self._answered(held[0]):
+            cycle = held[0]
+            if not self._answered(cycle.scope, bytes(cycle.body), cycle.keep_alive, cycle):
                 HttpToolsProtocol._start_asgi_task(self, *held)
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
+        if self._lane is not None:  # its body is still on its way: the app reads it, under its deadline
+            if self.transport.is_closing():  # a malformed rest: answered 400 already
+                self._lane = None
+            else:
+                self._leave_lane(more_body=True)
         held = self._held
-        if held is not None:  # its body is still on its way: the app reads it, under its deadline
+        if held is not None:
             self._held = None
             HttpToolsProtocol._start_asgi_task(self, *held)
 
-    def _answered(self, cycle) -> bool:
-        """Write the response `answer_now` gives for this complete request; False when it gives none."""
+    def _answer_lane(self) -> bool:
+        """Answer the complete request of the lane (head parsed, no cycle made) with `answer_now`,
+        from a scope of what it reads: method, path, query string and headers."""
+        try:
+            url = httptools.parse_url(self.url)
+            path = url.path.decode("ascii")
+        except (httptools.HttpParserInvalidURLError, UnicodeDecodeError):
+            return False  # the app's path says what is wrong with it
+        if "%" in path:
+            return False  # percent-decoded by uvicorn's scope
+        scope = {"type": "http", "method": self.parser.get_method().decode("ascii"), "path": self.root_path + path,
+                 "query_string": url.query or b"", "headers": self.headers}
+        body, self._lane = self._lane, None
+        if self._answered(scope, body, self.parser.should_keep_alive(), None):
+            return True
+        self._lane = body
+        return False
+
+    def _leave_lane(self, more_body: bool) -> None:
+        """Hand the lane's request to the app, as uvicorn would have from its head on."""
+        body, self._lane = self._lane, None
+        self._to_the_app(hold=False)
+        if body:
+            HttpToolsProtocol.on_body(self, body)
+        if not more_body:
+            HttpToolsProtocol.on_message_complete(self)
+
+    def _answered(self, scope, body: bytes, keep_alive: bool, cycle) -> bool:
+        """Write the response `answer_now` gives for this complete request; False when it gives
+        none. `cycle`, if the request has one, is marked complete."""
         if self.flow.write_paused or self.transport.is_closing():
             return False
         try:
-            found = self._answer_now(cycle.scope, bytes(cycle.body))
+            found = self._answer_now(scope, body)
         except Exception:  # noqa: BLE001 - the app answers it (and reports what went wrong)
             return False
         if found is None:
@@ -218,16 +287,45 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         head = [STATUS_LINE[200]]
         for name, value in (*self.server_state.default_headers, *headers):
             head += (name, b": ", value, b"\r\n")
-        if not cycle.keep_alive:
+        if not keep_alive:
             head.append(b"connection: close\r\n")
         head.append(b"\r\n")
-        cycle.response_started = cycle.response_complete = True
-        cycle.body = bytearray()
+        if cycle is not None:
+            cycle.response_started = cycle.response_complete = True
+            cycle.body = bytearray()
         self.transport.writelines((b"".join(head), payload))
-        if not cycle.keep_alive:
+        if not keep_alive:
             self.transport.close()
         self.on_response_complete()
         return True
+
+    # --- keep-alive: one timer a connection, not one a request ---------------------------
+    def _unset_keepalive_if_required(self) -> None:
+        self._idle_since = None  # busy; uvicorn cancels and re-arms a timer a request instead
+
+    def on_response_complete(self) -> None:
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._idle_since = self.loop.time()
+        self.flow.resume_reading()
+        if self.pipeline:  # the next pipelined request
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        elif self.timeout_keep_alive_task is None:
+            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self._keep_alive_due)
+
+    def _keep_alive_due(self) -> None:
+        """Close the connection once idle for timeout_keep_alive since its last response."""
+        self.timeout_keep_alive_task = None
+        since = self._idle_since
+        if since is None or self.transport.is_closing():
+            return  # busy: its response re-arms the timer
+        left = since + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self.timeout_keep_alive_task = self.loop.call_later(left, self._keep_alive_due)
+        else:
+            self.transport.close()
 
     def _head_over(self) -> None:
         self._head_too_large = True
@@ -275,6 +373,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc) -> None:
         self._head_since = None
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
         if self._stall_deadline is not None:
             self._stall_deadline.cancel()
             self._stall_deadline = None
