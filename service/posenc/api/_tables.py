@@ -12,8 +12,10 @@ from functools import lru_cache
 import numpy as np
 
 from .. import native
-from ..kernels import run_rows, sincos_rows
+from ..dtypes import cast_output, kernel_dtype
 from ..encodings.columns import ColumnPlan
+from ..kernels import run_rows, sincos_rows
+from ..limits import LIMITS
 from ..native.library import plan_is_dense
 
 
@@ -38,6 +40,34 @@ def fill_sincos_crc32c(positions: np.ndarray, freqs: np.ndarray, amplitude: np.n
     if native.ACTIVE is None or not plan_is_dense(plan, freqs.shape[0]):
         return None
     return native.ACTIVE.sincos_rows_crc(positions, freqs, amplitude, flat, plan, 0, positions.shape[0], crc)
+
+
+class SincosRows:
+    """fill_sincos into a fresh [n, width] array of `out_dtype`, with its frequencies, amplitude
+    and column plan fixed: the rows function of one spec and dtype, called per request by the
+    HTTP service's prepared plans. A one-row job calls the numba kernel directly (the kernel
+    fill_sincos picks below MIN_NATIVE_ELEMENTS, on the calling thread): resolving the plan and
+    the kernel again each call cost more than computing the row."""
+
+    __slots__ = ("amplitude", "freqs", "kernel_dtype", "layout", "out_dtype", "plan", "width")
+
+    def __init__(self, freqs: np.ndarray, amplitude: np.ndarray, plan: ColumnPlan, out_dtype: np.dtype):
+        self.freqs, self.amplitude, self.plan, self.out_dtype = freqs, amplitude, plan, out_dtype
+        self.width = freqs.shape[0] + plan.n_cos
+        self.kernel_dtype = kernel_dtype(out_dtype)
+        self.layout = (plan.row_stride, plan.sin_base, plan.cos_base, plan.interleaved, plan.n_cos)
+
+    def __call__(self, positions: np.ndarray, out=None) -> np.ndarray:
+        n = positions.shape[0]
+        LIMITS.check_output((n, self.width), self.out_dtype.itemsize)
+        if out is None:
+            out = np.empty((n, self.width), dtype=self.kernel_dtype)
+        flat = out.reshape(-1)
+        if n * self.width < native.MIN_NATIVE_ELEMENTS:
+            sincos_rows(positions, self.freqs, self.amplitude, flat, *self.layout, 0, n)
+        else:
+            fill_sincos(positions, self.freqs, self.amplitude, flat, self.plan)
+        return cast_output(out, self.out_dtype)
 
 
 @lru_cache(maxsize=256)

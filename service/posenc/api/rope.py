@@ -10,13 +10,13 @@ import numpy as np
 from .. import native
 from ..args import as_choice, as_float, as_positions
 from ..dtypes import OUTPUT_DTYPES, cast_output, kernel_dtype, output_dtype
+from ..encodings import RopeSpec
+from ..encodings.columns import ColumnPlan
+from ..encodings.rope import LAYOUTS, seq_len_for
 from ..errors import PosencError
 from ..kernels import rope_rotate_rows, run_rows, xpos_decay_rows
 from ..limits import LIMITS
-from ..encodings import RopeSpec
-from ..encodings.rope import LAYOUTS, seq_len_for
-from ..encodings.columns import ColumnPlan
-from ._tables import constant_amplitude, fill_cos_sin_pair, fill_sincos, fill_sincos_crc32c
+from ._tables import SincosRows, constant_amplitude, fill_cos_sin_pair, fill_sincos_crc32c
 
 
 def as_rope_spec(spec, field: str = "spec") -> RopeSpec:
@@ -114,18 +114,21 @@ def rope_table_at(positions: np.ndarray, spec: RopeSpec, seq_len: float | None, 
     """rope_table rows with the frequencies at `seq_len` exactly, None meaning the init values
     (what a table of a length-dependent spec stores): never max(positions) + 1, so a row does
     not depend on which other positions are computed with it (a table is built in blocks)."""
+    return rope_rows_at(spec, seq_len, dtype)(positions, out)
+
+
+@lru_cache(maxsize=64)
+def rope_rows_at(spec: RopeSpec, seq_len: float | None, dtype: np.dtype) -> SincosRows:
+    """rope_table_at's rows function for one (spec, seq_len, dtype): frequencies, attention
+    factor and [cos | sin] layout bound once."""
     inv, attention = _inv_freq_cached(spec, seq_len)
-    return _rope_rows(positions, inv, attention, dtype, out)
+    return SincosRows(inv, constant_amplitude(inv.shape[0], attention), _table_columns(inv.shape[0]), dtype)
 
 
 def _rope_rows(positions: np.ndarray, inv: np.ndarray, attention: float, out_dtype: np.dtype,
                out=None) -> np.ndarray:
-    n, n_freq = positions.shape[0], inv.shape[0]
-    LIMITS.check_output((n, 2 * n_freq), out_dtype.itemsize)
-    if out is None:
-        out = np.empty((n, 2 * n_freq), dtype=kernel_dtype(out_dtype))
-    fill_sincos(positions, inv, constant_amplitude(n_freq, attention), out.reshape(-1), _table_columns(n_freq))
-    return cast_output(out, out_dtype)
+    return SincosRows(inv, constant_amplitude(inv.shape[0], attention), _table_columns(inv.shape[0]),
+                      out_dtype)(positions, out)
 
 
 def rope_rows_crc32c(positions: np.ndarray, spec: RopeSpec, seq_len: float | None, out: np.ndarray,
