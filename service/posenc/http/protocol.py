@@ -21,12 +21,22 @@ first still gets its head, at once.
 
 Requests the app can answer without awaiting anything (its `answer_now`: the row route and the
 prepared plans of the commonest computed requests, asgi.py / prepared.py) are answered here, in
-the protocol, once their message is complete: no ASGI task, request cycle, receive or send, which
-cost more than the answer. A request cycle's ASGI task is held back (`_start_asgi_task`) while
-its head is parsed; when the whole message is in the same `data_received`, `answer_now` is asked
-first and its response written in one `writelines`; anything it declines, a body still on its way
-(read by the app under its deadline), a pipelined request waiting behind another, or a transport
-that is not draining its writes starts the task as uvicorn would. Responses stay in request order.
+the protocol, once their message is complete: no ASGI task, receive or send, which cost more than
+the answer. A plain HTTP/1.1 request (no response pending before it, no upgrade, no Expect:
+100-continue) takes the lane: uvicorn's scope and request cycle are not even made; its body is
+kept, and `answer_now` gets a scope of its method, path, query string and headers. What the lane
+cannot answer -- a body still on its way at the end of a read (the app reads it, under its
+deadline), more than uvicorn's 64 KiB read high-water mark of body, a percent-encoded path, a
+transport that is not draining its writes, anything `answer_now` declines -- gets the scope,
+cycle and task uvicorn would have made at its head (`_to_the_app`), its body handed over. The
+other requests get them at their head, as in uvicorn, with the task held back while the head is
+parsed so that `answer_now` may still answer a message complete in the same read; a pipelined
+request waits in uvicorn's queue. Responses stay in request order.
+
+Keep-alive: uvicorn cancels a timer when a request's data arrives and arms a new one when its
+response completes, ~1.5 us a request. Here a connection has one timer at a time: data arriving
+marks it busy, a response notes its time, and the timer, when it fires, closes the connection if
+it has been idle for timeout_keep_alive since then, or re-arms itself for the rest.
 """
 
 from __future__ import annotations
