@@ -389,6 +389,12 @@ def test_requests_the_protocol_cannot_answer_alone_get_the_apps_answer(server):
     assert answers[0][1] == answers[2][1] == expected
     assert json_of(answers[1][1])["error"]["field"] == "spec.dim"
     assert answers[3][1] == posenc.sinusoidal([2], 64).tobytes()
+    started = time.monotonic()  # answered in the lane, then closed at once: not after wait_s
+    reply = exchange(server, b"GET /v1/tables/sin64/rows/2 HTTP/1.1\r\nHost: x\r\nAccept: application/octet-stream"
+                     b"\r\nConnection: close\r\n\r\n", wait_s=3)
+    assert time.monotonic() - started < 2
+    (head, body), = _responses(reply)
+    assert b"connection: close" in head and body == answers[3][1]
     positions = np.arange(9000, dtype="<i8") % 4096  # a 72,000-byte body
     with httpx.Client(base_url=server.url) as c:
         r = c.post("/v1/tables/sin64/rows", content=positions.tobytes(), headers={"Content-Type": RAW, "Accept": RAW})
