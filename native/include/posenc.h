@@ -156,6 +156,22 @@ POSENC_API int posenc_alibi_bias(const double *slopes, int64_t n_heads, const do
 POSENC_API int posenc_gather_rows(const void *table, int64_t n_table_rows, int64_t row_bytes,
                                   const int64_t *rows, int64_t n, void *out, int64_t *bad_k);
 
+/* ---- JSON text (not a kernel: one scalar path, src/json_f32.c) ------------------------- */
+
+/* The JSON text of a C-contiguous float32 array of `ndim` dimensions (0 to 64; 0: one number),
+ * byte for byte what orjson 3.13 prints for the same numpy array: nested lists without spaces,
+ * NaN and +-inf as null, each number the shortest decimal that reads back as the same float32
+ * (the closest such, ties to even digits), in orjson's notation (docs/http.md, "Numbers in JSON").
+ * An array without elements prints its empty lists ("[]", "[[],[]]" for shape (2, 0)).
+ * Returns the text's length; or, when capacity < posenc_json_f32_capacity(shape, ndim), minus
+ * that capacity (always at least 48, so never an error code), with nothing written; or
+ * POSENC_EINVAL for a bad shape (a negative extent, over 64 dimensions, or over 2^55 elements). The buffer needs the capacity, not only the length:
+ * numbers are laid out with fixed-size stores that run up to 48 bytes past the text's end. */
+POSENC_API int64_t posenc_json_f32(const float *values, const int64_t *shape, int ndim, char *out,
+                                   int64_t capacity);
+/* The buffer posenc_json_f32 needs for this shape (at least 48), or POSENC_EINVAL. */
+POSENC_API int64_t posenc_json_f32_capacity(const int64_t *shape, int ndim);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,7 +2,9 @@
 
 Responses (chosen by the Accept header; JSON when absent or `*/*`):
   * application/json          {"dtype": "float32", "shape": [n, d], "data": [[...], ...]}
-                              (orjson; NaN and +-inf, e.g. ALiBi's masked -inf, become null)
+                              (NaN and +-inf, e.g. ALiBi's masked -inf, become null; float32 numbers
+                              are the shortest decimal that reads back as the same float32, printed
+                              by libposenc exactly as orjson prints them: json_data)
   * application/x-npy         a .npy file (format 1.0); bfloat16 has no npy type (422)
   * application/octet-stream  the raw little-endian C-order bytes
 Binary responses also carry `X-Posenc-Dtype` (e.g. "float32", "bfloat16") and
@@ -22,6 +24,7 @@ import numpy as np
 import orjson
 
 from ..args import json_type
+from ..native.json_text import json_f32
 from ..npyfile import parse_npy
 from .errors import HttpError
 
@@ -31,6 +34,9 @@ RAW = "application/octet-stream"
 MEDIA_TYPES = (JSON, NPY, RAW)
 _WILDCARDS = ("*/*", "application/*")
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+_FLOAT32 = np.dtype(np.float32)
+#: Printed as the float32 they widen to exactly (orjson prints float16 so too).
+_WIDENED = (_BFLOAT16, np.dtype(np.float16))
 
 
 @lru_cache(maxsize=256)
@@ -126,11 +132,17 @@ def json_frame(arr: np.ndarray, extra: dict | None = None) -> tuple[bytes, bytes
 
 
 def json_data(arr: np.ndarray) -> bytes:
-    """`arr` as nested JSON lists (a 0-d array as its one number); bfloat16 printed as float32."""
-    if arr.dtype == _BFLOAT16:
+    """`arr` as nested JSON lists (a 0-d array as its one number). float32, and float16 and bfloat16
+    widened to float32, are printed by libposenc (posenc.native.json_text: the bytes orjson prints,
+    several times faster); other dtypes, and every dtype without the library, by orjson."""
+    if arr.dtype in _WIDENED:
         arr = arr.astype(np.float32)
     elif not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
+    if arr.dtype == _FLOAT32:
+        text = json_f32(arr)
+        if text is not None:
+            return text
     if arr.ndim == 0:
         return orjson.dumps(arr.reshape(1), option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
     return orjson.dumps(arr, option=orjson.OPT_SERIALIZE_NUMPY)
