@@ -156,7 +156,7 @@ POSENC_API int posenc_alibi_bias(const double *slopes, int64_t n_heads, const do
 POSENC_API int posenc_gather_rows(const void *table, int64_t n_table_rows, int64_t row_bytes,
                                   const int64_t *rows, int64_t n, void *out, int64_t *bad_k);
 
-/* ---- JSON text (not a kernel: one scalar path, src/json_f32.c) ------------------------- */
+/* ---- JSON text (src/json_f32.c; not in the kernel tables) ------------------------------ */
 
 /* The JSON text of a C-contiguous float32 array of `ndim` dimensions (0 to 64; 0: one number),
  * byte for byte what orjson 3.13 prints for the same numpy array: nested lists without spaces,
@@ -171,6 +171,13 @@ POSENC_API int64_t posenc_json_f32(const float *values, const int64_t *shape, in
                                    int64_t capacity);
 /* The buffer posenc_json_f32 needs for this shape (at least 48), or POSENC_EINVAL. */
 POSENC_API int64_t posenc_json_f32_capacity(const int64_t *shape, int ndim);
+/* The writer posenc_json_f32 uses: "avx512" where the active kernel path is AVX-512 and the CPU
+ * also has AVX-512 BW, DQ, CD and VL; else "scalar" (there is no AVX2 writer: see json_f32.c). */
+POSENC_API const char *posenc_json_f32_path(void);
+/* posenc_json_f32 with a named writer ("scalar", "avx512"), for tests and benchmarks;
+ * POSENC_ENOISA where this CPU cannot run it. Same text from every writer. */
+POSENC_API int64_t posenc_json_f32_by(const char *path, const float *values, const int64_t *shape, int ndim,
+                                      char *out, int64_t capacity);
 
 #ifdef __cplusplus
 }

@@ -24,15 +24,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "posenc.h"
-
-typedef struct {
-    uint64_t g;  /* 10^-k, 63 bits, rounded up (json_tables.h) */
-    int32_t k;   /* the decimal scale */
-    int32_t h;   /* the shift of 4c before the product */
-} json_scale;
-
+#include "json_f32.h"
 #include "json_tables.h"
+#include "posenc.h"
 
 /* Longest number, '-' included ("-0.0000012345678" has 16; 17 is the bound for 9 digits), and
  * the bytes a number's stores may reach past its start. */
@@ -66,7 +60,7 @@ static inline uint32_t shortest(uint32_t bits, int *k_out)
     uint32_t biased = bits >> 23, c = bits & 0x7FFFFF;
     int irregular = c == 0 && biased > 1;
     if (biased) c |= 0x800000;
-    const json_scale *scale = &json_scales[biased][irregular];
+    const json_scale *scale = &posenc_json_scales[biased][irregular];
     uint64_t cb = (uint64_t)c << 2;
     uint32_t odd = c & 1;                   /* odd significand: the interval excludes its ends */
     uint32_t vb = round_odd(scale->g, cb << scale->h);
@@ -120,7 +114,7 @@ static inline u128 finite_text(uint32_t bits, int *length)
     }
     if (point <= 0 && point > -6) {         /* "0." and -point zeros before the digits */
         *length = 2 - point + n;
-        return digits << (8 * (2 - point)) | ASCII_ZEROS ^ ('0' ^ '.') << 8;
+        return digits << (8 * (2 - point)) | (ASCII_ZEROS ^ (u128)('0' ^ '.') << 8);
     }
     u128 text = n > 1 ? (digits & 0xFF) | (digits >> 8) << 16 | '.' << 8 : digits;  /* scientific */
     int at = n > 1 ? n + 1 : 1, x = point - 1;
@@ -133,22 +127,65 @@ static inline u128 finite_text(uint32_t bits, int *length)
 /* One float32 as orjson prints it, at p; returns its end. */
 static inline char *put_f32(char *p, uint32_t bits)
 {
-    uint32_t magnitude = bits & 0x7FFFFFFF;
-    if (magnitude >= 0x7F800000) {          /* NaN, +-inf */
-        memcpy(p, "null", 4);
-        return p + 4;
-    }
+    if (posenc_json_is_special(bits)) return posenc_json_special(p, bits);
     *p = '-';
     p += bits >> 31;
-    if (magnitude == 0) {
-        memcpy(p, "0.0", 3);
-        return p + 3;
-    }
     int length;
-    u128 text = finite_text(magnitude, &length);
+    u128 text = finite_text(bits & 0x7FFFFFFF, &length);
     memcpy(p, &text, 16);
     return p + length;
 }
+
+char *posenc_json_row_scalar(char *p, const uint32_t *bits, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) {
+        p = put_f32(p, bits[j]);
+        *p++ = ',';
+    }
+    return p;
+}
+
+/* ---- code paths ------------------------------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    json_row_fn row;
+} json_paths[] = {
+#if defined(__x86_64__)
+    {"avx512", posenc_json_row_avx512},
+#endif
+    {"scalar", posenc_json_row_scalar},
+};
+
+static int cpu_runs_avx512_json(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+           && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd")
+           && __builtin_cpu_supports("avx512vl") && posenc_kernels_for("avx512") != NULL;
+#else
+    return 0;
+#endif
+}
+
+static json_row_fn row_for(const char *name)
+{
+    if (!name) return NULL;
+    for (size_t i = 0; i < sizeof json_paths / sizeof json_paths[0]; i++)
+        if (strcmp(name, json_paths[i].name) == 0)
+            return strcmp(name, "scalar") == 0 || cpu_runs_avx512_json() ? json_paths[i].row : NULL;
+    return NULL;
+}
+
+/* The active kernel path's writer where there is one for it (AVX-512), else the scalar one. */
+static const char *active_name(void)
+{
+    const char *isa = posenc_isa();
+    return isa && strcmp(isa, "avx512") == 0 && cpu_runs_avx512_json() ? "avx512" : "scalar";
+}
+
+const char *posenc_json_f32_path(void) { return active_name(); }
 
 int64_t posenc_json_f32_capacity(const int64_t *shape, int ndim)
 {
@@ -178,7 +215,8 @@ static char *put_empty(char *p, const int64_t *shape, int ndim)
     return p;
 }
 
-int64_t posenc_json_f32(const float *values, const int64_t *shape, int ndim, char *out, int64_t capacity)
+static int64_t write_json(json_row_fn row_fn, const float *values, const int64_t *shape, int ndim, char *out,
+                          int64_t capacity)
 {
     int64_t need = posenc_json_f32_capacity(shape, ndim);
     if (need < 0) return need;
@@ -194,11 +232,7 @@ int64_t posenc_json_f32(const float *values, const int64_t *shape, int ndim, cha
     memset(p, '[', (size_t)ndim);
     p += ndim;
     for (int64_t r = 0; r < rows; r++) {
-        const uint32_t *row = bits + r * cols;
-        for (int64_t j = 0; j < cols; j++) {
-            p = put_f32(p, row[j]);
-            *p++ = ',';
-        }
+        p = row_fn(p, bits + r * cols, cols);
         p[-1] = ']';                        /* the row's list replaces its last separator */
         int closed = 1, d = ndim - 2;       /* then close each outer list whose index wraps */
         while (d >= 0 && ++index[d] == shape[d]) {
@@ -212,4 +246,22 @@ int64_t posenc_json_f32(const float *values, const int64_t *shape, int ndim, cha
         p += closed;
     }
     return p - out;
+}
+
+int64_t posenc_json_f32(const float *values, const int64_t *shape, int ndim, char *out, int64_t capacity)
+{
+    static json_row_fn chosen;
+    json_row_fn row_fn = __atomic_load_n(&chosen, __ATOMIC_RELAXED);
+    if (!row_fn) {
+        row_fn = row_for(active_name());
+        __atomic_store_n(&chosen, row_fn, __ATOMIC_RELAXED);
+    }
+    return write_json(row_fn, values, shape, ndim, out, capacity);
+}
+
+int64_t posenc_json_f32_by(const char *path, const float *values, const int64_t *shape, int ndim, char *out,
+                           int64_t capacity)
+{
+    json_row_fn row_fn = row_for(path);
+    return row_fn ? write_json(row_fn, values, shape, ndim, out, capacity) : POSENC_ENOISA;
 }

@@ -21,7 +21,7 @@ import threading
 import numpy as np
 
 from . import LIBRARY
-from .library import EINVAL
+from .library import EINVAL, ENOISA
 
 #: Buffers up to this size are kept for the thread's next call; larger ones are used once.
 KEEP_BYTES = 4 << 20
@@ -34,13 +34,20 @@ class _ArrayFields(ctypes.Structure):
                 ("nd", ctypes.c_int), ("dimensions", ctypes.c_void_p)]
 
 
-def _bind(lib):
-    """posenc_json_f32 with its C signature, or None without it."""
-    write = getattr(lib, "posenc_json_f32", None) if lib is not None else None
-    if write is not None:
-        write.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64]
-        write.restype = ctypes.c_int64
-    return write
+def _function(lib, name: str, restype, *argtypes):
+    """libposenc's `name` with its C signature, or None (no library, or a build without it)."""
+    function = getattr(lib, name, None) if lib is not None else None
+    if function is not None:
+        function.argtypes, function.restype = list(argtypes), restype
+    return function
+
+
+_ARGS = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64)
+_WRITE = _function(LIBRARY, "posenc_json_f32", ctypes.c_int64, *_ARGS)
+_WRITE_BY = _function(LIBRARY, "posenc_json_f32_by", ctypes.c_int64, ctypes.c_char_p, *_ARGS)
+_PATH = _function(LIBRARY, "posenc_json_f32_path", ctypes.c_char_p)
+#: The writers the library has ("avx512" needs AVX-512 F/BW/DQ/CD/VL), fastest first.
+WRITERS = ("avx512", "scalar")
 
 
 def _fields_match() -> bool:
@@ -52,8 +59,7 @@ def _fields_match() -> bool:
             and shape[0] == probe.shape[0] and shape[1] == probe.shape[1])
 
 
-_BOUND = _bind(LIBRARY)
-_DIRECT = _BOUND is not None and ctypes.sizeof(ctypes.c_void_p) == 8 and _fields_match()
+_DIRECT = _WRITE is not None and ctypes.sizeof(ctypes.c_void_p) == 8 and _fields_match()
 
 
 class _Buffer(threading.local):
@@ -71,18 +77,39 @@ _local = _Buffer()
 
 
 def available() -> bool:
-    return _BOUND is not None
+    return _WRITE is not None
+
+
+def writer() -> str | None:
+    """The writer posenc_json_f32 runs here ("avx512" or "scalar"), or None without the library."""
+    return _PATH().decode() if _PATH is not None else None
 
 
 def json_f32(arr: np.ndarray) -> bytes | None:
     """`arr` (C-contiguous native float32, any dimensions) as orjson prints it; None without the library."""
-    if _BOUND is None:
+    return None if _WRITE is None else _print(_WRITE, arr)
+
+
+def json_f32_by(name: str, arr: np.ndarray) -> bytes | None:
+    """json_f32 with a named writer (tests, benchmarks); None where this CPU or build lacks it."""
+    if _WRITE_BY is None:
         return None
+    path = name.encode()
+    try:
+        return _print(lambda *args: _WRITE_BY(path, *args), arr)
+    except _NoWriter:
+        return None
+
+
+class _NoWriter(Exception):
+    """posenc_json_f32_by named a writer this CPU cannot run."""
+
+
+def _print(write, arr: np.ndarray) -> bytes:
     if not isinstance(arr, np.ndarray):  # a numpy scalar: its struct is not an array's
         arr = np.asarray(arr)
     if arr.dtype != _FLOAT32 or not arr.flags.c_contiguous:
         raise ValueError(f"json_f32 takes a C-contiguous native float32 array, got {arr.dtype}")
-    write = _BOUND
     if _DIRECT:
         fields = _ArrayFields.from_address(id(arr))
         data, shape, ndim = fields.data, fields.dimensions, fields.nd
@@ -90,9 +117,10 @@ def json_f32(arr: np.ndarray) -> bytes | None:
         dims = (ctypes.c_int64 * max(arr.ndim, 1))(*arr.shape)
         data, shape, ndim = arr.ctypes.data, ctypes.addressof(dims), arr.ndim
     buffer = _local
-    size = len(buffer.data)
-    length = write(data, shape, ndim, buffer.address, size)
-    if length < 0:  # minus the capacity this array needs (posenc.h), or EINVAL for an impossible size
+    length = write(data, shape, ndim, buffer.address, len(buffer.data))
+    if length < 0:  # minus the capacity this array needs (posenc.h), or an error code
+        if length == ENOISA:
+            raise _NoWriter
         if length == EINVAL:
             raise ValueError(f"shape {arr.shape}: its JSON text is too large to lay out")
         need = -length
@@ -105,4 +133,4 @@ def json_f32(arr: np.ndarray) -> bytes | None:
     return bytes(buffer.view[:length])
 
 
-__all__ = ["KEEP_BYTES", "available", "json_f32"]
+__all__ = ["KEEP_BYTES", "WRITERS", "available", "json_f32", "json_f32_by", "writer"]
