@@ -169,6 +169,22 @@ POSENC_API int posenc_gather_rows(const void *table, int64_t n_table_rows, int64
  * numbers are laid out with fixed-size stores that run up to 48 bytes past the text's end. */
 POSENC_API int64_t posenc_json_f32(const float *values, const int64_t *shape, int ndim, char *out,
                                    int64_t capacity);
+/* posenc_json_f32 with its arguments in two structs, for bindings where each argument of a call
+ * costs (ctypes: ~0.1 us each, as much as printing 20 numbers). posenc_json_array is laid out like
+ * the head of numpy's ndarray object (PyArrayObject_fields, numpy/ndarraytypes.h: the two words of
+ * the object header, then data, nd, dimensions), so a binding may pass an ndarray's own address
+ * once it has checked that layout; other callers fill one in (object_head unused). */
+typedef struct posenc_json_array {
+    const void *object_head[2];
+    const float *data;
+    int32_t ndim;
+    const int64_t *shape;
+} posenc_json_array;
+typedef struct posenc_json_buffer {
+    char *data;
+    int64_t capacity;
+} posenc_json_buffer;
+POSENC_API int64_t posenc_json_f32_array(const posenc_json_array *array, const posenc_json_buffer *out);
 /* The buffer posenc_json_f32 needs for this shape (at least 48), or POSENC_EINVAL. */
 POSENC_API int64_t posenc_json_f32_capacity(const int64_t *shape, int ndim);
 /* The writer posenc_json_f32 uses: "avx512" where the active kernel path is AVX-512 and the CPU

@@ -259,6 +259,11 @@ int64_t posenc_json_f32(const float *values, const int64_t *shape, int ndim, cha
     return write_json(row_fn, values, shape, ndim, out, capacity);
 }
 
+int64_t posenc_json_f32_array(const posenc_json_array *array, const posenc_json_buffer *out)
+{
+    return posenc_json_f32(array->data, array->shape, array->ndim, out->data, out->capacity);
+}
+
 int64_t posenc_json_f32_by(const char *path, const float *values, const int64_t *shape, int ndim, char *out,
                            int64_t capacity)
 {

@@ -24,7 +24,8 @@ import numpy as np
 import orjson
 
 from ..args import json_type
-from ..native.json_text import json_f32
+from ..native.json_text import available as native_json_available
+from ..native.json_text import json_f32, json_f32_checked
 from ..npyfile import parse_npy
 from .errors import HttpError
 
@@ -37,6 +38,7 @@ _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _FLOAT32 = np.dtype(np.float32)
 #: Printed as the float32 they widen to exactly (orjson prints float16 so too).
 _WIDENED = (_BFLOAT16, np.dtype(np.float16))
+_NATIVE_JSON = native_json_available()
 
 
 @lru_cache(maxsize=256)
@@ -135,14 +137,14 @@ def json_data(arr: np.ndarray) -> bytes:
     """`arr` as nested JSON lists (a 0-d array as its one number). float32, and float16 and bfloat16
     widened to float32, are printed by libposenc (posenc.native.json_text: the bytes orjson prints,
     several times faster); other dtypes, and every dtype without the library, by orjson."""
+    if arr.dtype is _FLOAT32 and _NATIVE_JSON and type(arr) is np.ndarray and arr.flags.c_contiguous:
+        return json_f32_checked(arr)  # the hot path: a table row or a computed float32 answer
     if arr.dtype in _WIDENED:
         arr = arr.astype(np.float32)
     elif not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
-    if arr.dtype == _FLOAT32:
-        text = json_f32(arr)
-        if text is not None:
-            return text
+    if arr.dtype == _FLOAT32 and _NATIVE_JSON:
+        return json_f32(arr)
     if arr.ndim == 0:
         return orjson.dumps(arr.reshape(1), option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
     return orjson.dumps(arr, option=orjson.OPT_SERIALIZE_NUMPY)
