@@ -5,17 +5,17 @@ README names). Run from a worktree after `make install`:
 
     nice .venv/bin/python native/tools/json_f32_exhaustive.py [--workers 2] [--chunk-bits 24]
 
-POSENC_ISA=scalar|avx2|avx512 checks one code path of the library (default: the one it picks).
-The 2^32 patterns go in chunks of 2^chunk-bits consecutive patterns, each printed as one 1-D array
-by both; a chunk whose texts differ is split at its commas and every differing number is reported
-(bits, orjson's text, ours). Prints the longest number seen (the bound responses.JSON_CHARS relies
-on) and exits 1 on any difference.
+Every writer of the library this CPU runs ("avx512", "scalar": posenc_json_f32_by) is checked in
+the same pass (--writers to choose). The 2^32 patterns go in chunks of 2^chunk-bits consecutive
+patterns, each printed as one 1-D array by orjson and by each writer; a chunk whose texts differ is
+split at its commas and every differing number is reported (writer, bits, orjson's text, ours).
+Prints the longest number seen (the bound responses.JSON_CHARS relies on) and exits 1 on any
+difference.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -24,24 +24,27 @@ import numpy as np
 import orjson
 
 
-def check_chunk(args: tuple[int, int]) -> tuple[int, int, list[str]]:
+def check_chunk(args: tuple[int, int, tuple[str, ...]]) -> tuple[int, int, list[str]]:
     """(chunk index, longest number, differences) for bit patterns start .. start + 2^bits."""
-    from posenc.native.json_text import json_f32
+    from posenc.native.json_text import json_f32_by
 
-    index, bits = args
+    index, bits, writers = args
     patterns = np.arange(index << bits, (index + 1) << bits, dtype=np.uint64).astype(np.uint32)
     values = patterns.view(np.float32)
-    ours = json_f32(values)
     theirs = orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY)
     numbers = theirs[1:-1].split(b",")
-    longest = max(map(len, numbers))
-    if ours == theirs:
-        return index, longest, []
-    mine = ours[1:-1].split(b",")
-    if len(mine) != len(numbers):
-        return index, longest, [f"chunk {index}: {len(mine)} numbers, orjson {len(numbers)}"]
-    return index, longest, [f"0x{int(patterns[i]):08x}: orjson {numbers[i].decode()} ours {mine[i].decode()}"
-                            for i in range(len(numbers)) if mine[i] != numbers[i]]
+    longest, differences = max(map(len, numbers)), []
+    for writer in writers:
+        ours = json_f32_by(writer, values)
+        if ours == theirs:
+            continue
+        mine = ours[1:-1].split(b",")
+        if len(mine) != len(numbers):
+            differences.append(f"{writer}, chunk {index}: {len(mine)} numbers, orjson {len(numbers)}")
+            continue
+        differences += [f"{writer} 0x{int(patterns[i]):08x}: orjson {numbers[i].decode()} ours {mine[i].decode()}"
+                        for i in range(len(numbers)) if mine[i] != numbers[i]]
+    return index, longest, differences
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,18 +52,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--chunk-bits", type=int, default=24)
     parser.add_argument("--chunks", type=int, default=None, help="check only the first N chunks (a quick run)")
+    parser.add_argument("--writers", default=None, help="comma-separated writers (default: all this CPU runs)")
     options = parser.parse_args(argv)
     from posenc import native
-    from posenc.native.json_text import available
+    from posenc.native.json_text import WRITERS, available, json_f32_by
 
     if not available():
         print(f"libposenc's posenc_json_f32 is not loaded ({native.STATUS})", file=sys.stderr)
         return 2
+    writers = tuple(options.writers.split(",")) if options.writers else tuple(
+        name for name in WRITERS if json_f32_by(name, np.zeros(1, np.float32)) is not None)
     total = 1 << (32 - options.chunk_bits)
-    chunks = [(i, options.chunk_bits) for i in range(total if options.chunks is None else options.chunks)]
+    chunks = [(i, options.chunk_bits, writers) for i in range(total if options.chunks is None else options.chunks)]
     started, longest, differences, done = time.monotonic(), 0, [], 0
-    print(f"path {native.STATUS}, orjson {orjson.__version__}, {len(chunks)} chunks of 2^{options.chunk_bits}, "
-          f"{options.workers} workers", flush=True)
+    print(f"writers {', '.join(writers)} (kernel path {native.STATUS}), orjson {orjson.__version__}, "
+          f"{len(chunks)} chunks of 2^{options.chunk_bits}, {options.workers} workers", flush=True)
     with ProcessPoolExecutor(options.workers) as pool:
         for index, chunk_longest, chunk_differences in pool.map(check_chunk, chunks):
             done += 1
@@ -72,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{done}/{len(chunks)} chunks, {len(differences)} differences, "
                       f"{time.monotonic() - started:.0f} s", flush=True)
     checked = len(chunks) << options.chunk_bits
-    print(f"{checked} bit patterns ({os.environ.get('POSENC_ISA', 'default path')}): {len(differences)} differ "
-          f"from orjson; longest number {longest} characters")
+    print(f"{checked} bit patterns, writers {', '.join(writers)}: {len(differences)} differ from orjson; "
+          f"longest number {longest} characters; {time.monotonic() - started:.0f} s")
     return 1 if differences else 0
 
 
