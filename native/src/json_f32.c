@@ -1,5 +1,5 @@
 /* posenc_json_f32: a C-contiguous float32 array as JSON text, byte for byte what orjson 3.13
- * prints for the same numpy array (posenc.http.codecs.json_data; docs/http.md, "Numbers in JSON").
+ * prints for the same numpy array (posenc.http.codecs.json_data; README, HTTP service, "Numbers in JSON").
  *
  * Each finite number is the shortest decimal that reads back as the same float32 (round to
  * nearest even), the one closest to the value among the shortest, in orjson's notation:
@@ -19,8 +19,12 @@
  * zeros are stripped while the digits are laid out. Every float32 bit pattern was checked against
  * orjson (native/tools/json_f32_exhaustive.py).
  *
- * Layout is branch-light: 8 digits at once from one 64-bit word, and fixed 16-byte stores that
- * the next number overwrites; so the output buffer carries JSON_F32_SLACK bytes past the text. */
+ * This file is the scalar writer, the nesting of lists and the choice of writer; json_f32_avx512.c
+ * is the AVX-512 writer (eight numbers per step, the same text). Layout is branch-light: 8 digits
+ * at once from one 64-bit word, each number's text built in a 128-bit register and stored whole
+ * (16 bytes that the next number overwrites), so the buffer carries JSON_F32_SLACK bytes past the
+ * text. No AVX2 writer: the AVX-512 one leans on byte shuffles per 128-bit lane, 64-bit lane
+ * multiplies and lzcnt, which AVX2 lacks or splits; the kernels' avx2 path prints with the scalar one. */
 #include <stdint.h>
 #include <string.h>
 
@@ -28,8 +32,8 @@
 #include "json_tables.h"
 #include "posenc.h"
 
-/* Longest number, '-' included ("-0.0000012345678" has 16; 17 is the bound for 9 digits), and
- * the bytes a number's stores may reach past its start. */
+/* Longest number by construction, '-' included ("-0.00000" and 9 digits; the longest printed is 16,
+ * over all 2^32), and the slack past the text for the 16-byte stores. */
 #define JSON_F32_MAX_CHARS 17
 #define JSON_F32_SLACK 48
 /* Element counts (and so lists per level) above 2^55 are refused: the capacity then fits in 63 bits. */

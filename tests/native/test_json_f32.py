@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import os
 import subprocess
 import sys
 import threading
@@ -17,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
-
 from posenc import native
 from posenc.native import json_text
 from posenc.native.library import EINVAL
@@ -221,7 +221,7 @@ def test_writer_follows_posenc_isa():
     for isa in ("scalar", "avx2", "avx512"):
         if isa not in native.available_isas():
             continue
-        env = {k: v for k, v in __import__("os").environ.items() if k != "POSENC_ISA"}
+        env = {k: v for k, v in os.environ.items() if k != "POSENC_ISA"}
         env["POSENC_ISA"] = isa
         result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
                                 check=True)
