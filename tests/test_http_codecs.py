@@ -182,14 +182,18 @@ def test_json_data_prints_bfloat16_as_its_float32():
     assert json_data(np.array([0.1], np.float16)) == b"[0.099975586]"
 
 
-def test_json_data_without_the_library_is_orjson():
-    """POSENC_NATIVE=0 (or no build): orjson prints, the same bytes."""
-    code = ("import numpy as np, orjson; from posenc.native import json_text; from posenc.http.codecs import json_data\n"
+@pytest.mark.parametrize("env", [{"POSENC_NATIVE": "0"}, {"POSENC_ISA": "scalar"}])
+def test_json_data_without_the_avx512_writer_is_orjson(env):
+    """No library (POSENC_NATIVE=0, no build) or no AVX-512 writer: orjson prints, the same bytes."""
+    code = ("import numpy as np, orjson; from posenc.native import json_text; from posenc.http import codecs\n"
             "a = (np.arange(20, dtype=np.float32).reshape(4, 5) - 7) / 3\n"
-            "assert not json_text.available() and json_text.json_f32(a) is None\n"
-            "assert json_data(a) == orjson.dumps(a, option=orjson.OPT_SERIALIZE_NUMPY)\n"
-            "assert json_data(a.astype(np.float16)) == orjson.dumps(a.astype(np.float16), option=orjson.OPT_SERIALIZE_NUMPY)\n"
+            "assert not codecs.NATIVE_JSON\n"
+            "assert json_text.available() == (json_text.json_f32(a) is not None)\n"
+            "assert codecs.json_data(a) == orjson.dumps(a, option=orjson.OPT_SERIALIZE_NUMPY)\n"
+            "h = a.astype(np.float16)\n"
+            "assert codecs.json_data(h) == orjson.dumps(h, option=orjson.OPT_SERIALIZE_NUMPY)\n"
             "print('ok')")
-    env = dict(os.environ, POSENC_NATIVE="0")
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False)
+    environment = {k: v for k, v in os.environ.items() if k not in ("POSENC_NATIVE", "POSENC_ISA")}
+    result = subprocess.run([sys.executable, "-c", code], env={**environment, **env}, capture_output=True, text=True,
+                            timeout=120, check=False)
     assert result.stdout.strip() == "ok", result.stderr

@@ -4,8 +4,9 @@ Both print the same bytes (tests/native/test_json_f32.py; every float32 in
 native/tools/json_f32_exhaustive.py). Rows: one table row (1 x 128, the hot GET), a 64 x 128
 answer and a 1024 x 128 batch, positional-encoding values (sin/cos). Columns: orjson
 (`orjson.dumps(arr, option=OPT_SERIALIZE_NUMPY)`, what codecs.json_data called before), each native
-writer through the Python call (`json_text.json_f32_by`), and `codecs.json_data` itself (the active
-writer with the per-call overhead responses pay); per call and per number.
+writer through the Python call (`json_text.json_f32_by`, which builds a shape array and reads
+`arr.ctypes`: slower per call than the hot path), and `codecs.json_data` itself, what responses call
+(the AVX-512 writer through the two-argument call where it runs, else orjson); per call and per number.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 import orjson
 
 from .. import native
-from ..http.codecs import json_data
+from ..http.codecs import NATIVE_JSON, json_data
 from ..native import json_text
 from .timing import machine_line, markdown_table, measure
 
@@ -43,8 +44,7 @@ def _printers() -> dict[str, object]:
     for name in json_text.WRITERS:
         if json_text.json_f32_by(name, np.zeros(1, np.float32)) is not None:
             printers[f"native {name}"] = lambda a, n=name: json_text.json_f32_by(n, a)
-    if json_text.available():
-        printers[f"json_data ({json_text.writer()})"] = json_data
+    printers[f"json_data ({'native avx512' if NATIVE_JSON else 'orjson'})"] = json_data
     return printers
 
 
@@ -61,8 +61,8 @@ def run(args) -> str:
             rows.append(["x".join(map(str, shape)), label, f"{seconds * 1e6:.2f}", f"{seconds / arr.size * 1e9:.2f}",
                          "1.00x" if label == "orjson" else f"{base / seconds:.1f}x"])
     text = markdown_table(["array (float32)", "printer", "µs per call", "ns per number", "vs orjson"], rows)
-    status = (f"native writer in use: {json_text.writer()}" if json_text.available()
-              else f"libposenc unavailable ({native.STATUS}): responses print with orjson")
+    status = ("responses print with the AVX-512 writer" if NATIVE_JSON else
+              f"responses print with orjson (native writer here: {json_text.writer() or native.STATUS})")
     return (f"{text}\n\nSame bytes from every printer. Median of {args.repeats} rounds, one thread; 'native' is the "
             f"Python call (buffer, ctypes, copy out) plus the C printer; {status}. Machine: {machine_line()}; "
             f"CPU features: {native.cpu_features() or 'unknown'}.\n")
