@@ -24,8 +24,9 @@ import numpy as np
 from . import LIBRARY
 from .library import EINVAL, ENOISA
 
-#: Buffers up to this size are kept for the thread's next call; larger ones are used once.
-KEEP_BYTES = 4 << 20
+#: Buffers up to this size are kept for the thread's next call (a 64 x 128 answer needs ~150 KiB), so a
+#: server's worker threads hold at most this much each; larger texts get a buffer used once.
+KEEP_BYTES = 256 << 10
 _FLOAT32 = np.dtype(np.float32)
 
 
