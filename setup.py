@@ -11,7 +11,7 @@ import os
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-SOURCES = ["dispatch.c", "kernels_scalar.c", "kernels_avx2.c", "kernels_avx512.c", "checksum.c"]
+SOURCES = ["dispatch.c", "kernels_scalar.c", "kernels_avx2.c", "kernels_avx512.c", "checksum.c", "json_f32.c", "json_f32_avx512.c"]
 
 
 class SharedLibrary(Extension):

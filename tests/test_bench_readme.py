@@ -24,5 +24,5 @@ def test_missing_or_repeated_markers_are_refused(text):
 def test_the_repository_readme_has_a_block_for_each_regenerated_suite():
     from pathlib import Path
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    for suite in ("http", "qps"):
+    for suite in ("http", "qps", "json"):
         assert text.count(f"<!-- bench: {suite} -->") == 1 and text.count(f"<!-- /bench: {suite} -->") == 1

@@ -1,12 +1,25 @@
 """Wire formats: Accept negotiation, JSON/npy/raw responses, and binary bodies parsed without trusting them."""
 
 import io
+import os
+import subprocess
+import sys
 
 import ml_dtypes
 import numpy as np
 import orjson
 import pytest
-from posenc.http.codecs import JSON, NPY, RAW, decode_array, decode_json, encode, media_type, negotiate
+from posenc.http.codecs import (
+    JSON,
+    NPY,
+    RAW,
+    decode_array,
+    decode_json,
+    encode,
+    json_data,
+    media_type,
+    negotiate,
+)
 from posenc.http.errors import HttpError
 
 I64 = np.dtype(np.int64)
@@ -131,3 +144,56 @@ def test_decode_refuses_ragged_raw_and_bad_json():
             decode_json(body)
         assert (info.value.status, info.value.field) == (400, "body")
     assert decode_json(b"  ") == {}
+
+
+def _orjson_data(arr: np.ndarray) -> bytes:
+    """json_data as it was before the native printer: orjson's numpy serializer."""
+    arr = np.asarray(arr)
+    if arr.ndim == 0:
+        return orjson.dumps(arr.reshape(1), option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
+    return orjson.dumps(np.ascontiguousarray(arr), option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def _json_cases() -> list[np.ndarray]:
+    rng = np.random.default_rng(5)
+    grid = rng.standard_normal((6, 10)) * 10.0 ** rng.integers(-9, 9, size=(6, 10))
+    specials = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, 3.4028235e38])
+    return [grid.astype(np.float32), grid.astype(np.float32)[:, ::3], grid.astype(np.float32).T,
+            specials.astype(np.float32), np.array(0.1, np.float32), np.float32(2.5), grid.astype(np.float16),
+            grid.astype(np.float64), (grid * 1000).astype(np.int64), grid.astype(np.float32).reshape(2, 3, 10),
+            np.zeros((0, 4), np.float32), np.zeros((3, 0), np.float32), _read_only(grid.astype(np.float32))]
+
+
+def _read_only(arr: np.ndarray) -> np.ndarray:
+    arr.setflags(write=False)  # as rows served from a shared-memory table
+    return arr
+
+
+@pytest.mark.parametrize("index", range(13))
+def test_json_data_is_orjsons_text(index):
+    """The native float32 printer (float16 widened) changes no byte of any JSON answer."""
+    arr = _json_cases()[index]
+    assert json_data(arr) == _orjson_data(arr)
+
+
+def test_json_data_prints_bfloat16_as_its_float32():
+    arr = (np.arange(12).reshape(3, 4) / 7).astype(ml_dtypes.bfloat16)
+    assert json_data(arr) == _orjson_data(arr.astype(np.float32))
+    assert json_data(np.array([0.1], np.float16)) == b"[0.099975586]"
+
+
+@pytest.mark.parametrize("env", [{"POSENC_NATIVE": "0"}, {"POSENC_ISA": "scalar"}])
+def test_json_data_without_the_avx512_writer_is_orjson(env):
+    """No library (POSENC_NATIVE=0, no build) or no AVX-512 writer: orjson prints, the same bytes."""
+    code = ("import numpy as np, orjson; from posenc.native import json_text; from posenc.http import codecs\n"
+            "a = (np.arange(20, dtype=np.float32).reshape(4, 5) - 7) / 3\n"
+            "assert not codecs.NATIVE_JSON\n"
+            "assert json_text.available() == (json_text.json_f32(a) is not None)\n"
+            "assert codecs.json_data(a) == orjson.dumps(a, option=orjson.OPT_SERIALIZE_NUMPY)\n"
+            "h = a.astype(np.float16)\n"
+            "assert codecs.json_data(h) == orjson.dumps(h, option=orjson.OPT_SERIALIZE_NUMPY)\n"
+            "print('ok')")
+    environment = {k: v for k, v in os.environ.items() if k not in ("POSENC_NATIVE", "POSENC_ISA")}
+    result = subprocess.run([sys.executable, "-c", code], env={**environment, **env}, capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.stdout.strip() == "ok", result.stderr

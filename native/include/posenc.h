@@ -156,6 +156,45 @@ POSENC_API int posenc_alibi_bias(const double *slopes, int64_t n_heads, const do
 POSENC_API int posenc_gather_rows(const void *table, int64_t n_table_rows, int64_t row_bytes,
                                   const int64_t *rows, int64_t n, void *out, int64_t *bad_k);
 
+/* ---- JSON text (src/json_f32.c; not in the kernel tables) ------------------------------ */
+
+/* The JSON text of a C-contiguous float32 array of `ndim` dimensions (0 to 64; 0: one number),
+ * byte for byte what orjson 3.13 prints for the same numpy array: nested lists without spaces,
+ * NaN and +-inf as null, each number the shortest decimal that reads back as the same float32
+ * (the closest such, ties to even digits), in orjson's notation (README, HTTP service, "Numbers in JSON").
+ * An array without elements prints its empty lists ("[]", "[[],[]]" for shape (2, 0)).
+ * Returns the text's length; or, when capacity < posenc_json_f32_capacity(shape, ndim), minus
+ * that capacity (always at least 48, so never an error code), with nothing written; or
+ * POSENC_EINVAL for a bad shape (a negative extent, over 64 dimensions, or over 2^55 elements). The buffer needs the capacity, not only the length:
+ * numbers are laid out with fixed-size stores that run up to 48 bytes past the text's end. */
+POSENC_API int64_t posenc_json_f32(const float *values, const int64_t *shape, int ndim, char *out,
+                                   int64_t capacity);
+/* posenc_json_f32 with its arguments in two structs, for bindings where each argument of a call
+ * costs (ctypes: ~0.1 us each, as much as printing 20 numbers). posenc_json_array is laid out like
+ * the head of numpy's ndarray object (PyArrayObject_fields, numpy/ndarraytypes.h: the two words of
+ * the object header, then data, nd, dimensions), so a binding may pass an ndarray's own address
+ * once it has checked that layout; other callers fill one in (object_head unused). */
+typedef struct posenc_json_array {
+    const void *object_head[2];
+    const float *data;
+    int32_t ndim;
+    const int64_t *shape;
+} posenc_json_array;
+typedef struct posenc_json_buffer {
+    char *data;
+    int64_t capacity;
+} posenc_json_buffer;
+POSENC_API int64_t posenc_json_f32_array(const posenc_json_array *array, const posenc_json_buffer *out);
+/* The buffer posenc_json_f32 needs for this shape (at least 48), or POSENC_EINVAL. */
+POSENC_API int64_t posenc_json_f32_capacity(const int64_t *shape, int ndim);
+/* The writer posenc_json_f32 uses: "avx512" where the active kernel path is AVX-512 and the CPU
+ * also has AVX-512 BW, DQ, CD and VL; else "scalar" (there is no AVX2 writer: see json_f32.c). */
+POSENC_API const char *posenc_json_f32_path(void);
+/* posenc_json_f32 with a named writer ("scalar", "avx512"), for tests and benchmarks;
+ * POSENC_ENOISA where this CPU cannot run it. Same text from every writer. */
+POSENC_API int64_t posenc_json_f32_by(const char *path, const float *values, const int64_t *shape, int ndim,
+                                      char *out, int64_t capacity);
+
 #ifdef __cplusplus
 }
 #endif

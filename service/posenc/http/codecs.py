@@ -2,7 +2,9 @@
 
 Responses (chosen by the Accept header; JSON when absent or `*/*`):
   * application/json          {"dtype": "float32", "shape": [n, d], "data": [[...], ...]}
-                              (orjson; NaN and +-inf, e.g. ALiBi's masked -inf, become null)
+                              (NaN and +-inf, e.g. ALiBi's masked -inf, become null; float32 numbers
+                              are the shortest decimal that reads back as the same float32, printed
+                              by libposenc exactly as orjson prints them: json_data)
   * application/x-npy         a .npy file (format 1.0); bfloat16 has no npy type (422)
   * application/octet-stream  the raw little-endian C-order bytes
 Binary responses also carry `X-Posenc-Dtype` (e.g. "float32", "bfloat16") and
@@ -22,6 +24,9 @@ import numpy as np
 import orjson
 
 from ..args import json_type
+from ..native.json_text import available as native_json_available
+from ..native.json_text import json_f32, json_f32_checked
+from ..native.json_text import writer as native_json_writer
 from ..npyfile import parse_npy
 from .errors import HttpError
 
@@ -31,6 +36,12 @@ RAW = "application/octet-stream"
 MEDIA_TYPES = (JSON, NPY, RAW)
 _WILDCARDS = ("*/*", "application/*")
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+_FLOAT32 = np.dtype(np.float32)
+#: Printed as the float32 they widen to exactly (orjson prints float16 so too).
+_WIDENED = (_BFLOAT16, np.dtype(np.float16))
+#: Print float32 JSON natively where the AVX-512 writer runs (3x orjson's speed); the scalar writer
+#: prints the same bytes no faster than orjson, so without AVX-512 orjson keeps printing them.
+NATIVE_JSON = native_json_available() and native_json_writer() == "avx512"
 
 
 @lru_cache(maxsize=256)
@@ -126,11 +137,17 @@ def json_frame(arr: np.ndarray, extra: dict | None = None) -> tuple[bytes, bytes
 
 
 def json_data(arr: np.ndarray) -> bytes:
-    """`arr` as nested JSON lists (a 0-d array as its one number); bfloat16 printed as float32."""
-    if arr.dtype == _BFLOAT16:
+    """`arr` as nested JSON lists (a 0-d array as its one number). float32, and float16 and bfloat16
+    widened to float32, are printed by libposenc's AVX-512 writer where it runs (posenc.native.json_text:
+    the bytes orjson prints, ~3x faster); other dtypes, and every dtype elsewhere, by orjson."""
+    if arr.dtype is _FLOAT32 and NATIVE_JSON and type(arr) is np.ndarray and arr.flags.c_contiguous:
+        return json_f32_checked(arr)  # the hot path: a table row or a computed float32 answer
+    if arr.dtype in _WIDENED:
         arr = arr.astype(np.float32)
     elif not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
+    if arr.dtype == _FLOAT32 and NATIVE_JSON:
+        return json_f32(arr)
     if arr.ndim == 0:
         return orjson.dumps(arr.reshape(1), option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
     return orjson.dumps(arr, option=orjson.OPT_SERIALIZE_NUMPY)

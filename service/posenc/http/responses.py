@@ -1,7 +1,7 @@
 """The response for one array: bounded in size, streamed when large, gzip-compressed JSON on request.
 
 * Size: `max_output_bytes` caps the encoded response, not only the array. JSON prints each
-  number in up to JSON_CHARS characters (a float32 of 4 bytes can take 15), so a JSON answer is
+  number in up to JSON_CHARS characters (a float32 of 4 bytes can take 16, e.g. -0.0000017708425), so a JSON answer is
   refused (413, naming `accept`) when its worst case is over the cap; binary bodies are the array
   (plus, for .npy, a header of at most 128 bytes).
 * Streaming: a body over STREAM_BYTES is produced and sent in pieces of about that size, each
@@ -30,8 +30,10 @@ from .errors import HttpError
 STREAM_BYTES = 1 << 20
 GZIP_MIN_BYTES = 8192  # smaller bodies gain little; single table rows (the hot path) stay uncompressed
 GZIP_LEVEL = 1  # JSON of numbers compresses ~3x even at level 1, at several hundred MB/s
-#: Most characters orjson prints for one element of each dtype kind/size, separator included.
-JSON_CHARS = {("f", 8): 25, ("f", 4): 16, ("f", 2): 16, ("i", 8): 21, ("u", 8): 21}
+#: Most characters orjson prints for one element of each dtype kind/size, separator included. float32
+#: (and float16, printed as the float32 it widens to): 16 at most, e.g. -0.0000017708425, found over
+#: all 2^32 bit patterns by native/tools/json_f32_exhaustive.py; plus the separator.
+JSON_CHARS = {("f", 8): 25, ("f", 4): 17, ("f", 2): 17, ("i", 8): 21, ("u", 8): 21}
 _DEFAULT_CHARS = 25
 _FRAME_BYTES = 256  # the dtype/shape/extra keys around the data
 
