@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..http.codecs import JSON, RAW, encode
+from ..http.codecs import JSON, RAW, encode, json_printer
 from ..http.launch import ServerProcess, free_port
 from .timing import machine_line, markdown_table
 
@@ -267,7 +267,7 @@ def run(args) -> str:
 
 
 def _json_floors(directory: Path, cases: list[str]) -> dict[str, float]:
-    """Case -> µs that printing its JSON answer alone takes here (the codec posenc uses, orjson), for
+    """Case -> µs that printing its JSON answer alone takes here (posenc's codec: codecs.encode), for
     the JSON cases of more than one row: a floor no server that prints the numbers goes below,
     while the bare app sends stored bytes."""
     floors = {}
@@ -306,7 +306,7 @@ def _report(results, cases, args, floors) -> str:
     table = markdown_table(["request", "server", "req/s", "encodings/s", "P50 ms", "P99 ms", "vs bare ASGI",
                             "server CPU µs/req", "errors"], rows)
     notes = "".join(
-        f" Printing the JSON of the answer to '{CASES[name].label}' alone (orjson, as posenc does) takes {us:.0f} µs "
+        f" Printing the JSON of the answer to '{CASES[name].label}' alone (posenc's codec, {json_printer()}) takes {us:.0f} µs "
         f"here, {us / statistics.median(r['cpu_us'] for r in results[(name, 'bare ASGI')]):.1f}x the bare app's "
         f"whole request (which sends stored bytes): the floor of any server that prints those numbers."
         for name, us in floors.items())

@@ -15,7 +15,7 @@ import numpy as np
 import orjson
 
 from .. import native
-from ..http.codecs import NATIVE_JSON, json_data
+from ..http.codecs import NATIVE_JSON, json_data, json_printer
 from ..native import json_text
 from .timing import machine_line, markdown_table, measure
 
@@ -44,7 +44,7 @@ def _printers() -> dict[str, object]:
     for name in json_text.WRITERS:
         if json_text.json_f32_by(name, np.zeros(1, np.float32)) is not None:
             printers[f"native {name}"] = lambda a, n=name: json_text.json_f32_by(n, a)
-    printers[f"json_data ({'native avx512' if NATIVE_JSON else 'orjson'})"] = json_data
+    printers[f"json_data ({json_printer()})"] = json_data
     return printers
 
 

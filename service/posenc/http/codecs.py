@@ -44,6 +44,11 @@ _WIDENED = (_BFLOAT16, np.dtype(np.float16))
 NATIVE_JSON = native_json_available() and native_json_writer() == "avx512"
 
 
+def json_printer() -> str:
+    """Which printer json_data uses for float32 here, in words (for reports)."""
+    return "libposenc's AVX-512 writer" if NATIVE_JSON else "orjson"
+
+
 @lru_cache(maxsize=256)
 def negotiate(accept: str | None) -> str:
     """The response media type for an Accept header (q-values honoured, ties in listed order)."""

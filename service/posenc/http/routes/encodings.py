@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from ... import api
-from ...api.rope import as_rope_spec, rope_table, rope_table_at
+from ...api.rope import as_rope_spec, rope_rows_at, rope_table
 from ...api.sinusoidal import sinusoidal_table
 from ...args import as_positions
 from ...dtypes import cast_output, output_dtype
@@ -85,7 +85,7 @@ def rope_plan(spec: RopeSpec, seq_len, dtype: np.dtype):
     else:
         at = seq_len_for(None, seq_len) if seq_len is not None else None
         at = at if spec.length_dependent else None  # checked, then unused: init frequencies
-        compute = lambda exact: rope_table_at(exact, spec, at, dtype)
+        compute = rope_rows_at(spec, at, dtype)  # rope_table_at's rows function, bound once
     return spec_key_for(spec, seq_len), compute, 2 * spec.n_freq
 
 
