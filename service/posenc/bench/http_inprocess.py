@@ -29,6 +29,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -114,7 +115,7 @@ async def _drive(app, scope: dict, body: bytes, n: int) -> tuple[float, _Send]:
     return seconds, send
 
 
-async def _measure(app, cases: list[str], rounds: int, requests: int) -> dict[tuple[str, str], float]:
+async def _measure(app, cases: list[str], rounds: int, requests: int) -> Measured:
     scopes = {name: _scope(name, wire.CASES[name]) for name in cases}
     for name in wire.CASES:  # the bare app's payloads: what posenc answers each case with
         case = wire.CASES[name]
@@ -131,6 +132,7 @@ async def _measure(app, cases: list[str], rounds: int, requests: int) -> dict[tu
             raise RuntimeError(f"case {name}: posenc answered {start['status']}: {body[:200]!r}")
         wire.PAYLOADS[name.encode()] = (body, kept)
     best: dict[tuple[str, str], float] = {}
+    taskless: set[tuple[str, str]] = set()
     for _ in range(rounds):
         for name in cases:
             for server, target in (("bare ASGI", wire.bare_app), ("posenc", app)):
@@ -141,13 +143,13 @@ async def _measure(app, cases: list[str], rounds: int, requests: int) -> dict[tu
                 best[key] = min(best.get(key, seconds), seconds)
             for server, target in (("bare ASGI", wire.bare_app), ("posenc", app)):
                 label, protocol_class = PROTOCOLS[server]
-                seconds, nbytes, taskless = await _through(protocol_class, target, request_bytes(name), requests)
+                seconds, nbytes, no_task = await _through(protocol_class, target, request_bytes(name), requests)
                 if nbytes < len(wire.PAYLOADS[name.encode()][0]):
                     raise RuntimeError(f"case {name}: {label} wrote {nbytes} bytes a response")
                 key = (name, label)
-                (WITHOUT_A_TASK.add if taskless else WITHOUT_A_TASK.discard)(key)
+                (taskless.add if no_task else taskless.discard)(key)
                 best[key] = min(best.get(key, seconds), seconds)
-    return best
+    return Measured(best, taskless)
 
 
 class _Transport:
@@ -207,10 +209,6 @@ def connection(app, protocol_class):
     return protocol, state, transport
 
 
-#: The cases each protocol answered without starting an ASGI task, from the last measure().
-WITHOUT_A_TASK: set[tuple[str, str]] = set()
-
-
 async def _through(protocol_class, app, data: bytes, n: int) -> tuple[float, int, bool]:
     """(CPU seconds per request, response bytes per request, whether no request started an ASGI
     task) of `n` requests `data` through a protocol."""
@@ -237,7 +235,12 @@ def _body_once(body: bytes):
     return receive
 
 
-def measure(cases: list[str], rounds: int, requests: int) -> dict[tuple[str, str], float]:
+class Measured(NamedTuple):
+    best: dict[tuple[str, str], float]  # (case, server) -> best CPU seconds per request
+    taskless: set[tuple[str, str]]  # the (case, server) runs through a protocol that started no ASGI task
+
+
+def measure(cases: list[str], rounds: int, requests: int) -> Measured:
     """Best CPU seconds per request of each (case, server) over `rounds` rounds of `requests`."""
     shm_dir = tempfile.mkdtemp(prefix="posenc-bench-shm-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None)
     store = TableStore(shm_dir)
@@ -261,7 +264,7 @@ def measure(cases: list[str], rounds: int, requests: int) -> dict[tuple[str, str
 
 
 def run(cases: list[str], rounds: int, requests: int) -> str:
-    best = measure(cases, rounds, requests)
+    best = measure(cases, rounds, requests).best
     (bare_wire, _), (posenc_wire, _) = PROTOCOLS["bare ASGI"], PROTOCOLS["posenc"]
     rows = []
     for name in cases:
