@@ -403,6 +403,36 @@ def test_requests_the_protocol_cannot_answer_alone_get_the_apps_answer(server):
     assert np.array_equal(rows, posenc.sinusoidal(positions, 64))
 
 
+def _half_closed(server, raw: bytes) -> tuple[bytes, float]:
+    """What the server sends, and how long until it closes, for `raw` then the client's half-close."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(raw)
+        s.shutdown(socket.SHUT_WR)
+        started, chunks = time.monotonic(), []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+        return b"".join(chunks), time.monotonic() - started
+
+
+def test_a_client_that_half_closes_after_its_requests_gets_every_answer(server):
+    """A client may shut down its sending side once its request is out (nc, some HTTP/1.0 clients):
+    each request it sent whole is answered, by the protocol or by the app, in order, and then the
+    connection closes; a body cut short by the half-close can never complete, so that connection
+    closes at once, unanswered (uvicorn's own protocol closes at the half-close, answers lost)."""
+    spec = _post("/v1/sinusoidal", b'{"spec": {"dim": 64}, "positions": [3, 1]}')
+    invalid = _post("/v1/sinusoidal", b'{"spec": {"dim": 0}, "positions": [1]}')
+    health = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    reply, _ = _half_closed(server, invalid)  # the app's 422
+    (head, body), = _responses(reply)
+    assert head.startswith(b"HTTP/1.1 422 ") and json_of(body)["error"]["field"] == "spec.dim"
+    reply, _ = _half_closed(server, invalid + spec + health + spec)  # app, protocol, app, protocol
+    answers = _responses(reply)
+    assert [head.split(b" ")[1] for head, _ in answers] == [b"422", b"200", b"200", b"200"]
+    assert answers[1][1] == answers[3][1] == posenc.sinusoidal([3, 1], 64).tobytes()
+    reply, seconds = _half_closed(server, spec[:-5])  # its body never completes
+    assert reply == b"" and seconds < 2
+
+
 def test_an_idle_keep_alive_connection_closes_after_keep_alive_s(server):
     """One keep-alive timer per connection (not one armed and cancelled per request): requests
     answered in the protocol and by the app keep a connection open past keep_alive_s (2 s here)

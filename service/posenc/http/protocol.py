@@ -9,7 +9,9 @@ unbounded head, or stop reading a large response. Here:
     only notes a timestamp);
   * they may total at most `max_head_bytes`, else 431 and close;
   * a response whose bytes the client does not drain for `body_timeout_s` aborts the connection;
-  * a malformed request gets the service's JSON error body (400) instead of uvicorn's text.
+  * a malformed request gets the service's JSON error body (400) instead of uvicorn's text;
+  * a client that half-closes after sending its requests still gets their answers (uvicorn
+    closes at once), then the connection closes.
 The limits are per process, set from the service config by `configure()` when the app is built.
 
 And one cost uvicorn's protocol pays on every response: it writes the head (at
@@ -308,6 +310,20 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.close()
         self.on_response_complete()
         return True
+
+    # --- the client's half-close ----------------------------------------------------------
+    def eof_received(self) -> bool | None:
+        """The client has sent all it will (a half-close: `nc`, `curl --http1.0 -N`-style tools and
+        some HTTP/1.0 clients do it after their request). uvicorn closes at once, dropping the
+        answer of a request the app is still working on; here every request received whole gets
+        its answer and the connection closes after the last one. One whose body was cut short
+        cannot complete: the connection closes now, as does an idle one."""
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or cycle.more_body:
+            return None  # nothing pending, or a body that will never arrive: close
+        last = self.pipeline[0][0] if self.pipeline else cycle  # uvicorn queues at the left
+        last.keep_alive = False  # its response closes the connection (uvicorn's cycle does it)
+        return True  # keep the transport open for writing until then
 
     # --- keep-alive: one timer a connection, not one a request ---------------------------
     def _unset_keepalive_if_required(self) -> None:
