@@ -115,7 +115,7 @@ def body_of(arr: np.ndarray, media: str, extra: dict | None = None) -> bytes | m
     made the headers once (after headers_for accepted `arr`'s dtype and `media`)."""
     if media == JSON:
         head, tail = json_frame(arr, extra)
-        return head + json_data(arr) + tail
+        return b"".join((head, json_data(arr), tail))  # one copy of the text, not two
     arr = wire_array(arr)
     if media == RAW:
         return memoryview(arr.reshape(-1).view(np.uint8))  # C order whatever the strides
