@@ -168,3 +168,16 @@ def test_plans_are_bounded(app):
             (b"float32" if n < 600 else b"float64")
         assert call(app, query=query, body=np.array([1], "<i8").tobytes())[0] == 200
     assert len(app.prepared._plans) <= MAX_PLANS
+
+
+def test_a_plans_output_bound_is_size_bound_for_any_row_count(app):
+    """A plan keeps size_bound's two terms (it is linear in the row count) instead of calling it per
+    request: the bound that the budget, the output cap and the streaming threshold see is the same."""
+    from posenc.http.responses import size_bound
+    for query in (SPEC_QUERY, SPEC_QUERY + b"&dtype=float16"):
+        assert call(app, query=query, body=np.array([1], "<i8").tobytes())[0] == 200
+    plans = list(app.prepared._plans.values())
+    assert plans
+    for plan in plans:
+        for n in (0, 1, 2, 63, 300, 1 << 20):
+            assert plan.bound_base + n * plan.bound_per_row == size_bound((n, plan.width), plan.dtype, plan.media)

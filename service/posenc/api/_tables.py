@@ -49,17 +49,19 @@ class SincosRows:
     fill_sincos picks below MIN_NATIVE_ELEMENTS, on the calling thread): resolving the plan and
     the kernel again each call cost more than computing the row."""
 
-    __slots__ = ("amplitude", "freqs", "kernel_dtype", "layout", "out_dtype", "plan", "width")
+    __slots__ = ("amplitude", "freqs", "kernel_dtype", "layout", "out_dtype", "plan", "row_bytes", "width")
 
     def __init__(self, freqs: np.ndarray, amplitude: np.ndarray, plan: ColumnPlan, out_dtype: np.dtype):
         self.freqs, self.amplitude, self.plan, self.out_dtype = freqs, amplitude, plan, out_dtype
         self.width = freqs.shape[0] + plan.n_cos
+        self.row_bytes = self.width * out_dtype.itemsize
         self.kernel_dtype = kernel_dtype(out_dtype)
         self.layout = (plan.row_stride, plan.sin_base, plan.cos_base, plan.interleaved, plan.n_cos)
 
     def __call__(self, positions: np.ndarray, out=None) -> np.ndarray:
         n = positions.shape[0]
-        LIMITS.check_output((n, self.width), self.out_dtype.itemsize)
+        if n * self.row_bytes > LIMITS.max_output_bytes:
+            LIMITS.check_output((n, self.width), self.out_dtype.itemsize)  # raises, naming the limit
         if out is None:
             out = np.empty((n, self.width), dtype=self.kernel_dtype)
         flat = out.reshape(-1)
@@ -67,7 +69,7 @@ class SincosRows:
             sincos_rows(positions, self.freqs, self.amplitude, flat, *self.layout, 0, n)
         else:
             fill_sincos(positions, self.freqs, self.amplitude, flat, self.plan)
-        return cast_output(out, self.out_dtype)
+        return out if out.dtype is self.out_dtype else cast_output(out, self.out_dtype)
 
 
 @lru_cache(maxsize=256)
