@@ -5,11 +5,16 @@ import asyncio
 import shutil
 import tempfile
 
+import httpx
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
+from shm_support import published_config
 
 import posenc
 from posenc.client import AsyncHttpClient, HttpClient, HttpError
+from posenc.config import ServiceConfig
+from posenc.http import create_app
 from posenc.http.launch import ServerProcess
 
 CONFIG = """
@@ -100,3 +105,40 @@ def test_async_client(server):
     rows, cos = asyncio.run(main())
     np.testing.assert_array_equal(rows, posenc.sinusoidal([1, 2], 64))
     np.testing.assert_array_equal(cos, posenc.rope_cos_sin([3], posenc.RopeSpec(8))[0])
+
+
+class _AnsweredInTheProtocol(httpx.BaseTransport):
+    """Each request as the HTTP protocol hands it to the app's `answer_now` (method, path, query,
+    headers, whole body): the path that answers without an ASGI task, which `posenc bench http`
+    measures. A request it declines would have gone the general way: the test fails."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        scope = {"type": "http", "method": request.method, "path": request.url.path,
+                 "query_string": request.url.query, "headers": [(k.lower(), v) for k, v in request.headers.raw]}
+        found = self.app.answer_now(scope, request.read())
+        assert found is not None, f"{request.method} {request.url} was not answered in the protocol"
+        headers, payload = found
+        return httpx.Response(200, headers=headers, content=bytes(payload), request=request)
+
+
+def test_the_clients_requests_take_the_fast_path():
+    """What the client sends by default (raw int64 positions, the spec and dtype in the query, binary
+    answers) is what the protocol answers itself, for rows, a spec and RoPE; the values are the
+    library's."""
+    def config_of(root):
+        return ServiceConfig.from_toml(CONFIG.format(shm_dir=root))
+
+    with published_config("posenc-client-fast-", config_of) as (config, _):
+        app = create_app(config)
+        with TestClient(app), HttpClient("http://posenc", transport=_AnsweredInTheProtocol(app)) as c:
+            assert np.array_equal(c.row("sin64", 5), posenc.sinusoidal([5], 64)[0])
+            assert np.array_equal(c.rows("sin64", [3, 4000]), posenc.sinusoidal([3, 4000], 64))
+            assert np.array_equal(c.sinusoidal([7, 9], {"dim": 64}), posenc.sinusoidal([7, 9], 64))
+            assert np.array_equal(c.sinusoidal([7], {"dim": 32}, dtype="float16"),
+                                  posenc.sinusoidal([7], 32, dtype="float16"))
+            cos, sin = c.rope_cos_sin([1, 100000], {"head_dim": 64})
+            want_cos, want_sin = posenc.rope_cos_sin([1, 100000], {"head_dim": 64})
+            assert np.array_equal(cos, want_cos) and np.array_equal(sin, want_sin)
