@@ -45,9 +45,9 @@ def fill_sincos_crc32c(positions: np.ndarray, freqs: np.ndarray, amplitude: np.n
 class SincosRows:
     """fill_sincos into a fresh [n, width] array of `out_dtype`, with its frequencies, amplitude
     and column plan fixed: the rows function of one spec and dtype, called per request by the
-    HTTP service's prepared plans. A one-row job calls the numba kernel directly (the kernel
-    fill_sincos picks below MIN_NATIVE_ELEMENTS, on the calling thread): resolving the plan and
-    the kernel again each call cost more than computing the row."""
+    HTTP service's prepared plans. A job below MIN_NATIVE_ELEMENTS (a few rows) calls the numba
+    kernel directly, as fill_sincos would pick it, on the calling thread: resolving the plan and
+    the kernel again each call cost more than computing a row."""
 
     __slots__ = ("amplitude", "freqs", "kernel_dtype", "layout", "out_dtype", "plan", "row_bytes", "width")
 

@@ -121,14 +121,17 @@ def rope_table_at(positions: np.ndarray, spec: RopeSpec, seq_len: float | None, 
 def rope_rows_at(spec: RopeSpec, seq_len: float | None, dtype: np.dtype) -> SincosRows:
     """rope_table_at's rows function for one (spec, seq_len, dtype): frequencies, attention
     factor and [cos | sin] layout bound once."""
-    inv, attention = _inv_freq_cached(spec, seq_len)
-    return SincosRows(inv, constant_amplitude(inv.shape[0], attention), _table_columns(inv.shape[0]), dtype)
+    return _rows_function(*_inv_freq_cached(spec, seq_len), dtype)
 
 
 def _rope_rows(positions: np.ndarray, inv: np.ndarray, attention: float, out_dtype: np.dtype,
                out=None) -> np.ndarray:
-    return SincosRows(inv, constant_amplitude(inv.shape[0], attention), _table_columns(inv.shape[0]),
-                      out_dtype)(positions, out)
+    return _rows_function(inv, attention, out_dtype)(positions, out)
+
+
+def _rows_function(inv: np.ndarray, attention: float, dtype: np.dtype) -> SincosRows:
+    """The [cos | sin] rows of these frequencies, each scaled by the attention factor, as `dtype`."""
+    return SincosRows(inv, constant_amplitude(inv.shape[0], attention), _table_columns(inv.shape[0]), dtype)
 
 
 def rope_rows_crc32c(positions: np.ndarray, spec: RopeSpec, seq_len: float | None, out: np.ndarray,
