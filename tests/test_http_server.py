@@ -67,10 +67,13 @@ def npy(arr) -> bytes:
     return out.getvalue()
 
 
-def exchange(server, raw: bytes, wait_s: float = 5.0) -> bytes:
-    """Send raw bytes on a fresh connection; everything the server sends until it closes (or wait_s)."""
+def exchange(server, raw: bytes, wait_s: float = 5.0, half_close: bool = False) -> bytes:
+    """Send raw bytes on a fresh connection (then shut down its sending side, with `half_close`);
+    everything the server sends until it closes (or wait_s)."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=wait_s) as s:
         s.sendall(raw)
+        if half_close:
+            s.shutdown(socket.SHUT_WR)
         chunks = []
         try:
             while chunk := s.recv(65536):
@@ -405,13 +408,9 @@ def test_requests_the_protocol_cannot_answer_alone_get_the_apps_answer(server):
 
 def _half_closed(server, raw: bytes) -> tuple[bytes, float]:
     """What the server sends, and how long until it closes, for `raw` then the client's half-close."""
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
-        s.sendall(raw)
-        s.shutdown(socket.SHUT_WR)
-        started, chunks = time.monotonic(), []
-        while chunk := s.recv(65536):
-            chunks.append(chunk)
-        return b"".join(chunks), time.monotonic() - started
+    started = time.monotonic()
+    reply = exchange(server, raw, wait_s=10, half_close=True)
+    return reply, time.monotonic() - started
 
 
 def test_a_client_that_half_closes_after_its_requests_gets_every_answer(server):
