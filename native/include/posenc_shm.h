@@ -264,7 +264,7 @@ enum { POSENC_SHM__K_TABLE = 0, POSENC_SHM__K_SSE42 = 1, POSENC_SHM__K_VPCLMUL =
  * no Barrett reduction is needed. The initial register is xored into the first four bytes.
  * Folds n bytes (a multiple of 256) at p into the stream's accumulators. */
 __attribute__((target("avx512f,vpclmulqdq,sse4.2"))) static inline void
-posenc_shm__crc32c_fold(posenc_shm_crc32c_stream *s, const uint8_t *p, size_t n)
+posenc_shm__crc32c_fold_vpclmul(posenc_shm_crc32c_stream *s, const uint8_t *p, size_t n)
 {
     const __m512i k = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)s->k_hi, (long long)s->k_lo));
     const uint8_t *from = s->fold;
@@ -297,11 +297,11 @@ static inline void posenc_shm__crc32c_fold_update(posenc_shm_crc32c_stream *s, c
         p += take;
         n -= take;
         if (s->n_pending < block) return;
-        posenc_shm__crc32c_fold(s, s->pending, block);
+        posenc_shm__crc32c_fold_vpclmul(s, s->pending, block);
         s->n_pending = 0;
     }
     size_t whole = n / block * block;
-    if (whole) posenc_shm__crc32c_fold(s, p, whole);
+    if (whole) posenc_shm__crc32c_fold_vpclmul(s, p, whole);
     memcpy(s->pending, p + whole, n - whole);
     s->n_pending = (uint32_t)(n - whole);
 }

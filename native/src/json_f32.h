@@ -13,6 +13,10 @@ typedef struct {
 
 /* [biased exponent][a power of two above the smallest normal, whose interval is narrower below] */
 extern const json_scale posenc_json_scales[255][2];
+/* The vector writers' 16-byte shuffles, one per notation case (json_tables.h, same script). */
+#define JSON_PLAIN_CASES 171 /* then 162 scientific ones */
+#define JSON_SHUFFLES 333
+extern const uint8_t posenc_json_shuffles[JSON_SHUFFLES][16];
 
 /* Writes n numbers of a row (float32 bit patterns), each followed by ',', at p; returns the end.
  * Each number's stores reach at most JSON_ROW_REACH bytes past its start. */

@@ -8,7 +8,8 @@
  * in the scalar digits8. The text of each number is then one byte shuffle of a 16-byte source
  * (its 9 digits, '.', '0', 'e', the exponent's sign and digits) by a shuffle chosen from a table
  * of 333 by the notation case, the decimal point's position, the leading zeros and the digit
- * count. The scalar tail of a step stores each 16-byte text and advances by its length.
+ * count (posenc_json_shuffles, a compile-time table: nothing here runs before dispatch picks this
+ * writer). The scalar tail of a step stores each 16-byte text and advances by its length.
  * Zero and non-finite lanes (rare) are written by the scalar special-case code.
  *
  * Needs AVX-512 F, BW (byte shuffles), DQ (64-bit multiplies, conversions) and CD (lzcnt);
@@ -25,54 +26,6 @@
 #else
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512cd,avx512vl")
 #endif
-
-/* Shuffle table: 171 plain cases (point -5..13 by 9 leading zero counts) then 162 scientific
- * (1 or 2 exponent digits by 1..9 digits by 9 leading zero counts); one 16-byte shuffle each. */
-#define PLAIN_CASES 171
-#define SHUFFLES (PLAIN_CASES + 162)
-/* Source bytes: 0..8 the digits, then these. */
-enum { SRC_POINT = 9, SRC_ZERO = 10, SRC_E = 11, SRC_SIGN = 12, SRC_X1 = 13, SRC_X2 = 14 };
-
-static uint8_t shuffles[SHUFFLES][16] __attribute__((aligned(64)));
-
-static uint8_t digit(int m) { return (uint8_t)(m < 9 ? m : SRC_ZERO); }
-
-__attribute__((constructor)) static void build_shuffles(void)
-{
-    memset(shuffles, 0x80, sizeof shuffles);
-    for (int point = -5; point <= 13; point++) {
-        for (int lead = 0; lead < 9; lead++) {
-            uint8_t *out = shuffles[(point + 5) * 9 + lead];
-            if (point <= 0) {                       /* 0.000ddd */
-                out[0] = SRC_ZERO;
-                out[1] = SRC_POINT;
-                for (int i = 2; i < 2 - point; i++) out[i] = SRC_ZERO;
-                for (int i = 2 - point, j = 0; i < 16; i++, j++) out[i] = digit(lead + j);
-            } else {                                /* ddd.ddd, ddd000.0 */
-                for (int i = 0; i < point; i++) out[i] = digit(lead + i);
-                out[point] = SRC_POINT;
-                for (int i = point + 1, j = point; i < 16; i++, j++) out[i] = digit(lead + j);
-            }
-        }
-    }
-    for (int wide = 0; wide < 2; wide++) {
-        for (int n = 1; n <= 9; n++) {
-            for (int lead = 0; lead + n <= 9; lead++) {
-                uint8_t *out = shuffles[PLAIN_CASES + (wide * 9 + n - 1) * 9 + lead];
-                out[0] = (uint8_t)lead;
-                int at = 1;
-                if (n > 1) {
-                    out[at++] = SRC_POINT;
-                    for (int j = 1; j < n; j++) out[at++] = (uint8_t)(lead + j);
-                }
-                out[at++] = SRC_E;
-                out[at++] = SRC_SIGN;
-                out[at++] = SRC_X1;
-                if (wide) out[at] = SRC_X2;
-            }
-        }
-    }
-}
 
 static inline __m512i set1(uint64_t v) { return _mm512_set1_epi64((long long)v); }
 /* Small multiples by shifts (a 64-bit multiply is three slow uops). */
@@ -165,10 +118,10 @@ static inline char *put8(char *p, const uint32_t *bits, int n)
     __m512i case_plain = _mm512_add_epi64(times9(_mm512_add_epi64(point, set1(5))), lead);
     __m512i case_sci = _mm512_add_epi64(
         times9(_mm512_mask_add_epi64(_mm512_sub_epi64(count, set1(1)), wide, _mm512_sub_epi64(count, set1(1)), set1(9))),
-        _mm512_add_epi64(lead, set1(PLAIN_CASES)));
+        _mm512_add_epi64(lead, set1(JSON_PLAIN_CASES)));
     __m512i which = _mm512_mask_blend_epi64(plain, case_sci, case_plain);
     which = _mm512_maskz_mov_epi64(finite, which); /* other lanes: any valid case */
-    const long long *shuffle_table = (const long long *)(const void *)shuffles;
+    const long long *shuffle_table = (const long long *)(const void *)posenc_json_shuffles;
     __m512i shuffle_lo = _mm512_i64gather_epi64(_mm512_slli_epi64(which, 1), shuffle_table, 8);
     __m512i shuffle_hi = _mm512_i64gather_epi64(_mm512_add_epi64(_mm512_slli_epi64(which, 1), set1(1)),
                                                 shuffle_table, 8);
