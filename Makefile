@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.posenc-installed
 # Reinstall when packaging or native sources change (editable install: Python edits need nothing).
 INSTALL_INPUTS := pyproject.toml $(wildcard setup.py native/src/*.c native/src/*.h native/include/*.h)
 
-.PHONY: run test install bench clean wheel native-server bench-qps bench-deps loadtest bench-http browser
+.PHONY: run test install bench clean wheel native-server bench-qps bench-deps loadtest bench-http browser platform-tools
 
 $(STAMP): $(INSTALL_INPUTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,7 +35,21 @@ run: install
 browser:
 	command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-test: install browser
+# The CPU matrix's tools (tests/test_cpu_matrix.py): qemu-user runs the native code on emulated
+# x86-64 CPU models and on aarch64; Debian's cross compiler builds the aarch64 library and server.
+ARCH := $(shell uname -m)
+ifeq ($(ARCH),x86_64)
+PLATFORM_TOOLS := qemu-x86_64 qemu-aarch64 aarch64-linux-gnu-gcc objdump readelf
+PLATFORM_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils
+else
+PLATFORM_TOOLS := objdump
+PLATFORM_PACKAGES := binutils
+endif
+platform-tools:
+	for tool in $(PLATFORM_TOOLS); do command -v $$tool >/dev/null || missing=1; done; \
+	[ -z "$$missing" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PLATFORM_PACKAGES) >/dev/null; }
+
+test: install browser platform-tools
 	$(BIN)/python -m pytest
 
 bench: install

@@ -7,11 +7,13 @@ still installs and runs on its numba kernels (`posenc info` says so).
 """
 
 import os
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-SOURCES = ["dispatch.c", "kernels_scalar.c", "kernels_avx2.c", "kernels_avx512.c", "checksum.c", "json_f32.c", "json_f32_avx512.c"]
+# Every C file of native/src (the ISA-specific ones compile to nothing off x86-64).
+SOURCES = sorted(path.name for path in Path(__file__).parent.joinpath("native", "src").glob("*.c"))
 
 
 class SharedLibrary(Extension):

@@ -1,0 +1,229 @@
+"""The CPU matrix: the shipped native code on every x86-64 level and on aarch64, not only on
+the CPU this suite happens to run on.
+
+qemu-user runs a program on an emulated CPU model and raises SIGILL on any instruction the
+model lacks, so a library that executes AVX before dispatch (or a kernel picked for a CPU
+that cannot run it) dies here whatever machine runs the suite. Per CPU:
+
+- the golden vectors (tests/native/kernel_vectors.py: sin/cos tables in every layout, RoPE
+  rotation, ALiBi, JSON text, CRC-32C) through the shipped libposenc on every path the CPU
+  runs, bit-identical to the numba kernels (tests/c/kernel_vectors.c);
+- posenc-server answering PING, ENCODE_TABLE and ENCODE_SPEC with the library's bits;
+- on the levels numpy supports (v2 and up), `import posenc` and `posenc info` naming the path;
+- POSENC_ISA naming a path the CPU lacks: refused with the clear error, by the library and the CLI.
+
+aarch64 (Graviton, Ampere, Linux VMs on Apple silicon): the library and the server built with
+Debian's cross compiler and run under qemu-aarch64 (vectors and a server smoke test).
+QEMU's TCG has no AVX-512, so the AVX-512 path runs on the host only (where it has it; its
+SIMDe-emulated build is checked everywhere by tests/native). `make test` installs qemu-user
+and the cross compiler (the Makefile's platform-tools target).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import posenc
+import pytest
+from binary_support import table_store
+from posenc.api import rope_table
+from posenc.client import Client
+from posenc.client.process import ServerProcess, server_argv
+from posenc.tables import TableSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBRARY = ROOT / "service" / "posenc" / "native" / "libposenc.so"
+HOST = platform.machine()
+CROSS_CC = "aarch64-linux-gnu-gcc"
+AARCH64_SYSROOT = "/usr/aarch64-linux-gnu"
+
+
+def host_path() -> str:
+    """The path dispatch should pick on this machine, read from /proc/cpuinfo (not from posenc)."""
+    flags = set(re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M).group(1).split())
+    if {"avx512f", "avx2", "fma"} <= flags:
+        return "avx512"
+    return "avx2" if {"avx2", "fma"} <= flags else "scalar"
+
+
+#: (id, how to run a program on that CPU, x86-64 level, the path dispatch must pick, runs numpy).
+#: qemu64 is x86-64-v1 (SSE2): numpy 2.4's own baseline is v2, so only the C code runs there.
+X86_CPUS = [
+    ("qemu64", ["qemu-x86_64", "-cpu", "qemu64"], "x86-64-v1", "scalar", False),
+    ("Nehalem", ["qemu-x86_64", "-cpu", "Nehalem"], "x86-64-v2", "scalar", True),
+    ("Haswell", ["qemu-x86_64", "-cpu", "Haswell"], "x86-64-v3", "avx2", True),
+]
+HOST_CPU = ("host", [], "this machine", host_path() if HOST == "x86_64" else "scalar", True)
+CPUS = (X86_CPUS if HOST == "x86_64" else []) + [HOST_CPU]
+PATHS_BELOW = {"scalar": ["scalar"], "avx2": ["scalar", "avx2"], "avx512": ["scalar", "avx2", "avx512"]}
+
+
+def cpu_id(cpu) -> str:
+    return cpu[0]
+
+
+def need(tool: str) -> None:
+    if shutil.which(tool) is None:
+        pytest.fail(f"{tool} is missing: `make test` installs it (make platform-tools)")
+
+
+def run_on(cpu, argv: list[str], env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    if cpu[1]:
+        need(cpu[1][0])
+    result = subprocess.run(cpu[1] + argv, capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, **(env or {})})
+    result.stderr = "\n".join(line for line in result.stderr.splitlines() if "TCG doesn't support" not in line)
+    return result
+
+
+@pytest.fixture(scope="session")
+def vectors(tmp_path_factory) -> Path:
+    sys.path.insert(0, str(ROOT / "tests" / "native"))
+    import kernel_vectors
+
+    path = tmp_path_factory.mktemp("cpu-matrix") / "vectors.bin"
+    assert kernel_vectors.write(path) > 200
+    return path
+
+
+@functools.cache
+def build_vectors_program(out_dir: Path, cc: str = "") -> Path:
+    compiler = (cc or os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()
+    target = out_dir / f"kernel_vectors-{Path(compiler[0]).name}"
+    subprocess.run([*compiler, "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'native' / 'include'}",
+                    str(ROOT / "tests" / "c" / "kernel_vectors.c"), "-o", str(target), "-ldl"], check=True)
+    return target
+
+
+@pytest.fixture(scope="session")
+def vectors_program(tmp_path_factory) -> Path:
+    return build_vectors_program(tmp_path_factory.mktemp("cpu-matrix-bin"))
+
+
+def check_vector_report(result: subprocess.CompletedProcess, expected_path: str) -> None:
+    report = result.stdout
+    assert result.returncode == 0, f"exit {result.returncode}\n{report}\n{result.stderr}"
+    assert f"dispatch: {expected_path} " in report, report
+    assert f"active {expected_path}:" in report, report
+    runnable = re.findall(r"^path (\w+): (\d+) vectors bit-identical$", report, re.M)
+    assert [name for name, _ in runnable] == PATHS_BELOW[expected_path], report
+    assert all(int(count) > 200 for _, count in runnable), report
+    assert re.search(r"^json scalar: [1-9]", report, re.M), report
+    assert re.search(r"^crc32c table: [1-9]", report, re.M), report
+    assert re.search(r"^\d+ vectors, 0 mismatches$", report, re.M), report
+
+
+# --- x86-64 levels (and the host) ---------------------------------------------------------------
+
+@pytest.mark.parametrize("cpu", CPUS, ids=cpu_id)
+def test_golden_vectors_bit_identical_on_every_path_the_cpu_runs(cpu, vectors, vectors_program):
+    result = run_on(cpu, [str(vectors_program), str(LIBRARY), str(vectors)], env={"POSENC_ISA": "auto"})
+    check_vector_report(result, cpu[3])
+
+
+@pytest.mark.parametrize("cpu", [c for c in CPUS if c[3] != "avx512"], ids=cpu_id)
+def test_forcing_a_path_the_cpu_lacks_is_refused_by_the_library(cpu, vectors, vectors_program):
+    missing = "avx512" if cpu[3] == "avx2" else "avx2"
+    result = run_on(cpu, [str(vectors_program), str(LIBRARY), str(vectors)], env={"POSENC_ISA": missing})
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert f"dispatch: refused: POSENC_ISA={missing} asks for a path this CPU cannot run ({missing} needs" \
+        in result.stdout
+
+
+@pytest.mark.parametrize("cpu", [c for c in CPUS if c[4]], ids=cpu_id)
+def test_import_and_info_name_the_path(cpu):
+    result = run_on(cpu, [sys.executable, "-m", "posenc.cli", "info"], env={"POSENC_ISA": "auto"})
+    assert result.returncode == 0, result.stderr
+    line = re.search(r"native kernels: (\w+) \(runnable here: ([\w, ]+);", result.stdout)
+    assert line, result.stdout
+    assert line.group(1) == cpu[3]
+    assert line.group(2).split(", ") == PATHS_BELOW[cpu[3]]
+
+
+@pytest.mark.parametrize("cpu", [c for c in CPUS if c[4] and c[3] != "avx512"], ids=cpu_id)
+def test_forcing_a_path_the_cpu_lacks_is_a_clear_cli_error(cpu):
+    missing = "avx512" if cpu[3] == "avx2" else "avx2"
+    result = run_on(cpu, [sys.executable, "-m", "posenc.cli", "info"], env={"POSENC_ISA": missing})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith(f"posenc: error: POSENC_ISA: {missing} asks for a path this CPU cannot run"), \
+        result.stderr
+    assert "Traceback" not in result.stderr
+
+
+TABLES = {"sin128": TableSpec(posenc.SinusoidalSpec(128), 0, 4096),
+          "rope64": TableSpec(posenc.RopeSpec(64, base=500000.0), 0, 4096, dtype="float64")}
+POSITIONS = np.array([0, 1, 17, 1023, 1024, 4095, 2048, 3], dtype=np.int64)
+SPEC_POSITIONS = np.array([0.0, 1.0, -5.0, 0.5, 70000.0, 2.0**31 - 1])
+
+
+def server_smoke(prefix: list[str], server: str | None, expected_path: str) -> None:
+    """PING, ENCODE_TABLE and ENCODE_SPEC through a server started with `prefix`, against the library."""
+    with table_store(TABLES) as (_, root):
+        argv = server_argv(port=0, shm_dir=str(root), threads=1)
+        if server:
+            argv[0] = server
+        with ServerProcess(prefix + argv, ready_timeout=60) as srv, Client(srv.address, timeout=60) as client:
+            assert f" isa={expected_path} " in srv.ready_line
+            assert client.ping(b"cpu") == b"cpu"
+            assert client.stats()["isa"] == expected_path
+            got = client.encode("sin128", POSITIONS)
+            assert got.tobytes() == posenc.sinusoidal(POSITIONS, 128, dtype="float32").tobytes()
+            got = client.encode("rope64", POSITIONS, dtype="float64")
+            assert got.tobytes() == rope_table(POSITIONS, posenc.RopeSpec(64, base=500000.0), dtype="float64").tobytes()
+            for dtype in ("float32", "bfloat16"):
+                got = client.encode_spec(posenc.SinusoidalSpec(96), SPEC_POSITIONS, dtype=dtype)
+                want = posenc.sinusoidal(SPEC_POSITIONS, 96, dtype=dtype)
+                assert got.tobytes() == want.tobytes(), dtype
+
+
+@pytest.mark.parametrize("cpu", CPUS, ids=cpu_id)
+def test_server_answers_with_the_library_bits(cpu):
+    from binary_support import build
+
+    build()
+    if cpu[1]:
+        need(cpu[1][0])
+    server_smoke(cpu[1], None, cpu[3])
+
+
+# --- aarch64 ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def aarch64_build(tmp_path_factory) -> Path:
+    """libposenc, posenc-server and the vectors program for aarch64 (natively on an aarch64 host)."""
+    out = tmp_path_factory.mktemp("aarch64")
+    cc = "cc" if HOST == "aarch64" else CROSS_CC
+    need(cc)
+    sources = sorted(str(p) for p in (ROOT / "native" / "src").glob("*.c"))
+    subprocess.run([cc, "-std=c11", "-O3", "-fPIC", "-shared", "-fvisibility=hidden", "-ffp-contract=off",
+                    f"-I{ROOT / 'native' / 'include'}", f"-I{ROOT / 'native' / 'src'}", *sources, "-lm",
+                    "-o", str(out / "libposenc.so")], check=True)
+    subprocess.run(["make", "-s", "-C", str(ROOT / "native" / "server"), f"CC={cc}", f"BUILD={out}",
+                    f"OBJ={out / 'obj'}"], check=True, capture_output=True)
+    build_vectors_program(out, cc)
+    return out
+
+
+AARCH64_RUN = [] if HOST == "aarch64" else ["qemu-aarch64", "-L", AARCH64_SYSROOT]
+
+
+def test_aarch64_golden_vectors_bit_identical(aarch64_build, vectors):
+    cpu = ("aarch64", AARCH64_RUN, "armv8-a", "scalar", False)
+    program = next(aarch64_build.glob("kernel_vectors-*"))
+    result = run_on(cpu, [str(program), str(aarch64_build / "libposenc.so"), str(vectors)])
+    check_vector_report(result, "scalar")
+
+
+def test_aarch64_server_answers_with_the_library_bits(aarch64_build):
+    if AARCH64_RUN:
+        need(AARCH64_RUN[0])
+    server_smoke(AARCH64_RUN, str(aarch64_build / "posenc-server"), "scalar")
