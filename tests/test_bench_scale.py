@@ -16,7 +16,7 @@ def test_scale_bench_reports_each_thread_count():
     result = subprocess.run([sys.executable, "-m", "posenc.cli", "bench", "scale", "--seconds", "0.3", "--repeats",
                              "1", "--connections", "8"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    rows = re.findall(r"^\| (\d+) \| (\d+) \| ([\d,]+) \| [\d,]+-[\d,]+ \| ([\d.]+) \| ([\d,]+) \| (server|load generator",
+    rows = re.findall(r"^\| (\d+) \| (\d+) \| ([\d,]+) \| [\d,]+-[\d,]+ \| ([\d.]+) \| ([\d,]+) \| (server|load generator)",
                       result.stdout, re.M)
     assert [int(r[0]) for r in rows] == list(range(1, len(os.sched_getaffinity(0)) // 2 + 1))
     assert rows[0][3] == "1.00"
