@@ -10,8 +10,6 @@ import json
 import sys
 from pathlib import Path
 
-import orjson
-
 from ..errors import PosencError
 
 EXIT = {"correct": 0, "warning": 1, "broken": 3}
@@ -37,6 +35,8 @@ def read_config(path: str) -> dict:
 
 
 def run(args) -> int:
+    import orjson
+
     from ..audit import audit_bytes, to_text
 
     try:

@@ -24,7 +24,7 @@ import numpy as np
 
 from .atomics import fence_acquire, fence_release, load_acquire, store_release
 from .errors import ShmError
-from .locks import describe_holders
+from .locks import LOCK_TIMEOUT_S, describe_holders
 from .paths import MAX_GENERATION, NAME_MAX, REGISTRY_FILE, segment_file, segment_files
 from .segment import close_mapping
 
@@ -42,8 +42,6 @@ _NAME_WORDS = NAME_MAX // 8
 #: Spins on one slot before a reader gives up and sleeps (a writer holds a slot odd for nanoseconds).
 _SPINS = 100_000
 _BUSY_TIMEOUT_S = 2.0
-#: How long a writer waits for the registry lock before it gives up (TableStore(lock_timeout_s=)).
-LOCK_TIMEOUT_S = 10.0
 
 NOT_FOUND, BUSY = -1, -2
 
