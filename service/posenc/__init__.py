@@ -7,6 +7,7 @@
     >>> cos, sin = posenc.rope_cos_sin(range(4096), spec)
 """
 
+from . import numba_cache  # noqa: F401  before any kernel is decorated: a cache dir for any user
 from .api import (QuantizedSlopes, RopeAlibi, RopeAlibiSpec, alibi_bias, alibi_slopes, alibi_slopes_uint8,
                   rope_alibi, rope_apply, rope_cos_sin, rope_inv_freq, sinusoidal, t5_position_bias,
                   t5_relative_position_bucket, xpos_scale)
