@@ -188,3 +188,16 @@ def test_an_unreachable_service_is_a_posenc_error_naming_the_address(asynchronou
     assert isinstance(err.value, posenc.PosencError) and err.value.field == "base_url"
     assert f"cannot connect to the posenc service at {url}" in str(err.value) and "ConnectError" in str(err.value)
     assert isinstance(err.value.cause, httpx.ConnectError)
+
+
+def test_bfloat16_rows_of_a_float32_table_are_the_single_rounding_the_library_gives(client):
+    """docs/protocol.md, the 16-bit rule: HTTP answers bf16 from a float32 table (recomputing the
+    midpoint rows) with the library's bits; posenc-server refuses the same request instead."""
+    import ml_dtypes
+
+    positions = np.arange(4096)
+    got = client.rows("sin64", positions, dtype="bfloat16")
+    want = posenc.sinusoidal(positions, 64, dtype="bfloat16")
+    assert got.dtype == ml_dtypes.bfloat16 and np.array_equal(got.view(np.uint16), want.view(np.uint16))
+    twice = posenc.sinusoidal(positions, 64).astype(ml_dtypes.bfloat16)  # float32 bits cast again
+    assert not np.array_equal(twice.view(np.uint16), want.view(np.uint16))  # the midpoints are in this range
