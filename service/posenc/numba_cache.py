@@ -29,23 +29,25 @@ _CacheImpl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # _Cache
 _directory: str | None = None
 
 
-def per_user_directory() -> str:
+def per_user_directory() -> str | None:
     """The base directory this process caches kernels in when numba has no other: the shared
-    per-user one if it is safe to load pickles from, else a private one for this process."""
+    per-user one if it is safe to load pickles from, else a private one for this process;
+    None when no temporary directory is writable (numba then says it has no locator)."""
     global _directory
     if _directory is None:
-        shared = os.path.join(tempfile.gettempdir(), f"posenc-numba-{os.getuid()}")
         try:
-            os.mkdir(shared, 0o700)
-        except FileExistsError:
-            pass
-        except OSError:
-            shared = None
-        if shared is not None and _private(shared):
-            _directory = shared
-        else:
-            _directory = tempfile.mkdtemp(prefix="posenc-numba-")
-            atexit.register(shutil.rmtree, _directory, True)
+            shared = os.path.join(tempfile.gettempdir(), f"posenc-numba-{os.getuid()}")
+            try:
+                os.mkdir(shared, 0o700)
+            except FileExistsError:
+                pass
+            if _private(shared):
+                _directory = shared
+            else:
+                _directory = tempfile.mkdtemp(prefix="posenc-numba-")
+                atexit.register(shutil.rmtree, _directory, True)
+        except OSError:  # no writable temporary directory at all (gettempdir raises FileNotFoundError)
+            return None
     return _directory
 
 
@@ -69,6 +71,12 @@ class PerUserCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheL
 
     def get_cache_path(self) -> str:
         return self._cache_path
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if per_user_directory() is None:
+            return None
+        return super().from_function(py_func, py_file)
 
 
 if PerUserCacheLocator not in _CacheImpl._locator_classes:
