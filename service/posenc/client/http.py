@@ -170,7 +170,8 @@ class _Requests:
             np.savez(buffer, **{name: np.asarray(array) for name, array in arrays.items()})
             body = buffer.getvalue()
         else:
-            raise PosencError("arrays", f"must be a dict of named arrays or a file's bytes, got {type(arrays).__name__}")
+            raise PosencError("arrays", "must be a dict of named arrays or a file's bytes, got "
+                              f"{type(arrays).__name__}")
         query = {"config": config, "start": start, "layer_type": layer_type}
         return "POST", "/v1/audit", query, body, {"content-type": RAW, "accept": "application/json"}
 
