@@ -65,7 +65,7 @@ def create_app(config: ServiceConfig | None = None, *, run_dir: str | None = Non
 
     config.check_serveable()
     api = FastAPI(title="posenc", version=__version__, description=DESCRIPTION, lifespan=lifespan, docs_url=None,
-                  redoc_url=None)
+                  redoc_url=None, redirect_slashes=False)  # a redirect would be built from the Host header
     for router in ROUTERS:
         api.include_router(router)
     docs.install(api)

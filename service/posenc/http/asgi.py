@@ -24,6 +24,7 @@ answered with the JSON 500 body when nothing was sent yet, and counted as a 500.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -36,7 +37,7 @@ from .fastpath import ROW_ROUTE, FastRows
 from .headers import REQUEST_ID_HEADER, bearer_matches, header, request_id_of
 from .limits import ClientGone, read_body, replay
 from .prepared import Prepared
-from .service import Service
+from .service import CACHE_SHARES, Service
 
 log = logging.getLogger("posenc.http")
 access = logging.getLogger("posenc.access")
@@ -85,7 +86,7 @@ class ServiceApp:
     def __init__(self, api: FastAPI, service: Service):
         self.api = api
         self.service = service
-        self.fast = FastRows(service.tables)
+        self.fast = FastRows(service.tables, service.cache(CACHE_SHARES["rows"]))
         config = service.config
         self.computed = FastComputed(api, service)
         self.max_concurrency = config.limits.max_concurrency
@@ -124,6 +125,12 @@ class ServiceApp:
                                                        "of [A-Za-z0-9._~:/+=@-]", "x-request-id"))
             else:
                 await self.inner(scope, receive, recorder)
+        except asyncio.CancelledError:  # uvicorn's drain limit expired at shutdown: the request ends here
+            if not recorder.started:
+                await self._refuse(recorder, HttpError("not_ready", "the server is shutting down; retry elsewhere",
+                                                       None, headers={"connection": "close", "retry-after": "1"}))
+            else:
+                recorder.status = 503
         except Exception:  # noqa: BLE001 - the last resort: a JSON 500, logged and counted
             log.exception("unhandled error on %s %s (request %s)", scope["method"], scope["path"][:200], request_id)
             if not recorder.started:

@@ -7,6 +7,8 @@ given back when the request ends; a request that would go over it is refused wit
 Retry-After instead of growing the worker. Bodies are charged as their bytes arrive (a declared
 Content-Length reserves nothing, so headers alone cannot exhaust it); a response is charged its
 array's upper bound before it is computed, then its real size until its last byte is sent.
+The worker's caches hold their bytes from the same budget (`hold_cached`, caches.py), so what
+they keep is memory requests cannot take: `held` counts both, `cached` the caches' part.
 Used only from the event-loop thread.
 """
 
@@ -19,10 +21,12 @@ class MemoryBudget:
     def __init__(self, limit: int):
         self.limit = limit
         self.held = 0
+        self.cached = 0  # the part of `held` the caches keep
 
     def take(self, nbytes: int, what: str) -> Reservation:
         reservation = Reservation(self)
-        reservation.grow(nbytes, what)
+        if nbytes:  # nothing asked, nothing refused (the caches may hold the budget up to its limit)
+            reservation.grow(nbytes, what)
         return reservation
 
     def try_take(self, nbytes: int) -> bool:
@@ -35,6 +39,17 @@ class MemoryBudget:
 
     def give_back(self, nbytes: int) -> None:
         self.held -= nbytes
+
+    def hold_cached(self, nbytes: int) -> bool:
+        """try_take for a cache entry, counted as cached too."""
+        if not self.try_take(nbytes):
+            return False
+        self.cached += nbytes
+        return True
+
+    def release_cached(self, nbytes: int) -> None:
+        self.held -= nbytes
+        self.cached -= nbytes
 
 
 class Reservation:

@@ -26,6 +26,7 @@ from .errors import HttpError
 from .headers import header, text_of
 from .responses import GZIP_MIN_BYTES, accepts_gzip
 from .routes.rows import dtype_for
+from .caches import ByteCache
 from .table_cache import TableCache
 
 ROW_ROUTE = ("GET", "/v1/tables/{name}/rows/{position}")
@@ -53,9 +54,10 @@ class _Prepared:
 
 
 class FastRows:
-    def __init__(self, tables: TableCache):
+    def __init__(self, tables: TableCache, prepared: ByteCache):
         self.tables = tables
-        self._prepared: dict[tuple[str, str, bytes], _Prepared] = {}
+        #: (table name, media type, query) -> _Prepared, bounded in bytes and charged to the budget
+        self._prepared = prepared
 
     def answer(self, scope) -> tuple[bytes, list[tuple[bytes, bytes]]] | None:
         """(body, headers without content-length) of the 200 response, or None when FastAPI must decide."""
@@ -84,7 +86,7 @@ class FastRows:
                 prepared = _Prepared(table, media, dtype)
             except (PosencError, HttpError):  # a dtype the table does not serve, bfloat16 as .npy: FastAPI says so
                 return None
-            self._prepared[(name, media, query)] = prepared
+            self._prepared.put((name, media, query), prepared)
         if prepared.cast:
             values = table.spec.cast_rows(table.array[row:row + 1], [int(position)], prepared.dtype)[0]
             if media != JSON:
@@ -100,8 +102,7 @@ class FastRows:
         return body, prepared.headers
 
     def _forget(self, name: str) -> None:
-        for key in [key for key in self._prepared if key[0] == name]:
-            del self._prepared[key]
+        self._prepared.drop(lambda key: key[0] == name)
 
 
 #: The one query this path answers: `dtype=<an output dtype>`, spelled exactly.

@@ -50,28 +50,25 @@ from .limits import replay_message, resumed, started
 from .responses import GZIP_MIN_BYTES, STREAM_BYTES, accepts_gzip, size_bound
 from .routes.encodings import rope_plan, rope_spec_of, sinusoidal_plan, sinusoidal_spec_of
 from .routes.rows import dtype_for
-from .service import INLINE_BUDGET_NS
-from .spec_cache import cached
+from .service import CACHE_SHARES, INLINE_BUDGET_NS
 
 ROWS = "/v1/tables/{name}/rows"
 _ROWS_PREFIX, _ROWS_SUFFIX = "/v1/tables/", "/rows"
 _INT64 = np.dtype("<i8")
-#: How many request shapes one worker keeps plans for (then it starts over), and the longest
-#: query or spec JSON it keys one by (longer ones go the general way).
-MAX_PLANS = 1024
+#: The longest query or spec JSON a plan is keyed by (longer ones go the general way).
 MAX_KEY_BYTES = 4096
 
 
-def _sinusoidal(spec_doc, dtype):
-    return sinusoidal_plan(cached(sinusoidal_spec_of, spec_doc), dtype)
+def _sinusoidal(specs, spec_doc, dtype):
+    return sinusoidal_plan(specs(sinusoidal_spec_of, spec_doc), dtype)
 
 
-def _rope(spec_doc, dtype):
-    return rope_plan(cached(rope_spec_of, spec_doc), None, dtype)
+def _rope(specs, spec_doc, dtype):
+    return rope_plan(specs(rope_spec_of, spec_doc), None, dtype)
 
 
-#: Spec route -> builder of (table key, compute, row width) from the spec's JSON and the dtype:
-#: the endpoint's own plan functions.
+#: Spec route -> builder of (table key, compute, row width) from the worker's spec cache, the
+#: spec's JSON and the dtype: the endpoint's own plan functions.
 SPEC_ROUTES = {"/v1/sinusoidal": _sinusoidal, "/v1/rope/cos_sin": _rope}
 #: The fields a plain request may carry: (JSON body, query of a raw body), for spec routes and rows.
 _FIELDS = {True: (frozenset({"spec", "positions", "dtype"}), frozenset({"spec", "dtype"})),
@@ -160,7 +157,7 @@ class Prepared:
         self.max_positions = service.config.limits.max_positions
         #: Larger answers are refused (max_output_bytes) or streamed: the endpoint's, either way.
         self.max_whole_bytes = min(service.config.limits.max_output_bytes, STREAM_BYTES)
-        self._plans: dict[tuple, Plan] = {}
+        self._plans = service.cache(CACHE_SHARES["plans"])  # bounded in bytes, charged to the budget
 
     def takes(self, path: str) -> bool:
         """Whether requests to `path` may have a plan (the rest never reach `answer`)."""
@@ -243,10 +240,13 @@ class Prepared:
             positions = doc.get("positions")
             if type(positions) is not list or not all(type(p) is int for p in positions):
                 return None
+            # the key is the request's exact fields but its positions: a missing dtype, "" and null
+            # are three requests (only the first has a plan), never one
             spec = orjson.dumps(doc["spec"]) if spec_route else None
             if spec is not None and len(spec) > MAX_KEY_BYTES:
                 return None
-            key = (path, spec, doc.get("dtype", ""), headers.get(b"accept"), headers.get(b"accept-encoding"))
+            dtype = orjson.dumps(doc["dtype"]) if "dtype" in doc else None
+            key = (path, spec, dtype, headers.get(b"accept"), headers.get(b"accept-encoding"))
             n = len(positions)
             lo, hi = (min(positions), max(positions)) if n else (0, 0)
         else:
@@ -258,7 +258,7 @@ class Prepared:
         if plan is None or plan.stale(service):
             plan = self._plan(key, path, spec_route, None if content == RAW else doc)
             if plan is None:
-                self._plans.pop(key, None)  # a stale plan whose table is gone
+                self._plans.pop(key)  # a stale plan whose table is gone
                 return None
         table = plan.source(service, lo, hi)
         elements = n * plan.width
@@ -305,7 +305,7 @@ class Prepared:
             gzip = media == JSON and accepts_gzip(accept_encoding)
             if spec_route:
                 dtype = OUTPUT_DTYPES[dtype_name or "float32"]
-                table_key, compute, width = SPEC_ROUTES[path](doc["spec"], dtype)
+                table_key, compute, width = SPEC_ROUTES[path](self.service.specs, doc["spec"], dtype)
                 plan = Plan(route, media, gzip, dtype, width)
                 plan.key, plan.compute = table_key, compute
             else:
@@ -318,9 +318,7 @@ class Prepared:
                 plan.name, plan.table = name, table
         except Exception:  # not valid: the endpoint gives the error
             return None
-        if len(self._plans) >= MAX_PLANS:
-            self._plans.clear()
-        self._plans[key] = plan
+        self._plans.put(key, plan)
         return plan
 
 

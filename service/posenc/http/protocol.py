@@ -11,7 +11,14 @@ unbounded head, or stop reading a large response. Here:
   * a response whose bytes the client does not drain for `body_timeout_s` aborts the connection;
   * a malformed request gets the service's JSON error body (400) instead of uvicorn's text;
   * a client that half-closes after sending its requests still gets their answers (uvicorn
-    closes at once), then the connection closes.
+    closes at once), then the connection closes;
+  * a connection ends once: after the response that closes it (Connection: close, HTTP/1.0, a
+    rejection) nothing more of what the client sent is parsed or run, even requests already in
+    the same read, and the close lingers (`_finish`): the sending side is shut, what the client
+    still sends is read and dropped for up to LINGER_S, so the kernel does not answer it with a
+    reset that would destroy the response in flight;
+  * a malformed request pipelined behind good ones is answered (400, 431, 408) after their
+    responses, in request order, never before; every rejection carries X-Request-Id.
 The limits are per process, set from the service config by `configure()` when the app is built.
 
 And one cost uvicorn's protocol pays on every response: it writes the head (at
@@ -49,8 +56,14 @@ import httptools
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from .errors import error_body
+from .errors import REQUEST_ID, error_body
+from .headers import REQUEST_ID_HEADER, request_id_from
 from .metrics import count_rejection
+
+#: How long a closing connection keeps reading (and dropping) what the client still sends after
+#: the last response, and how many bytes at most, before it closes for good.
+LINGER_S = 2.0
+LINGER_BYTES = 1 << 20
 
 
 @dataclass
@@ -73,6 +86,11 @@ class _HeadTooLarge(Exception):
     """Raised inside a parser callback to stop parsing; uvicorn then calls send_400_response."""
 
 
+class _ConnectionDone(Exception):
+    """Raised inside a parser callback when a request begins after the connection's last response:
+    the parser stops, and nothing of that request is run or answered."""
+
+
 def _sweep(loop, connections: set) -> None:
     """408 every connection whose request head is overdue; runs every interval on its loop."""
     now = loop.time()
@@ -93,10 +111,11 @@ class _HeadHolder:
     out in one writelines. Flushed too when the response completes without a body write (HEAD,
     an empty body) and before the connection closes. Anything else is the real transport's."""
 
-    __slots__ = ("cycle", "head", "on_response", "passing", "transport")
+    __slots__ = ("cycle", "head", "on_response", "passing", "protocol", "transport")
 
-    def __init__(self, cycle):
+    def __init__(self, cycle, protocol):
         self.cycle = cycle
+        self.protocol = protocol
         self.transport = cycle.transport
         self.on_response = cycle.on_response
         self.head = None
@@ -120,8 +139,9 @@ class _HeadHolder:
         self.passing = True
 
     def close(self) -> None:
+        """uvicorn closes after a response that ends the connection: the protocol's lingering close."""
         self.flush()
-        self.transport.close()
+        self.protocol.finish()
 
     def completed(self) -> None:
         self.flush()
@@ -153,6 +173,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._held = None  # (cycle, app) whose task waits for the end of its message
         self._lane = None  # the body so far of a request on its way to answer_now, no cycle made
         self._idle_since: float | None = None  # loop time of the last response (None: busy)
+        self._done = False  # the connection's last response is written: nothing more is parsed or run
+        self._rejection: bytes | None = None  # a 400/408/431 waiting for the responses ahead of it
+        self._eof = False  # the client has half-closed
+        self._lingered = 0  # bytes read and dropped since the connection finished
+        self._linger_timer = None
 
     # --- the request head: deadline and size -------------------------------------------
     def connection_made(self, transport) -> None:
@@ -163,6 +188,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.loop.call_later(_sweep_interval(), _sweep, self.loop, self.connections)
 
     def on_message_begin(self) -> None:
+        if self._done:
+            raise _ConnectionDone
         # uvicorn's scope is built only for a request that goes to the app (`_to_the_app`)
         self._head_bytes = 0
         self._head_since = self.loop.time()
@@ -214,7 +241,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._parsing_head = False
         cycle = self.cycle
         if cycle is not before:  # a request to answer (not an upgrade): its writes go through a holder
-            holder = _HeadHolder(cycle)
+            holder = _HeadHolder(cycle, self)
             cycle.transport, cycle.on_response = holder, holder.completed
 
     # --- answered in the protocol: see the module docstring ----------------------------
@@ -246,16 +273,33 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 HttpToolsProtocol._start_asgi_task(self, *held)
 
     def data_received(self, data: bytes) -> None:
-        super().data_received(data)
+        """uvicorn's, except that nothing is parsed once the connection is finished or a rejection
+        waits for its turn (what arrives then is dropped), and a request that begins after the
+        connection's last response stops the parser silently."""
+        if self._done or self._rejection is not None:
+            self._drop(len(data))
+            return
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+        except httptools.HttpParserError as exc:
+            if not isinstance(exc.__context__, _ConnectionDone):
+                self.send_400_response(str(exc) or "invalid HTTP request")
         if self._lane is not None:  # its body is still on its way: the app reads it, under its deadline
-            if self.transport.is_closing():  # a malformed rest: answered 400 already
-                self._lane = None
+            if self._done or self._rejection is not None or self.transport.is_closing():
+                self._lane = None  # a malformed rest, or a request after the last response
             else:
                 self._leave_lane(more_body=True)
         held = self._held
         if held is not None:
             self._held = None
-            HttpToolsProtocol._start_asgi_task(self, *held)
+            if not self._done and not self.transport.is_closing():
+                HttpToolsProtocol._start_asgi_task(self, *held)
 
     def _answer_lane(self) -> bool:
         """Answer the complete request of the lane (head parsed, no cycle made) with `answer_now`,
@@ -287,7 +331,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _answered(self, scope, body: bytes, keep_alive: bool, cycle) -> bool:
         """Write the response `answer_now` gives for this complete request; False when it gives
         none. `cycle`, if the request has one, is marked complete."""
-        if self.flow.write_paused or self.transport.is_closing():
+        if self._done or self.flow.write_paused or self.transport.is_closing():
             return False
         try:
             found = self._answer_now(scope, body)
@@ -307,7 +351,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             cycle.body = bytearray()
         self.transport.writelines((b"".join(head), payload))
         if not keep_alive:
-            self.transport.close()
+            self.finish()
         self.on_response_complete()
         return True
 
@@ -318,6 +362,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         answer of a request the app is still working on; here every request received whole gets
         its answer and the connection closes after the last one. One whose body was cut short
         cannot complete: the connection closes now, as does an idle one."""
+        self._eof = True
+        if self._done:
+            return None  # lingering: the client has stopped sending, close now
         cycle = self.cycle
         if cycle is None or cycle.response_complete or cycle.more_body:
             return None  # nothing pending, or a body that will never arrive: close
@@ -331,13 +378,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         self.server_state.total_requests += 1
-        if self.transport.is_closing():
-            return
+        if self._done or self.transport.is_closing():
+            return  # the pipelined requests after a closing response are not run
         self._idle_since = self.loop.time()
         self.flow.resume_reading()
         if self.pipeline:  # the next pipelined request
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
+        elif self._rejection is not None:  # every response ahead of it is out: its turn
+            self._write_rejection()
         elif self.timeout_keep_alive_task is None:
             self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self._keep_alive_due)
 
@@ -359,7 +408,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _head_timed_out(self) -> None:
         self._head_since = None
-        if not self.transport.is_closing():
+        if not self._done and not self.transport.is_closing():
             count_rejection("head_timeout")
             self._reject(408, "request_timeout",
                          f"request head not received within {GUARDS.header_timeout_s:g} s", None)
@@ -374,11 +423,67 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._reject(400, "invalid_body", f"malformed HTTP request: {msg}", None)
 
     def _reject(self, status: int, code: str, message: str, field: str | None) -> None:
-        body = error_body(code, message, field)
-        self.transport.write(b"".join([
-            STATUS_LINE[status], b"content-type: application/json\r\n",
-            b"content-length: ", str(len(body)).encode(), b"\r\nconnection: close\r\n\r\n", body]))
-        self.transport.close()
+        """Answer a request the protocol refuses (its head or framing) and finish the connection,
+        after the responses of the requests received before it: in request order."""
+        if self._done:
+            return
+        request_id, _ = request_id_from(dict(self.headers).get(REQUEST_ID_HEADER))
+        token = REQUEST_ID.set(request_id)
+        try:
+            body = error_body(code, message, field)
+        finally:
+            REQUEST_ID.reset(token)
+        self._rejection = b"".join([
+            STATUS_LINE[status], b"content-type: application/json\r\n", REQUEST_ID_HEADER, b": ",
+            request_id.encode("ascii"), b"\r\ncontent-length: ", str(len(body)).encode(),
+            b"\r\nconnection: close\r\n\r\n", body])
+        self._lane = None  # a request still in the lane is the malformed one
+        if not self._awaiting_responses():
+            self._write_rejection()
+
+    def _awaiting_responses(self) -> bool:
+        """Whether a request received whole before the rejected one still has its response to come.
+        A request whose message is incomplete is the rejected one itself: it is not run."""
+        held = self._held
+        if held is not None and held[0].more_body:
+            self._held = None
+        if self.pipeline and self.pipeline[0][0].more_body:
+            self.pipeline.popleft()  # uvicorn queues at the left: the last parsed
+        cycle = self.cycle
+        running = cycle is not None and not cycle.response_complete and not cycle.more_body
+        return running or bool(self.pipeline) or self._held is not None
+
+    def _write_rejection(self) -> None:
+        rejection, self._rejection = self._rejection, None
+        if not self.transport.is_closing():
+            self.transport.write(rejection)
+            self.finish()
+
+    # --- the end of a connection: once, lingering --------------------------------------------
+    def finish(self) -> None:
+        """End the connection after its last response: nothing more is parsed or run. The sending
+        side is shut (the client reads the response, then EOF) and what the client still sends is
+        read and dropped until it closes too, LINGER_BYTES have come or LINGER_S have passed.
+        Closing at once with unread bytes in the socket would make the kernel send a reset, and a
+        reset destroys the response the client has not read yet."""
+        if self._done:
+            return
+        self._done = True
+        transport = self.transport
+        if transport.is_closing():
+            return
+        if self._eof or not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        self.flow.resume_reading()
+        self._linger_timer = self.loop.call_later(LINGER_S, transport.close)
+
+    def _drop(self, nbytes: int) -> None:
+        """Bytes that arrived after the connection finished (or behind a rejection): dropped."""
+        self._lingered += nbytes
+        if self._lingered > LINGER_BYTES:
+            self.transport.close()
 
     # --- the response: a client that stops reading -------------------------------------
     def pause_writing(self) -> None:
@@ -399,6 +504,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc) -> None:
         self._head_since = None
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
         if self.timeout_keep_alive_task is not None:
             self.timeout_keep_alive_task.cancel()
             self.timeout_keep_alive_task = None

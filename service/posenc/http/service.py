@@ -29,9 +29,11 @@ from ..shm.paths import check_name
 from ..tables import TableSpec
 from . import metrics as metrics_module
 from .budget import MemoryBudget
+from .caches import ByteCache
 from .errors import HttpError
 from .ledger import record_created_table
 from .metrics import Metrics
+from .spec_cache import SpecCache
 from .table_cache import REFRESH_S, TableCache
 from .warmup import warm_kernels, warm_lookups
 
@@ -45,6 +47,10 @@ def make_run_dir() -> Path:
     memory = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     return Path(tempfile.mkdtemp(prefix="posenc-run-", dir=memory))
 
+
+#: Each cache's cap as a fraction (1/n) of `max_buffered_bytes`: together under a third of the
+#: budget, so the caches never take the bytes requests need (caches.py).
+CACHE_SHARES = {"specs": 8, "plans": 8, "rows": 32, "candidates": 32}
 
 #: Jobs estimated to take longer than this leave the event loop. A thread hop costs 50 us on an
 #: idle machine and up to ~1 ms on a busy one, so only work that is long anyway is worth one.
@@ -70,16 +76,22 @@ class Service:
         self.standalone = run_dir is None
         self.run_dir = None if run_dir is None else Path(run_dir)
         self.routes = tuple(routes)
-        self.tables = TableCache(config.server.shm_dir)
+        self.budget = MemoryBudget(config.limits.max_buffered_bytes)
+        self.tables = TableCache(config.server.shm_dir, self.cache(CACHE_SHARES["candidates"]))
+        #: Validated specs by their JSON: one cache for every route that builds a spec from a request.
+        self.specs = SpecCache(self.cache(CACHE_SHARES["specs"]))
         self.configured = tuple(t.name for t in config.tables)
         self.metrics: Metrics | None = None
         self.ready = False
         self.in_flight = 0
-        self.budget = MemoryBudget(config.limits.max_buffered_bytes)
         self._jobs = anyio.CapacityLimiter(threads())
         self._store: TableStore | None = None
         self._refresher: asyncio.Task | None = None
         self._library_output_cap: int | None = None
+
+    def cache(self, share: int) -> ByteCache:
+        """A cache of at most 1/`share` of the worker's budget, its bytes held from the budget."""
+        return ByteCache(self.budget, self.budget.limit // share)
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:

@@ -14,10 +14,9 @@ from ..args import integer_range
 from ..dtypes import OUTPUT_DTYPES
 from ..shm import ShmError, Table, attach, list_tables
 from ..tables import TableSpec
+from .caches import ByteCache
 
 REFRESH_S = 1.0
-#: How many (spec key, dtype) pairs `covering` remembers its candidate tables for (then it starts over).
-MAX_CANDIDATE_KEYS = 1024
 
 
 def spec_key(spec: TableSpec) -> tuple[str, float | None]:
@@ -26,11 +25,11 @@ def spec_key(spec: TableSpec) -> tuple[str, float | None]:
 
 
 class TableCache:
-    def __init__(self, root: str):
+    def __init__(self, root: str, candidates: ByteCache):
         self.root = root
         self._tables: dict[str, Table] = {}
         #: (spec key, dtype) -> the tables that could answer it; forgotten whenever the tables change.
-        self._candidates: dict[tuple, list[Table]] = {}
+        self._candidates = candidates
 
     def __contains__(self, name: str) -> bool:
         return name in self._tables
@@ -77,13 +76,12 @@ class TableCache:
     def candidates(self, key: tuple[str, float | None], dtype: np.dtype) -> list[Table]:
         """The tables whose spec matches `key` and that serve `dtype` (matching keys costs microseconds
         a table: done once per key and dtype, until the tables change)."""
-        candidates = self._candidates.get((key, dtype))
-        if candidates is None:
-            if len(self._candidates) >= MAX_CANDIDATE_KEYS:
-                self._candidates.clear()
-            candidates = self._candidates[(key, dtype)] = [
-                table for table in self._tables.values() if spec_key(table.spec) == key and serves_dtype(table, dtype)]
-        return candidates
+        names = self._candidates.get((key, dtype))
+        if names is None:  # kept as names: the tables are this cache's, not the entry's to weigh
+            names = tuple(name for name, table in self._tables.items()
+                          if spec_key(table.spec) == key and serves_dtype(table, dtype))
+            self._candidates.put((key, dtype), names)
+        return [self._tables[name] for name in names]
 
     def covering(self, key: tuple[str, float | None], positions: np.ndarray, dtype: np.dtype) -> Table | None:
         """A table holding exactly these rows at least as precisely as `dtype`, if any."""

@@ -34,7 +34,6 @@ from ..schemas import (
     SinusoidalRequest,
     T5BucketsRequest,
 )
-from ..spec_cache import cached
 from .models import layer_spec
 from .rows import named_table, rows_response
 
@@ -109,8 +108,8 @@ async def _rope_spec(request: Request, params) -> tuple[RopeSpec, float | None]:
     if params.layer_type is not None and source != "hf_config":
         raise PosencError("layer_type", "applies to hf_config only")
     if source == "hf_config":
-        return cached(layer_spec, params.hf_config, params.layer_type, "rope"), None
-    return cached(rope_spec_of, params.spec), None
+        return service_of(request).specs(layer_spec, params.hf_config, params.layer_type, "rope"), None
+    return service_of(request).specs(rope_spec_of, params.spec), None
 
 
 def rope_spec_of(doc) -> RopeSpec:
@@ -132,7 +131,7 @@ async def sinusoidal(request: Request) -> Response:
     if _one_source(params, ("table", "spec")) == "table":
         table = await named_table(request, params.table, "sinusoidal")
         return await rows_response(request, call.media, table, positions, dtype)
-    spec = cached(sinusoidal_spec_of, params.spec)
+    spec = service_of(request).specs(sinusoidal_spec_of, params.spec)
     return await _from_spec_or_table(request, call, sinusoidal_plan(spec, dtype), positions, dtype)
 
 
