@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import orjson
 import pytest
-from posenc.http.codecs import (
+from posenc.http.api.codecs import (
     JSON,
     NPY,
     RAW,
@@ -20,7 +20,7 @@ from posenc.http.codecs import (
     media_type,
     negotiate,
 )
-from posenc.http.errors import HttpError
+from posenc.http.api.errors import HttpError
 
 I64 = np.dtype(np.int64)
 

@@ -12,8 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 from posenc.config import ServiceConfig
 from posenc.http import create_app
-from posenc.http.fastcompute import ROUTES
-from posenc.http.prepared import Prepared
+from posenc.http.pipeline.fastcompute import ROUTES
+from posenc.http.pipeline.prepared import Prepared
 from prometheus_client.parser import text_string_to_metric_families
 from shm_support import published_config
 

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from posenc.config import ServiceConfig
 from posenc.http import create_app
-from posenc.http.prepared import Prepared
+from posenc.http.pipeline.prepared import Prepared
 from posenc.tables import TableSpec
 from shm_support import published_config
 
@@ -173,7 +173,7 @@ def test_plans_are_bounded_in_bytes_and_held_in_the_budget(app):
 def test_a_plans_output_bound_is_size_bound_for_any_row_count(app):
     """A plan keeps size_bound's two terms (it is linear in the row count) instead of calling it per
     request: the bound that the budget, the output cap and the streaming threshold see is the same."""
-    from posenc.http.responses import size_bound
+    from posenc.http.api.responses import size_bound
     for query in (SPEC_QUERY, SPEC_QUERY + b"&dtype=float16"):
         assert call(app, query=query, body=np.array([1], "<i8").tobytes())[0] == 200
     plans = [value for value, _ in app.prepared._plans._entries.values()]

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from posenc import PosencError, SinusoidalSpec, sinusoidal
 from posenc.config import ServiceConfig
 from posenc.http import create_app
-from posenc.http.protocol import LINGER_S, GuardedHttpToolsProtocol
+from posenc.http.transport.protocol import LINGER_S, GuardedHttpToolsProtocol
 from shm_support import published_config
 from uvicorn.server import ServerState
 

@@ -16,8 +16,8 @@ import posenc
 import pytest
 from conftest import assert_matches_oracle
 from posenc import reference
-from posenc.http.launch import ServerProcess
-from posenc.http.server import Sidecar, Sidecars
+from posenc.http.runtime.launch import ServerProcess
+from posenc.http.runtime.server import Sidecar, Sidecars
 from prometheus_client.parser import text_string_to_metric_families
 
 RAW, NPY = "application/octet-stream", "application/x-npy"
@@ -309,7 +309,7 @@ class _Cycle:
 
 
 def test_the_head_holder_writes_head_and_body_together():
-    from posenc.http.protocol import _HeadHolder
+    from posenc.http.transport.protocol import _HeadHolder
 
     cycle = _Cycle()
     holder = _HeadHolder(cycle, cycle)

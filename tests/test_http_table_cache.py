@@ -6,9 +6,9 @@ import tempfile
 
 import numpy as np
 import pytest
-from posenc.http.budget import MemoryBudget
-from posenc.http.caches import ByteCache
-from posenc.http.table_cache import TableCache, spec_key
+from posenc.http.pipeline.budget import MemoryBudget
+from posenc.http.runtime.caches import ByteCache
+from posenc.http.runtime.table_cache import TableCache, spec_key
 from posenc.shm import TableStore
 from posenc.tables import TableSpec
 
