@@ -82,11 +82,13 @@ class ByteCache:
         self._entries.move_to_end(key)
         return found[0]
 
-    def put(self, key: Hashable, value) -> None:
+    def put(self, key: Hashable, value, weigh=None) -> None:
         """Keep `value` under `key` if it fits the cap and the budget (after letting go of the least
-        recently used entries); otherwise keep nothing."""
+        recently used entries); otherwise keep nothing. `weigh`, when given, stands for `value` on
+        the scale: what the entry alone keeps alive (a value that refers to objects another cache
+        owns is weighed by its names of them)."""
         self.pop(key)
-        size = footprint(key) + footprint(value)
+        size = footprint(key) + footprint(value if weigh is None else weigh)
         if size > self.cap:
             return
         while self._entries and self.held + size > self.cap:

@@ -73,15 +73,16 @@ class TableCache:
         if changes:
             self._candidates.clear()
 
-    def candidates(self, key: tuple[str, float | None], dtype: np.dtype) -> list[Table]:
+    def candidates(self, key: tuple[str, float | None], dtype: np.dtype) -> tuple[Table, ...]:
         """The tables whose spec matches `key` and that serve `dtype` (matching keys costs microseconds
         a table: done once per key and dtype, until the tables change)."""
-        names = self._candidates.get((key, dtype))
-        if names is None:  # kept as names: the tables are this cache's, not the entry's to weigh
-            names = tuple(name for name, table in self._tables.items()
-                          if spec_key(table.spec) == key and serves_dtype(table, dtype))
-            self._candidates.put((key, dtype), names)
-        return [self._tables[name] for name in names]
+        candidates = self._candidates.get((key, dtype))
+        if candidates is None:  # weighed by their names: the tables are this cache's, not the entry's
+            found = {name: table for name, table in self._tables.items()
+                     if spec_key(table.spec) == key and serves_dtype(table, dtype)}
+            candidates = tuple(found.values())
+            self._candidates.put((key, dtype), candidates, weigh=tuple(found))
+        return candidates
 
     def covering(self, key: tuple[str, float | None], positions: np.ndarray, dtype: np.dtype) -> Table | None:
         """A table holding exactly these rows at least as precisely as `dtype`, if any."""
