@@ -16,7 +16,7 @@ import posenc
 from posenc.client import AsyncHttpClient, HttpClient, HttpError
 from posenc.config import ServiceConfig
 from posenc.http import create_app
-from posenc.http.launch import ServerProcess
+from posenc.http.runtime.launch import ServerProcess
 
 CONFIG = """
 [server]
