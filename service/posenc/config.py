@@ -29,7 +29,7 @@ DEFAULT_TOML = """\
 host = "127.0.0.1"
 port = 8000            # HTTP
 workers = 0            # 0 = number of cores
-binary_port = 8001     # native binary protocol (a later issue); 0 = off
+binary_port = 8001     # native binary protocol (posenc-server, docs/protocol.md); 0 = off
 binary_socket = ""     # unix socket path for the binary protocol, "" = off
 shm_dir = "/dev/shm"
 drain_timeout_s = 10   # SIGTERM: stop accepting, finish in-flight requests for at most this long
