@@ -63,3 +63,12 @@ def test_nothing_loads_from_another_host(site):
 def test_search_works_offline(site):
     index = site / "search" / "search_index.json"
     assert index.is_file() and "posenc_shm_attach" in index.read_text()
+
+
+def test_the_readme_is_a_front_page():
+    """README.md stays short, and every link it makes into the repository resolves (the site's --strict build
+    checks the docs pages; the README is not one of them)."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    targets = re.findall(r"\]\(((?!https?:)[^)#\s]+)(?:#[^)]*)?\)", text)
+    assert targets and all((ROOT / t).exists() for t in targets), [t for t in targets if not (ROOT / t).exists()]
