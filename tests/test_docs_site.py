@@ -72,3 +72,15 @@ def test_the_readme_is_a_front_page():
     assert len(text.splitlines()) <= 250
     targets = re.findall(r"\]\(((?!https?:)[^)#\s]+)(?:#[^)]*)?\)", text)
     assert targets and all((ROOT / t).exists() for t in targets), [t for t in targets if not (ROOT / t).exists()]
+
+
+def test_the_nav_takes_the_pages_that_exist():
+    """docs_nav.py: a page ORDER names but the tree lacks is left out; a page ORDER does not name goes to More."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from docs_nav import nav_for
+    finally:
+        sys.path.remove(str(ROOT))
+    nav = nav_for(["index.md", "http.md", "protocol.md", "new-page.md"])
+    assert nav == [{"Start": [{"Overview": "index.md"}]}, {"Guides": ["http.md"]},
+                   {"Contracts": [{"Binary protocol v1": "protocol.md"}]}, {"More": ["new-page.md"]}]
