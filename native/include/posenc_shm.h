@@ -8,7 +8,7 @@
  *     posenc_shm_table t;
  *     int rc = posenc_shm_attach(&t, "/dev/shm", "sin128", POSENC_SHM_VERIFY);
  *     if (rc != POSENC_SHM_OK) { fprintf(stderr, "%s\n", t.error); return 1; }
- *     const float *row = posenc_shm_row(&t, 4096);      // NULL outside [t.start, t.stop)
+ *     const float *row = (const float *)posenc_shm_row(&t, 4096);  // NULL outside [t.start, t.stop)
  *     posenc_shm_detach(&t);
  *
  * A reader never writes, locks or unlinks anything; the mapping stays valid after the
