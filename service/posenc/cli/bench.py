@@ -1,4 +1,4 @@
-"""`posenc bench SUITE`: run a benchmark suite and print its markdown table (optionally into a file or\nthe README's marked block)."""
+"""`posenc bench SUITE`: run a benchmark suite and print its markdown table (optionally into a file or\nbetween its markers in a page: docs/benchmarks.md)."""
 
 from __future__ import annotations
 

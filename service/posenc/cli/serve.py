@@ -16,7 +16,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from .. import config as service_config
-    from ..http.server import serve
+    from ..http.runtime.server import serve
 
     config = service_config.load(args.config).with_overrides(host=args.host, port=args.port, workers=args.workers)
     return serve(config)
