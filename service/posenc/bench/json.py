@@ -6,7 +6,7 @@ answer and a 1024 x 128 batch, positional-encoding values (sin/cos). Columns: or
 (`orjson.dumps(arr, option=OPT_SERIALIZE_NUMPY)`, what codecs.json_data called before), each native
 writer through the Python call (`json_text.json_f32_by`, which builds a shape array and reads
 `arr.ctypes`: slower per call than the hot path), and `codecs.json_data` itself, what responses call
-(the AVX-512 writer through the two-argument call where it runs, else orjson); per call and per number.
+(the AVX-512 or AVX2 writer through the two-argument call where one runs, else orjson); per call and per number.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def run(args) -> str:
             rows.append(["x".join(map(str, shape)), label, f"{seconds * 1e6:.2f}", f"{seconds / arr.size * 1e9:.2f}",
                          "1.00x" if label == "orjson" else f"{base / seconds:.1f}x"])
     text = markdown_table(["array (float32)", "printer", "µs per call", "ns per number", "vs orjson"], rows)
-    status = ("responses print with the AVX-512 writer" if NATIVE_JSON else
+    status = (f"responses print with {json_printer()}" if NATIVE_JSON else
               f"responses print with orjson (native writer here: {json_text.writer() or native.STATUS})")
     return (f"{text}\n\nSame bytes from every printer. Median of {args.repeats} rounds, one thread. 'native WRITER' "
             "rows go through json_f32_by, which picks the writer by name and builds its arguments from `arr.ctypes` "
