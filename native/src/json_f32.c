@@ -150,7 +150,6 @@ char *posenc_json_row_scalar(char *p, const uint32_t *bits, int64_t n)
 
 /* ---- code paths ------------------------------------------------------------------------ */
 
-/* Each writer, fastest first, with whether this CPU runs it. */
 static int runs_anywhere(void) { return 1; }
 
 #if defined(__x86_64__)
@@ -170,6 +169,7 @@ static int cpu_runs_avx2_json(void)
 }
 #endif
 
+/* Each writer, fastest first, with whether this CPU runs it. */
 static const struct {
     const char *name;
     json_row_fn row;

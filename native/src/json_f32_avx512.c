@@ -11,8 +11,23 @@
  * non-finite lanes (rare) are written by the scalar special-case code.
  *
  * Needs AVX-512 F, BW (byte shuffles), DQ (64-bit conversions) and CD (lzcnt); json_f32.c only
- * calls it where the CPU has all four. */
-#if defined(__x86_64__)
+ * calls it where the CPU has all four.
+ *
+ * Compiled a second time, for tests only, with -DPOSENC_SIMDE: the same intrinsics then resolve to
+ * SIMDe's portable versions (its native aliases) and the writer is exported as
+ * posenc_json_row_avx512_simde with its own copy of the tables, so tests/native/test_json_f32.py
+ * checks this code against orjson on CPUs without AVX-512 too. */
+#if defined(POSENC_SIMDE)
+#include <immintrin.h> /* first: the AVX-512 types are then the compiler's own, as in the real build */
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#include "simde_compat.h"
+
+#include "json_f32.h"
+#include "json_tables.h"
+
+#define POSENC_JSON_ROW_AVX512 __attribute__((visibility("default"))) char *posenc_json_row_avx512_simde
+#elif defined(__x86_64__)
 #include <immintrin.h>
 
 #include "json_f32.h"
@@ -23,7 +38,10 @@
 #else
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512cd,avx512vl")
 #endif
+#define POSENC_JSON_ROW_AVX512 char *posenc_json_row_avx512
+#endif
 
+#if defined(POSENC_SIMDE) || defined(__x86_64__)
 /* json_lanes.h's layer: 8 lanes, masks in k registers. */
 typedef __m512i jv;
 typedef __mmask8 jm;
@@ -99,7 +117,7 @@ static inline char *put8(char *p, const uint32_t *bits, int n)
     return jl_put_texts(p, bits, n, special, _mm512_test_epi64_mask(raw, j1(0x80000000u)), texts, lengths);
 }
 
-char *posenc_json_row_avx512(char *p, const uint32_t *bits, int64_t n)
+POSENC_JSON_ROW_AVX512(char *p, const uint32_t *bits, int64_t n)
 {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) p = put8(p, bits + i, 8);
@@ -107,7 +125,7 @@ char *posenc_json_row_avx512(char *p, const uint32_t *bits, int64_t n)
     return p;
 }
 
-#if defined(__clang__)
+#if defined(__clang__) && !defined(POSENC_SIMDE)
 #pragma clang attribute pop
 #endif
 #else

@@ -23,7 +23,6 @@
 #ifndef POSENC_JSON_LANES_H
 #define POSENC_JSON_LANES_H
 
-#include <immintrin.h>
 #include <stdint.h>
 
 #include "json_f32.h"

@@ -24,6 +24,8 @@ from posenc import native
 from posenc.native import json_text
 from posenc.native.library import EINVAL
 
+from native_support import build_simde_library, simde_out_dir
+
 ROOT = Path(__file__).resolve().parents[2]
 needs_library = pytest.mark.skipif(not json_text.available(), reason=f"libposenc unavailable: {native.STATUS}")
 pytestmark = needs_library
@@ -114,23 +116,32 @@ def test_each_notation_threshold(write):
     assert_same(write(values), values)
 
 
-def test_every_exponent(write):
+def every_exponent() -> np.ndarray:
     """Each of the 256 biased exponents (subnormals, normals, inf/NaN) with its extreme significands
     (0: a power of two or the exponent's special, 1, the middle, the largest) and 64 random ones, both signs."""
     rng = np.random.default_rng(255)
     significands = np.concatenate([[0, 1, 2, 3, 0x400000, 0x7FFFFE, 0x7FFFFF], rng.integers(0, 1 << 23, 64)])
     bits = (np.arange(256, dtype=np.uint64)[:, None] << 23 | significands[None, :].astype(np.uint64)).reshape(-1)
-    values = f32(np.concatenate([bits, bits | 0x80000000]))
+    return f32(np.concatenate([bits, bits | 0x80000000]))
+
+
+def specials() -> np.ndarray:
+    """NaNs with random payloads (both signs, quiet and signalling), zeros and infinities."""
+    rng = np.random.default_rng(0x7F8)
+    payloads = rng.integers(1, 1 << 23, 1000, dtype=np.uint64)
+    nans = np.concatenate([0x7F800000 | payloads, 0xFF800000 | payloads, [0x7F800001, 0x7FFFFFFF, 0x7FC00000]])
+    return f32(np.concatenate([nans, [0, 0x80000000, 0x7F800000, 0xFF800000] * 5]))
+
+
+def test_every_exponent(write):
+    values = every_exponent()
     assert_same(write(values), values)
 
 
 def test_zeros_nan_payloads_and_infinities(write):
-    rng = np.random.default_rng(0x7F8)
-    payloads = rng.integers(1, 1 << 23, 1000, dtype=np.uint64)
-    nans = np.concatenate([0x7F800000 | payloads, 0xFF800000 | payloads, [0x7F800001, 0x7FFFFFFF, 0x7FC00000]])
-    values = f32(np.concatenate([nans, [0, 0x80000000, 0x7F800000, 0xFF800000] * 5]))
+    values = specials()
     assert_same(write(values), values)
-    assert write(values).count(b"null") == len(nans) + 10
+    assert write(values).count(b"null") == np.isnan(values).sum() + np.isinf(values).sum() == 2013
 
 
 def test_every_digit_count_in_both_notations(write):
@@ -171,6 +182,28 @@ def test_shapes(write, shape):
     """Nesting like orjson's for every dimension count, row lengths around the 8-wide steps, and empties."""
     arr = (np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) - 3) / 7
     assert write(arr) == orjson_text(arr)
+
+
+@pytest.fixture(scope="module")
+def simde_row(request, tmp_path_factory):
+    """The AVX-512 writer's row function built against SIMDe (json_f32_avx512.c, -DPOSENC_SIMDE)."""
+    row = ctypes.CDLL(str(build_simde_library(simde_out_dir(request, tmp_path_factory), "json_f32_avx512.c")))
+    row = row.posenc_json_row_avx512_simde
+    row.argtypes, row.restype = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], ctypes.c_void_p
+    return row
+
+
+def test_avx512_writer_emulated_by_simde(simde_row):
+    """The AVX-512 writer's own code on any CPU (emulated): the classes above and random bit patterns, in
+    rows ending at each position of its 8-wide step, byte for byte orjson's."""
+    rng = np.random.default_rng(512)
+    values = np.concatenate([EDGES, every_exponent(), specials(), f32(np.arange(0, 1 << 14)),
+                             neighbours(np.ldexp(np.float32(1), np.arange(-149, 128)).astype(np.float32)),
+                             f32(rng.integers(0, 1 << 32, size=200_000, dtype=np.uint64))])
+    out = ctypes.create_string_buffer(len(values) * 18 + 64)
+    for n in range(len(values) - 8, len(values) + 1):
+        end = simde_row(out, values.ctypes.data, n) - ctypes.addressof(out)
+        assert_same(b"[" + out.raw[:end - 1] + b"]", values[:n])
 
 
 def test_writers_agree_on_a_table():
