@@ -1,4 +1,5 @@
-/* Internal to libposenc's float32 -> JSON printer (json_f32.c, json_lanes.h, json_f32_avx2.c, json_f32_avx512.c). */
+/* Internal to libposenc's float32 -> JSON printer (json_f32.c, json_lanes.h, json_f32_avx2.c,
+ * json_f32_avx512.c). */
 #ifndef POSENC_JSON_F32_H
 #define POSENC_JSON_F32_H
 

@@ -63,9 +63,9 @@ static inline jv jlow32s(jv a)
 /* The 16 bytes at `table` + 8 * index_a in the low 128-bit lane, at + 8 * index_b in the high one. */
 static inline __m256i load_pair(const void *table, uint64_t index_a, uint64_t index_b)
 {
-    const char *base = (const char *)table;
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(base + 8 * index_a))),
-                                   _mm_loadu_si128((const __m128i *)(const void *)(base + 8 * index_b)), 1);
+    const __m128i *a = (const __m128i *)(const void *)((const char *)table + 8 * index_a);
+    const __m128i *b = (const __m128i *)(const void *)((const char *)table + 8 * index_b);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(a)), _mm_loadu_si128(b), 1);
 }
 
 /* The number of bytes of each lane not marked (0xFF) in `marks`, 0..8. */
@@ -120,8 +120,8 @@ static inline char *put4(char *p, const uint32_t *bits, int n)
     __m128i half = _mm_or_si128(_mm256_castsi256_si128(placed), _mm256_extracti128_si256(placed, 1));
     uint64_t lengths = (uint64_t)_mm_cvtsi128_si64(_mm_or_si128(half, _mm_unpackhi_epi64(half, half)));
     unsigned negative = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(loaded));
-    return jl_put_texts(p, bits, n, (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(special)), negative, texts,
-                        lengths);
+    unsigned special_lanes = (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(special));
+    return jl_put_texts(p, bits, n, special_lanes, negative, texts, lengths);
 }
 
 char *posenc_json_row_avx2(char *p, const uint32_t *bits, int64_t n)

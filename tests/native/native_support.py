@@ -57,8 +57,10 @@ def build_simde_library(out_dir: Path, source: str = "kernels_avx512.c") -> Path
 
 
 def simde_out_dir(request, tmp_path_factory) -> Path:
-    cache = getattr(request.config, "cache", None)
-    return Path(cache.mkdir("posenc-native") if cache is not None else tmp_path_factory.mktemp("posenc-native"))
+    """Where the SIMDe builds are cached: pytest's cache, else a session temporary directory."""
+    if getattr(request.config, "cache", None) is not None:
+        return Path(request.config.cache.mkdir("posenc-native"))
+    return Path(tmp_path_factory.mktemp("posenc-native"))
 
 
 @pytest.fixture(scope="session")

@@ -118,10 +118,12 @@ def test_each_notation_threshold(write):
 
 def every_exponent() -> np.ndarray:
     """Each of the 256 biased exponents (subnormals, normals, inf/NaN) with its extreme significands
-    (0: a power of two or the exponent's special, 1, the middle, the largest) and 64 random ones, both signs."""
+    (0: a power of two or the exponent's special, 1, the middle, the largest) and 64 random ones, both
+    signs."""
     rng = np.random.default_rng(255)
     significands = np.concatenate([[0, 1, 2, 3, 0x400000, 0x7FFFFE, 0x7FFFFF], rng.integers(0, 1 << 23, 64)])
-    bits = (np.arange(256, dtype=np.uint64)[:, None] << 23 | significands[None, :].astype(np.uint64)).reshape(-1)
+    bits = np.arange(256, dtype=np.uint64)[:, None] << 23 | significands[None, :].astype(np.uint64)
+    bits = bits.reshape(-1)
     return f32(np.concatenate([bits, bits | 0x80000000]))
 
 
@@ -129,7 +131,8 @@ def specials() -> np.ndarray:
     """NaNs with random payloads (both signs, quiet and signalling), zeros and infinities."""
     rng = np.random.default_rng(0x7F8)
     payloads = rng.integers(1, 1 << 23, 1000, dtype=np.uint64)
-    nans = np.concatenate([0x7F800000 | payloads, 0xFF800000 | payloads, [0x7F800001, 0x7FFFFFFF, 0x7FC00000]])
+    edges = [0x7F800001, 0x7FFFFFFF, 0x7FC00000]
+    nans = np.concatenate([0x7F800000 | payloads, 0xFF800000 | payloads, edges])
     return f32(np.concatenate([nans, [0, 0x80000000, 0x7F800000, 0xFF800000] * 5]))
 
 
@@ -299,7 +302,8 @@ def test_writer_follows_posenc_isa():
         result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
                                 check=True)
         found[isa] = result.stdout.strip()
-    runs = {name: json_text.json_f32_by(name, np.zeros(1, np.float32)) is not None for name in json_text.WRITERS}
+    probe = np.zeros(1, np.float32)
+    runs = {name: json_text.json_f32_by(name, probe) is not None for name in json_text.WRITERS}
     avx2 = "avx2" if runs["avx2"] else "scalar"
     assert found["scalar"] == "scalar"
     if "avx2" in found:

@@ -6,7 +6,8 @@ answer and a 1024 x 128 batch, positional-encoding values (sin/cos). Columns: or
 (`orjson.dumps(arr, option=OPT_SERIALIZE_NUMPY)`, what codecs.json_data called before), each native
 writer through the Python call (`json_text.json_f32_by`, which builds a shape array and reads
 `arr.ctypes`: slower per call than the hot path), and `codecs.json_data` itself, what responses call
-(the AVX-512 or AVX2 writer through the two-argument call where one runs, else orjson); per call and per number.
+(the AVX-512 or AVX2 writer through the two-argument call where one runs, else orjson); per call and
+per number.
 """
 
 from __future__ import annotations

@@ -145,8 +145,9 @@ def json_frame(arr: np.ndarray, extra: dict | None = None) -> tuple[bytes, bytes
 
 def json_data(arr: np.ndarray) -> bytes:
     """`arr` as nested JSON lists (a 0-d array as its one number). float32, and float16 and bfloat16
-    widened to float32, are printed by libposenc's AVX-512 or AVX2 writer where one runs (posenc.native.json_text:
-    the bytes orjson prints, 2.5-3x faster); other dtypes, and every dtype elsewhere, by orjson."""
+    widened to float32, are printed by libposenc's AVX-512 or AVX2 writer where one runs
+    (posenc.native.json_text: the bytes orjson prints, 2.5-3x faster); other dtypes, and every dtype
+    elsewhere, by orjson."""
     if arr.dtype is _FLOAT32 and NATIVE_JSON and type(arr) is np.ndarray and arr.flags.c_contiguous:
         return json_f32_checked(arr)  # the hot path: a table row or a computed float32 answer
     if arr.dtype in _WIDENED:
