@@ -185,8 +185,9 @@ def test_json_data_prints_bfloat16_as_its_float32():
 
 
 @pytest.mark.parametrize("env", [{"POSENC_NATIVE": "0"}, {"POSENC_ISA": "scalar"}])
-def test_json_data_without_the_avx512_writer_is_orjson(env):
-    """No library (POSENC_NATIVE=0, no build) or no AVX-512 writer: orjson prints, the same bytes."""
+def test_json_data_without_a_vector_writer_is_orjson(env):
+    """No library (POSENC_NATIVE=0, no build) or no vector writer (POSENC_ISA=scalar): orjson prints, the
+    same bytes."""
     code = ("import numpy as np, orjson; from posenc.native import json_text; from posenc.http.api import codecs\n"
             "a = (np.arange(20, dtype=np.float32).reshape(4, 5) - 7) / 3\n"
             "assert not codecs.NATIVE_JSON\n"

@@ -20,11 +20,10 @@
  * orjson (native/tools/json_f32_exhaustive.py).
  *
  * This file is the scalar writer, the nesting of lists and the choice of writer; json_f32_avx512.c
- * is the AVX-512 writer (eight numbers per step, the same text). Layout is branch-light: 8 digits
- * at once from one 64-bit word, each number's text built in a 128-bit register and stored whole
- * (16 bytes that the next number overwrites), so the buffer carries JSON_F32_SLACK bytes past the
- * text. No AVX2 writer: the AVX-512 one leans on byte shuffles per 128-bit lane, 64-bit lane
- * multiplies and lzcnt, which AVX2 lacks or splits; the kernels' avx2 path prints with the scalar one. */
+ * and json_f32_avx2.c are the vector writers (eight and four numbers per step, the same text, one
+ * lane body: json_lanes.h). Layout is branch-light: 8 digits at once from one 64-bit word, each
+ * number's text built in a 128-bit register and stored whole (16 bytes that the next number
+ * overwrites), so the buffer carries JSON_F32_SLACK bytes past the text. */
 #include <stdint.h>
 #include <string.h>
 
@@ -151,42 +150,56 @@ char *posenc_json_row_scalar(char *p, const uint32_t *bits, int64_t n)
 
 /* ---- code paths ------------------------------------------------------------------------ */
 
-static const struct {
-    const char *name;
-    json_row_fn row;
-} json_paths[] = {
-#if defined(__x86_64__)
-    {"avx512", posenc_json_row_avx512},
-#endif
-    {"scalar", posenc_json_row_scalar},
-};
+static int runs_anywhere(void) { return 1; }
 
+#if defined(__x86_64__)
 static int cpu_runs_avx512_json(void)
 {
-#if defined(__x86_64__)
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
            && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd")
            && __builtin_cpu_supports("avx512vl") && posenc_kernels_for("avx512") != NULL;
-#else
-    return 0;
-#endif
 }
+
+/* libgcc (and compiler-rt) report AVX2 only where the OS also saves YMM state. */
+static int cpu_runs_avx2_json(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+#endif
+
+/* Each writer, fastest first, with whether this CPU runs it. */
+static const struct {
+    const char *name;
+    json_row_fn row;
+    int (*runs)(void);
+} json_paths[] = {
+#if defined(__x86_64__)
+    {"avx512", posenc_json_row_avx512, cpu_runs_avx512_json},
+    {"avx2", posenc_json_row_avx2, cpu_runs_avx2_json},
+#endif
+    {"scalar", posenc_json_row_scalar, runs_anywhere},
+};
 
 static json_row_fn row_for(const char *name)
 {
     if (!name) return NULL;
     for (size_t i = 0; i < sizeof json_paths / sizeof json_paths[0]; i++)
-        if (strcmp(name, json_paths[i].name) == 0)
-            return strcmp(name, "scalar") == 0 || cpu_runs_avx512_json() ? json_paths[i].row : NULL;
+        if (strcmp(name, json_paths[i].name) == 0) return json_paths[i].runs() ? json_paths[i].row : NULL;
     return NULL;
 }
 
-/* The active kernel path's writer where there is one for it (AVX-512), else the scalar one. */
+/* The writer of the active kernel path's instruction set, at most: POSENC_ISA then bounds the whole
+ * library (avx2 keeps AVX-512 code out on a CPU that has it; scalar keeps to baseline x86-64). So the
+ * AVX-512 writer where that path is AVX-512, else the AVX2 one where the CPU runs it and the path is
+ * not scalar, else the scalar one. */
 static const char *active_name(void)
 {
     const char *isa = posenc_isa();
-    return isa && strcmp(isa, "avx512") == 0 && cpu_runs_avx512_json() ? "avx512" : "scalar";
+    if (!isa || strcmp(isa, "scalar") == 0) return "scalar";
+    if (strcmp(isa, "avx512") == 0 && row_for("avx512")) return "avx512";
+    return row_for("avx2") ? "avx2" : "scalar";
 }
 
 const char *posenc_json_f32_path(void) { return active_name(); }

@@ -1,4 +1,5 @@
-/* Internal to libposenc's float32 -> JSON printer (json_f32.c, json_f32_avx512.c). */
+/* Internal to libposenc's float32 -> JSON printer (json_f32.c, json_lanes.h, json_f32_avx2.c,
+ * json_f32_avx512.c). */
 #ifndef POSENC_JSON_F32_H
 #define POSENC_JSON_F32_H
 
@@ -25,6 +26,7 @@ typedef char *(*json_row_fn)(char *p, const uint32_t *bits, int64_t n);
 
 char *posenc_json_row_scalar(char *p, const uint32_t *bits, int64_t n);
 #if defined(__x86_64__)
+char *posenc_json_row_avx2(char *p, const uint32_t *bits, int64_t n);
 char *posenc_json_row_avx512(char *p, const uint32_t *bits, int64_t n);
 #endif
 

@@ -48,9 +48,10 @@ def entry(q: int, irregular: bool) -> tuple[int, int, int]:
     return g, k, h
 
 
-# The shuffle table of the vector writers (json_f32_avx512.c): 171 plain cases (decimal point at
-# -5..13 by 9 leading-zero counts) then 162 scientific ones (1 or 2 exponent digits by 1..9 digits
-# by 9 leading-zero counts); one 16-byte shuffle each. Source bytes 0..8 are the 9 digits, then:
+# The shuffle table of the vector writers (json_f32_avx512.c, json_f32_avx2.c): 171 plain cases
+# (decimal point at -5..13 by 9 leading-zero counts) then 162 scientific ones (1 or 2 exponent digits
+# by 1..9 digits by 9 leading-zero counts); one 16-byte shuffle each. Source bytes 0..8 are the 9
+# digits, then:
 SRC_POINT, SRC_ZERO, SRC_E, SRC_SIGN, SRC_X1, SRC_X2 = 9, 10, 11, 12, 13, 14
 PLAIN_CASES = 171
 SHUFFLES = PLAIN_CASES + 162

@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ISA_UNITS = frozenset({"kernels_avx2.c", "kernels_avx512.c", "json_f32_avx512.c"})
+ISA_UNITS = frozenset({"kernels_avx2.c", "kernels_avx512.c", "json_f32_avx2.c", "json_f32_avx512.c"})
 ISA_SUFFIXES = ("_avx2", "_avx512", "_vpclmul")
 # VEX-encoded general-purpose instructions (BMI1/BMI2): they fault on CPUs without AVX-era VEX decoding.
 VEX_GPR = frozenset({"andn", "bextr", "blsi", "blsmsk", "blsr", "bzhi", "mulx", "pdep", "pext", "rorx", "sarx",

@@ -5,7 +5,7 @@ docs/benchmarks.md names). Run from a worktree after `make install`:
 
     nice .venv/bin/python native/tools/json_f32_exhaustive.py [--workers 2] [--chunk-bits 24]
 
-Every writer of the library this CPU runs ("avx512", "scalar": posenc_json_f32_by) is checked in
+Every writer of the library this CPU runs ("avx512", "avx2", "scalar": posenc_json_f32_by) is checked in
 the same pass (--writers to choose). The 2^32 patterns go in chunks of 2^chunk-bits consecutive
 patterns, each printed as one 1-D array by orjson and by each writer; a chunk whose texts differ is
 split at its commas and every differing number is reported (writer, bits, orjson's text, ours).

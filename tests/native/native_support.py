@@ -37,29 +37,35 @@ def _simde_flags(include: str) -> list[str]:
             f"-I{include}", f"-I{ROOT / 'native' / 'include'}", f"-I{NATIVE_SRC}", *isa]
 
 
-def build_simde_library(out_dir: Path) -> Path:
-    """Compile kernels_avx512.c against SIMDe into out_dir (cached by a hash of sources and flags)."""
+def build_simde_library(out_dir: Path, source: str = "kernels_avx512.c") -> Path:
+    """Compile native/src/`source` (kernels_avx512.c, json_f32_avx512.c) against SIMDe into out_dir
+    (cached by a hash of sources and flags)."""
     simde_py = pytest.importorskip("simde_py", reason="simde-py (test extra) provides the SIMDe headers")
     command = _compiler() + _simde_flags(simde_py.get_include())
-    digest = hashlib.sha256(" ".join(command).encode())
-    for source in sorted(NATIVE_SRC.glob("*.[ch]")) + [ROOT / "native" / "include" / "posenc.h"]:
-        digest.update(source.read_bytes())
-    target = out_dir / f"libposenc_avx512_simde_{digest.hexdigest()[:16]}.so"
+    digest = hashlib.sha256(" ".join(command + [source]).encode())
+    for path in sorted(NATIVE_SRC.glob("*.[ch]")) + [ROOT / "native" / "include" / "posenc.h"]:
+        digest.update(path.read_bytes())
+    target = out_dir / f"libposenc_{Path(source).stem}_simde_{digest.hexdigest()[:16]}.so"
     if not target.exists():
         partial = target.with_suffix(f".{os.getpid()}.tmp")
-        result = subprocess.run(command + [str(NATIVE_SRC / "kernels_avx512.c"), "-o", str(partial), "-lm"],
+        result = subprocess.run(command + [str(NATIVE_SRC / source), "-o", str(partial), "-lm"],
                                 capture_output=True, text=True, check=False)
         if result.returncode != 0:
-            pytest.fail(f"building the SIMDe-emulated AVX-512 kernels failed:\n{result.stderr}")
+            pytest.fail(f"building the SIMDe-emulated {source} failed:\n{result.stderr}")
         os.replace(partial, target)
     return target
 
 
+def simde_out_dir(request, tmp_path_factory) -> Path:
+    """Where the SIMDe builds are cached: pytest's cache, else a session temporary directory."""
+    if getattr(request.config, "cache", None) is not None:
+        return Path(request.config.cache.mkdir("posenc-native"))
+    return Path(tmp_path_factory.mktemp("posenc-native"))
+
+
 @pytest.fixture(scope="session")
 def simde_avx512(request, tmp_path_factory):
-    cache = getattr(request.config, "cache", None)
-    out_dir = cache.mkdir("posenc-native") if cache is not None else tmp_path_factory.mktemp("posenc-native")
-    path = build_simde_library(Path(out_dir))
+    path = build_simde_library(simde_out_dir(request, tmp_path_factory))
     return kernels_from_symbol(ctypes.CDLL(str(path)), "posenc_kernels_avx512_simde")
 
 

@@ -1,8 +1,10 @@
 """libposenc's float32 -> JSON printer (posenc_json_f32) against orjson, byte for byte, on every writer.
 
 The exhaustive check over all 2^32 float32 bit patterns is offline (native/tools/json_f32_exhaustive.py);
-here: every notation threshold and its neighbours, the exponent range's powers of 2 and 10, the
-subnormals and the specials, a few million random bit patterns, shapes, and the buffer contract.
+here, on every writer this CPU runs (scalar, avx2, avx512): every notation threshold and its
+neighbours, every binary exponent, the exponent range's powers of 2 and 10, the subnormals, zeros,
+NaN payloads and infinities, every digit count 1..9 in both notations, a few million random bit
+patterns, shapes (row lengths around the 4- and 8-wide steps), and the buffer contract.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from posenc import native
 from posenc.native import json_text
 from posenc.native.library import EINVAL
 
+from native_support import build_simde_library, simde_out_dir
+
 ROOT = Path(__file__).resolve().parents[2]
 needs_library = pytest.mark.skipif(not json_text.available(), reason=f"libposenc unavailable: {native.STATUS}")
 pytestmark = needs_library
@@ -37,7 +41,7 @@ def orjson_text(arr: np.ndarray) -> bytes:
 
 @pytest.fixture(params=json_text.WRITERS)
 def write(request):
-    """One writer's printer; skips the AVX-512 writer where the CPU lacks AVX-512 F/BW/DQ/CD/VL."""
+    """One writer's printer; skips a vector writer the CPU cannot run (AVX-512 F/BW/DQ/CD/VL, AVX2)."""
     name = request.param
     if json_text.json_f32_by(name, np.zeros(1, np.float32)) is None:
         pytest.skip(f"this CPU cannot run the {name} JSON writer (detected: {native.cpu_features()})")
@@ -112,6 +116,55 @@ def test_each_notation_threshold(write):
     assert_same(write(values), values)
 
 
+def every_exponent() -> np.ndarray:
+    """Each of the 256 biased exponents (subnormals, normals, inf/NaN) with its extreme significands
+    (0: a power of two or the exponent's special, 1, the middle, the largest) and 64 random ones, both
+    signs."""
+    rng = np.random.default_rng(255)
+    significands = np.concatenate([[0, 1, 2, 3, 0x400000, 0x7FFFFE, 0x7FFFFF], rng.integers(0, 1 << 23, 64)])
+    bits = np.arange(256, dtype=np.uint64)[:, None] << 23 | significands[None, :].astype(np.uint64)
+    bits = bits.reshape(-1)
+    return f32(np.concatenate([bits, bits | 0x80000000]))
+
+
+def specials() -> np.ndarray:
+    """NaNs with random payloads (both signs, quiet and signalling), zeros and infinities."""
+    rng = np.random.default_rng(0x7F8)
+    payloads = rng.integers(1, 1 << 23, 1000, dtype=np.uint64)
+    edges = [0x7F800001, 0x7FFFFFFF, 0x7FC00000]
+    nans = np.concatenate([0x7F800000 | payloads, 0xFF800000 | payloads, edges])
+    return f32(np.concatenate([nans, [0, 0x80000000, 0x7F800000, 0xFF800000] * 5]))
+
+
+def test_every_exponent(write):
+    values = every_exponent()
+    assert_same(write(values), values)
+
+
+def test_zeros_nan_payloads_and_infinities(write):
+    values = specials()
+    assert_same(write(values), values)
+    assert write(values).count(b"null") == np.isnan(values).sum() + np.isinf(values).sum() == 2013
+
+
+def test_every_digit_count_in_both_notations(write):
+    """Decimals of 1..9 significant digits at every decimal exponent of the float32 range, and their
+    neighbours: the printed texts cover every digit count in plain and in scientific notation."""
+    rng = np.random.default_rng(9)
+    texts = []
+    for digits in range(1, 10):
+        mantissas = rng.integers(10 ** (digits - 1), 10**digits, size=(84, 4))
+        mantissas[mantissas % 10 == 0] += 1
+        decimals = [float(f"{m}e{e - digits}") for e, row in zip(range(-45, 39), mantissas) for m in row]
+        values = neighbours(np.array(decimals, dtype=np.float64).astype(np.float32))
+        values = values[np.isfinite(values) & (values != 0)]
+        ours = write(values)
+        assert_same(ours, values)
+        texts += ours[1:-1].split(b",")
+    seen = {(b"e" in t, len(t.split(b"e")[0].lstrip(b"-").replace(b".", b"").strip(b"0"))) for t in texts}
+    assert {(sci, n) for sci in (False, True) for n in range(1, 10)} <= seen
+
+
 def test_random_bit_patterns(write):
     rng = np.random.default_rng(20261201)
     values = f32(rng.integers(0, 1 << 32, size=3_000_000, dtype=np.uint64))
@@ -132,6 +185,28 @@ def test_shapes(write, shape):
     """Nesting like orjson's for every dimension count, row lengths around the 8-wide steps, and empties."""
     arr = (np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) - 3) / 7
     assert write(arr) == orjson_text(arr)
+
+
+@pytest.fixture(scope="module")
+def simde_row(request, tmp_path_factory):
+    """The AVX-512 writer's row function built against SIMDe (json_f32_avx512.c, -DPOSENC_SIMDE)."""
+    row = ctypes.CDLL(str(build_simde_library(simde_out_dir(request, tmp_path_factory), "json_f32_avx512.c")))
+    row = row.posenc_json_row_avx512_simde
+    row.argtypes, row.restype = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64], ctypes.c_void_p
+    return row
+
+
+def test_avx512_writer_emulated_by_simde(simde_row):
+    """The AVX-512 writer's own code on any CPU (emulated): the classes above and random bit patterns, in
+    rows ending at each position of its 8-wide step, byte for byte orjson's."""
+    rng = np.random.default_rng(512)
+    values = np.concatenate([EDGES, every_exponent(), specials(), f32(np.arange(0, 1 << 14)),
+                             neighbours(np.ldexp(np.float32(1), np.arange(-149, 128)).astype(np.float32)),
+                             f32(rng.integers(0, 1 << 32, size=200_000, dtype=np.uint64))])
+    out = ctypes.create_string_buffer(len(values) * 18 + 64)
+    for n in range(len(values) - 8, len(values) + 1):
+        end = simde_row(out, values.ctypes.data, n) - ctypes.addressof(out)
+        assert_same(b"[" + out.raw[:end - 1] + b"]", values[:n])
 
 
 def test_writers_agree_on_a_table():
@@ -215,7 +290,8 @@ def test_longest_number_fits_the_response_bound():
 
 
 def test_writer_follows_posenc_isa():
-    """The AVX-512 writer runs where the kernels' path is AVX-512; POSENC_ISA=scalar or avx2 picks the scalar one."""
+    """The writer of the kernels' path at most: AVX-512 where that path is AVX-512, AVX2 where the CPU has it
+    and the path is not scalar, scalar with POSENC_ISA=scalar."""
     code = "from posenc.native import json_text; print(json_text.writer())"
     found = {}
     for isa in ("scalar", "avx2", "avx512"):
@@ -226,10 +302,14 @@ def test_writer_follows_posenc_isa():
         result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
                                 check=True)
         found[isa] = result.stdout.strip()
-    assert found.get("scalar") == "scalar" and found.get("avx2", "scalar") == "scalar"
+    probe = np.zeros(1, np.float32)
+    runs = {name: json_text.json_f32_by(name, probe) is not None for name in json_text.WRITERS}
+    avx2 = "avx2" if runs["avx2"] else "scalar"
+    assert found["scalar"] == "scalar"
+    if "avx2" in found:
+        assert found["avx2"] == avx2
     if "avx512" in found:
-        avx512_writer = json_text.json_f32_by("avx512", np.zeros(1, np.float32)) is not None
-        assert found["avx512"] == ("avx512" if avx512_writer else "scalar")
+        assert found["avx512"] == ("avx512" if runs["avx512"] else avx2)
 
 
 def test_tables_are_the_generators_output():

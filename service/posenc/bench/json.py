@@ -6,7 +6,8 @@ answer and a 1024 x 128 batch, positional-encoding values (sin/cos). Columns: or
 (`orjson.dumps(arr, option=OPT_SERIALIZE_NUMPY)`, what codecs.json_data called before), each native
 writer through the Python call (`json_text.json_f32_by`, which builds a shape array and reads
 `arr.ctypes`: slower per call than the hot path), and `codecs.json_data` itself, what responses call
-(the AVX-512 writer through the two-argument call where it runs, else orjson); per call and per number.
+(the AVX-512 or AVX2 writer through the two-argument call where one runs, else orjson); per call and
+per number.
 """
 
 from __future__ import annotations
@@ -54,16 +55,22 @@ def run(args) -> str:
     for shape in SHAPES:
         arr = table(*shape)
         calls = max(1, 200_000 // arr.size)
-        timings = {label: measure(label, _loop(fn, arr, calls), 0, repeats=args.repeats).seconds / calls
+        timings = {label: measure(label, _loop(fn, arr, calls), 0, repeats=args.repeats)
                    for label, fn in printers.items()}
         base = timings["orjson"]
-        for label, seconds in timings.items():
+        for label, timing in timings.items():
+            seconds, cpu = timing.seconds / calls, timing.cpu_seconds / calls
             rows.append(["x".join(map(str, shape)), label, f"{seconds * 1e6:.2f}", f"{seconds / arr.size * 1e9:.2f}",
-                         "1.00x" if label == "orjson" else f"{base / seconds:.1f}x"])
-    text = markdown_table(["array (float32)", "printer", "µs per call", "ns per number", "vs orjson"], rows)
-    status = ("responses print with the AVX-512 writer" if NATIVE_JSON else
+                         "1.00x" if label == "orjson" else f"{base.seconds / timing.seconds:.1f}x",
+                         f"{cpu / arr.size * 1e9:.2f}",
+                         "1.00x" if label == "orjson" else f"{base.cpu_seconds / timing.cpu_seconds:.1f}x"])
+    text = markdown_table(["array (float32)", "printer", "µs per call", "ns per number", "vs orjson",
+                           "ns per number, CPU", "vs orjson, CPU"], rows)
+    status = (f"responses print with {json_printer()}" if NATIVE_JSON else
               f"responses print with orjson (native writer here: {json_text.writer() or native.STATUS})")
-    return (f"{text}\n\nSame bytes from every printer. Median of {args.repeats} rounds, one thread. 'native WRITER' "
+    return (f"{text}\n\nSame bytes from every printer. Median of {args.repeats} rounds, one thread; the CPU columns "
+            "count the thread's CPU time only (time.thread_time), which other processes on a busy machine do not "
+            "inflate as they do the wall-clock ones. 'native WRITER' "
             "rows go through json_f32_by, which picks the writer by name and builds its arguments from `arr.ctypes` "
             "(~3 us a call); 'json_data' is what responses call: the two-argument hot path (~1 us of Python: "
             f"checks, ctypes, the copy out) plus the C printer; {status}. Machine: {machine_line()}; "

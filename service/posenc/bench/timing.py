@@ -14,6 +14,8 @@ class Timing:
     label: str
     seconds: float  # median of the repeats
     nbytes: int
+    cpu_seconds: float = 0.0  # median of the repeats' CPU time of the calling thread (a busy machine's
+    # other processes inflate `seconds`, not this)
 
     @property
     def gbps(self) -> float:
@@ -23,12 +25,13 @@ class Timing:
 def measure(label: str, fn, nbytes: int, *, repeats: int = 5, warmup: int = 1) -> Timing:
     for _ in range(warmup):
         fn()
-    samples = []
+    samples, cpu = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time(), time.perf_counter()
         fn()
         samples.append(time.perf_counter() - t0)
-    return Timing(label, statistics.median(samples), nbytes)
+        cpu.append(time.thread_time() - c0)
+    return Timing(label, statistics.median(samples), nbytes, statistics.median(cpu))
 
 
 def cpu_model() -> str:

@@ -53,8 +53,8 @@ _ARGS = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes
 _WRITE_ARRAY = _function(LIBRARY, "posenc_json_f32_array", ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
 _WRITE_BY = _function(LIBRARY, "posenc_json_f32_by", ctypes.c_int64, ctypes.c_char_p, *_ARGS)
 _PATH = _function(LIBRARY, "posenc_json_f32_path", ctypes.c_char_p)
-#: The writers the library has ("avx512" needs AVX-512 F/BW/DQ/CD/VL), fastest first.
-WRITERS = ("avx512", "scalar")
+#: The writers the library has ("avx512" needs AVX-512 F/BW/DQ/CD/VL, "avx2" AVX2), fastest first.
+WRITERS = ("avx512", "avx2", "scalar")
 
 
 def _head_matches() -> bool:
@@ -90,7 +90,7 @@ def available() -> bool:
 
 
 def writer() -> str | None:
-    """The writer posenc_json_f32 runs here ("avx512" or "scalar"), or None without the library."""
+    """The writer posenc_json_f32 runs here ("avx512", "avx2" or "scalar"), or None without the library."""
     return _PATH().decode() if _PATH is not None else None
 
 

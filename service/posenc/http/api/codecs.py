@@ -39,14 +39,16 @@ _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _FLOAT32 = np.dtype(np.float32)
 #: Printed as the float32 they widen to exactly (orjson prints float16 so too).
 _WIDENED = (_BFLOAT16, np.dtype(np.float16))
-#: Print float32 JSON natively where the AVX-512 writer runs (3x orjson's speed); the scalar writer
-#: prints the same bytes no faster than orjson, so without AVX-512 orjson keeps printing them.
-NATIVE_JSON = native_json_available() and native_json_writer() == "avx512"
+#: The vector writers print float32 JSON natively (AVX-512 3x orjson's speed, AVX2 2.5x: README,
+#: `posenc bench json`); the scalar writer prints the same bytes no faster than orjson, so where neither
+#: runs (or POSENC_ISA=scalar) orjson keeps printing them.
+VECTOR_WRITERS = {"avx512": "AVX-512", "avx2": "AVX2"}
+NATIVE_JSON = native_json_available() and native_json_writer() in VECTOR_WRITERS
 
 
 def json_printer() -> str:
     """Which printer json_data uses for float32 here, in words (for reports)."""
-    return "libposenc's AVX-512 writer" if NATIVE_JSON else "orjson"
+    return f"libposenc's {VECTOR_WRITERS[native_json_writer()]} writer" if NATIVE_JSON else "orjson"
 
 
 @lru_cache(maxsize=256)
@@ -143,8 +145,9 @@ def json_frame(arr: np.ndarray, extra: dict | None = None) -> tuple[bytes, bytes
 
 def json_data(arr: np.ndarray) -> bytes:
     """`arr` as nested JSON lists (a 0-d array as its one number). float32, and float16 and bfloat16
-    widened to float32, are printed by libposenc's AVX-512 writer where it runs (posenc.native.json_text:
-    the bytes orjson prints, ~3x faster); other dtypes, and every dtype elsewhere, by orjson."""
+    widened to float32, are printed by libposenc's AVX-512 or AVX2 writer where one runs
+    (posenc.native.json_text: the bytes orjson prints, 2.5-3x faster); other dtypes, and every dtype
+    elsewhere, by orjson."""
     if arr.dtype is _FLOAT32 and NATIVE_JSON and type(arr) is np.ndarray and arr.flags.c_contiguous:
         return json_f32_checked(arr)  # the hot path: a table row or a computed float32 answer
     if arr.dtype in _WIDENED:
