@@ -15,20 +15,18 @@ checked as the endpoint checks them (how many, integers, |p| <= max_abs_position
 gathered from a covering table (a view of the shared-memory mapping for one position) or
 computed by the endpoint's own kernel function, and the bytes encoded by the same codec.
 
-The general path's rules hold: the request id is the client's (when valid) or a new one, and is
-echoed; the API key is checked; the body must be complete in the first message and within
-`max_body_bytes`; the request counts against `max_concurrency` while it is answered; its body
-and response bytes are held in the worker's MemoryBudget until sent; it is counted under its
-route and as a table hit or miss, and access-logged (asgi.py does both for every path).
-Anything else -- another shape, a shape whose plan cannot be built (an invalid spec, a table
-that does not serve the dtype), positions outside a table or not integers, a job too big for
-the event loop, an answer over the output cap or large enough to stream or to gzip, a limit
-that would refuse it, any exception -- answers nothing here: the request goes on, its body
-replayed, to the general path, which gives the endpoint's answer or error. No error is made here.
+The plans apply no rule: the pipeline (asgi.py) has applied the request id, API key, CORS, body
+limit, memory budget (the request body) and concurrency limit before the router (plans.py) asks
+`Prepared.answer`; the answer holds only its own bytes (the rows and their encoding) in the
+worker's MemoryBudget until sent (`Answer.done`). Anything else -- another shape, a shape whose plan
+cannot be built (an invalid spec, a table that does not serve the dtype), positions outside a table
+or not integers, a job too big for the event loop, an answer over the output cap or large enough to
+stream or to gzip, a budget that cannot hold the answer, any exception -- answers nothing here: the
+next plan or FastAPI gives the endpoint's answer or error. No error is made here.
 
-Two callers: `serve`, the first step of the ASGI app (asgi.py), and `answer` through the app's
-`answer_now`, which posenc's HTTP protocol (protocol.py) calls once a request's message is
-complete, to answer it without an ASGI task at all.
+Registered in the plan table (plans.py) as `prepared-spec` and `prepared-rows`, both `now` plans:
+the ASGI path calls them after its rules, and posenc's HTTP protocol through the app's
+`answer_now` (the same rules), to answer a request without an ASGI task at all.
 """
 
 from __future__ import annotations
