@@ -31,7 +31,7 @@ from ..api.errors import REQUEST_ID, HttpError, error_body
 from .fastcompute import TEMPLATE, FastComputed
 from .fastpath import FastRows
 from .headers import REQUEST_ID_HEADER, bearer_matches, header, request_id_of
-from .limits import ClientGone, read_body, replay
+from .limits import ClientGone, read_body, replay, replay_message, resumed, started
 from .plans import Router, plan_table
 from .prepared import Prepared
 from ..runtime.service import CACHE_SHARES, Service
@@ -88,7 +88,7 @@ class ServiceApp:
         self.api = api
         self.service = service
         config = service.config
-        self.fast = FastRows(service.tables, service.cache(CACHE_SHARES["rows"]))
+        self.fast = FastRows(service, service.tables, service.cache(CACHE_SHARES["rows"]))
         self.prepared = Prepared(service)
         self.computed = FastComputed(api, service)
         self.router = Router(plan_table(self.fast, self.prepared, self.computed, service) if plans else [])
@@ -154,7 +154,9 @@ class ServiceApp:
             return None
         started = time.perf_counter()
         request_id, valid = request_id_of(scope)
-        if not valid or not self._authorized(scope) or len(body) > self.max_body or self._crowded(scope["path"]):
+        # the rules' own functions, each called only when its cheap precondition holds
+        if not valid or (self.api_key is not None and not self._authorized(scope)) or len(body) > self.max_body \
+                or (self.service.in_flight >= self.max_concurrency and self._crowded(scope["path"])):
             return None
         for plan in plans:
             answer = plan.answer(scope, body)
@@ -182,6 +184,18 @@ class ServiceApp:
             await self._refuse(send, HttpError("unauthorized", "send Authorization: Bearer <POSENC_API_KEY>",
                                                "authorization", headers={"www-authenticate": "Bearer"}))
             return
+        plans = self.router.lookup(scope["method"], path)
+        tried = False  # whether the `now` plans have seen this request
+        if plans and plans[0].now:  # a body complete in its first message: the `now` plans, no read_body
+            first = started(receive())
+            if type(first) is not dict:  # the body is still on its way: read below
+                receive = resumed(first, receive)
+            else:
+                if first["type"] == "http.request" and not first.get("more_body"):
+                    tried = True
+                    if await self._answer_first(scope, send, first.get("body", b""), plans):
+                        return
+                receive = replay_message(first, receive)
         reservation = self.service.budget.take(0, "the request body")
         try:
             try:  # no concurrency slot is held while the body arrives
@@ -195,18 +209,53 @@ class ServiceApp:
             if self._crowded(path):
                 await self._too_many(send)
                 return
-            await self._answer(scope, receive, send, body)
+            await self._answer(scope, receive, send, body, plans, tried)
         finally:
             reservation.release()
 
-    async def _answer(self, scope, receive, send, body: bytes) -> None:
-        """The router: the first plan of the request's shape that answers it, else FastAPI."""
+    async def _answer_first(self, scope, send, body: bytes, plans) -> bool:
+        """A request whose whole body came in its first message, answered by a `now` plan under the
+        same rules as `answer_now` (body limit, budget, concurrency); False when none answers it (or
+        a rule would refuse it: the general path below then refuses it)."""
+        service = self.service
+        size = len(body)
+        if size > self.max_body or self._crowded(scope["path"]) or (size and not service.budget.try_take(size)):
+            return False
+        try:
+            for plan in plans:
+                if not plan.now:
+                    return False
+                answer = plan.answer(scope, body)
+                if answer is None:
+                    continue
+                service.in_flight += 1
+                service.metrics.enter()
+                try:
+                    await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
+                    await send({"type": "http.response.body", "body": answer.payload})
+                finally:
+                    service.in_flight -= 1
+                    service.metrics.leave()
+                    answer.done()
+                scope[RECORDER].route = answer.route
+                scope[PLAN] = plan.name
+                return True
+            return False
+        finally:
+            if size:
+                service.budget.give_back(size)
+
+    async def _answer(self, scope, receive, send, body: bytes, plans, tried: bool) -> None:
+        """The router: the first plan of the request's shape that answers it (the `now` ones unless
+        `_answer_first` tried them already), else FastAPI."""
         service = self.service
         service.in_flight += 1
         service.metrics.enter()
         try:
-            for plan in self.router.lookup(scope["method"], scope["path"]):
+            for plan in plans:
                 if plan.now:
+                    if tried:
+                        continue
                     answer = plan.answer(scope, body)
                     if answer is None:
                         continue

@@ -15,7 +15,7 @@ Two kinds:
   * the others are awaited: `answer(scope, receive, send, body) -> bool` (sent, or not).
 
 `Router.lookup(method, path)` is a dict lookup (the path itself, or for table paths its
-template found by one partition), returning the tuple of plans to try in order (() for none).
+template, found by one substring test), returning the tuple of plans to try in order (() for none).
 tests/test_http_plans.py enumerates `plan_table`: every plan has its equivalence cases there.
 """
 
@@ -25,7 +25,7 @@ from typing import Callable, NamedTuple
 
 from ..api.codecs import JSON, NPY, RAW
 from .fastpath import ROW_ROUTE
-from .prepared import ROWS, SPEC_ROUTES, Answer
+from .prepared import ROWS, SPEC_ROUTES
 
 ROW = ROW_ROUTE[1]
 _TABLES = "/v1/tables/"
@@ -42,16 +42,12 @@ class Plan(NamedTuple):
     now: bool  # answer(scope, body) runs nothing asynchronous (the protocol may call it)
 
 
-def shape_of(path: str) -> str:
-    """The route template a plan is registered under: the path itself but for table paths."""
-    if path.startswith(_TABLES):
-        name, sep, tail = path[_TABLES_LEN:].partition("/rows")
-        if sep and name and "/" not in name:
-            if not tail:
-                return ROWS
-            if tail[0] == "/" and "/" not in tail[1:]:
-                return ROW
-    return path
+def shape_of(method: str, path: str) -> str:
+    """The route template a table path's plans are registered under, found coarsely (the plans
+    check the name and position themselves): GET .../rows/..., POST .../rows."""
+    if method == "GET":
+        return ROW if "/rows/" in path else path
+    return ROWS if path.endswith("/rows") else path
 
 
 class Router:
@@ -59,43 +55,40 @@ class Router:
 
     def __init__(self, plans: list[Plan]):
         self.plans = tuple(plans)
-        found: dict[str, dict[str, list[Plan]]] = {}
+        found: dict[tuple[str, str], list[Plan]] = {}
         for plan in plans:
             for template in plan.templates:
-                found.setdefault(plan.method, {}).setdefault(template, []).append(plan)
-        self._all = {method: {t: tuple(p) for t, p in by.items()} for method, by in found.items()}
-        self._now = {method: {t: tuple(p for p in ps if p.now) for t, ps in by.items() if any(p.now for p in ps)}
-                     for method, by in found.items()}
+                found.setdefault((plan.method, template), []).append(plan)
+        self._all = {key: tuple(ps) for key, ps in found.items()}
+        self._now = {key: tuple(p for p in ps if p.now) for key, ps in found.items() if any(p.now for p in ps)}
 
     def lookup(self, method: str, path: str) -> tuple[Plan, ...]:
-        return self._find(self._all, method, path)
+        """The plans to try for a request, in order; () for none. Two dict lookups at most."""
+        found = self._all.get((method, path))
+        if found is None:
+            if not path.startswith(_TABLES):
+                return ()
+            # shape_of, inlined: this runs for every row request
+            found = self._all.get((method, (ROW if "/rows/" in path else path) if method == "GET" else
+                                            (ROWS if path.endswith("/rows") else path)), ())
+        return found
 
     def now(self, method: str, path: str) -> tuple[Plan, ...]:
-        return self._find(self._now, method, path)
-
-    @staticmethod
-    def _find(table, method: str, path: str) -> tuple[Plan, ...]:
-        by_path = table.get(method)
-        if by_path is None:
-            return ()
-        found = by_path.get(path)
+        """The `now` plans of `lookup` (what the protocol may answer without an ASGI task)."""
+        found = self._now.get((method, path))
         if found is None:
-            found = by_path.get(shape_of(path), ())
+            if not path.startswith(_TABLES):
+                return ()
+            # shape_of, inlined: this runs for every row request
+            found = self._now.get((method, (ROW if "/rows/" in path else path) if method == "GET" else
+                                            (ROWS if path.endswith("/rows") else path)), ())
         return found
 
 
 def plan_table(fast, prepared, computed, service) -> list[Plan]:
     """The worker's plans: the row route, the prepared spec and rows plans, the computed endpoints."""
-    def row(scope, body: bytes) -> Answer | None:
-        found = fast.answer(scope)
-        if found is None:
-            return None
-        payload, headers = found
-        return Answer(service, service.metrics.layout.index[ROW_ROUTE], [*headers, (b"content-length", str(len(payload)).encode("ascii"))],
-                      payload, True, 0)
-
     return [
-        Plan("row", "GET", (ROW,), ("",), "none, or dtype=<name>", row, True),
+        Plan("row", "GET", (ROW,), ("",), "none, or dtype=<name>", fast.answer, True),
         Plan("prepared-spec", "POST", tuple(SPEC_ROUTES), (JSON, RAW), "none (JSON), or spec= and dtype= (raw)",
              prepared.answer, True),
         Plan("prepared-rows", "POST", (ROWS,), (JSON, RAW), "none (JSON), or dtype= (raw)", prepared.answer, True),
