@@ -186,7 +186,11 @@ class ServiceApp:
             return
         plans = self.router.lookup(scope["method"], path)
         tried = False  # whether the `now` plans have seen this request
-        if plans and plans[0].now:  # a body complete in its first message: the `now` plans, no read_body
+        if plans and plans[0].now and scope["method"] == "GET":  # the row plan reads no body
+            tried = True
+            if await self._answer_first(scope, send, b"", plans):
+                return
+        elif plans and plans[0].now:  # a body complete in its first message: the `now` plans, no read_body
             first = started(receive())
             if type(first) is not dict:  # the body is still on its way: read below
                 receive = resumed(first, receive)
