@@ -175,7 +175,7 @@ def test_a_bug_on_a_fast_path_is_a_counted_json_500_too(root, monkeypatch, where
     app = create_app(config(root))
     with TestClient(app, raise_server_exceptions=False) as c:  # started (warmed up) before the bug is planted
         if where == "raw row route":
-            monkeypatch.setattr(app.fast, "answer", lambda scope: bug() if scope["path"] == path else None)
+            monkeypatch.setattr(app.fast, "rows", lambda scope: bug() if scope["path"] == path else None)
         elif where == "prepared":  # the prepared-plan path and the endpoint it hands the request on to
             monkeypatch.setattr(posenc.http.pipeline.prepared.Plan, "rows", bug)
             monkeypatch.setattr(posenc.http.api.routes.encodings, "spec_job", bug)

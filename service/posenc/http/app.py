@@ -50,8 +50,9 @@ def serve_state(config: ServiceConfig, run_dir: str) -> str:
     return json.dumps({"config": config.to_dict(), "run_dir": run_dir})
 
 
-def create_app(config: ServiceConfig | None = None, *, run_dir: str | None = None) -> ServiceApp:
-    """The ASGI app. Without a config, read the one `posenc serve` put in $POSENC_SERVE_STATE."""
+def create_app(config: ServiceConfig | None = None, *, run_dir: str | None = None, plans: bool = True) -> ServiceApp:
+    """The ASGI app. Without a config, read the one `posenc serve` put in $POSENC_SERVE_STATE. With
+    `plans=False` the plan table (pipeline/plans.py) is empty: FastAPI answers every request."""
     if config is None:
         state = json.loads(os.environ[STATE_ENV])
         config, run_dir = ServiceConfig.from_dict(state["config"]), state["run_dir"]
@@ -78,4 +79,4 @@ def create_app(config: ServiceConfig | None = None, *, run_dir: str | None = Non
     service = Service(config, run_dir, routes)
     protocol.configure(config.server.header_timeout_s, config.limits.max_head_bytes, config.server.body_timeout_s)
     api.state.service = service
-    return ServiceApp(api, service)
+    return ServiceApp(api, service, plans)

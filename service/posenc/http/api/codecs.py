@@ -33,6 +33,9 @@ from .errors import HttpError
 JSON = "application/json"
 NPY = "application/x-npy"
 RAW = "application/octet-stream"
+#: Header values longer than this are parsed each time, not cached: a cache keyed by what clients
+#: send must not hold 64 KiB values (max_head_bytes) hundreds of times over.
+CACHED_HEADER_CHARS = 256
 MEDIA_TYPES = (JSON, NPY, RAW)
 _WILDCARDS = ("*/*", "application/*")
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
@@ -51,8 +54,7 @@ def json_printer() -> str:
     return f"libposenc's {VECTOR_WRITERS[native_json_writer()]} writer" if NATIVE_JSON else "orjson"
 
 
-@lru_cache(maxsize=256)
-def negotiate(accept: str | None) -> str:
+def _negotiate_uncached(accept: str | None) -> str:
     """The response media type for an Accept header (q-values honoured, ties in listed order)."""
     if not accept:
         return JSON
@@ -76,6 +78,17 @@ def negotiate(accept: str | None) -> str:
             return JSON
     raise HttpError("not_acceptable", f"Accept {accept!r}: this service returns one of {list(MEDIA_TYPES)}",
                     "accept")
+
+
+_negotiate_cached = lru_cache(maxsize=256)(_negotiate_uncached)
+
+
+def negotiate(accept: str | None) -> str:
+    """Cached for header values up to CACHED_HEADER_CHARS long (what clients send again and again);
+    a longer one (up to max_head_bytes) is worked out each time, so the cache stays under ~256 x 300 B."""
+    if accept is not None and len(accept) > CACHED_HEADER_CHARS:
+        return _negotiate_uncached(accept)
+    return _negotiate_cached(accept)
 
 
 def media_type(content_type: str | None) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 from starlette.responses import Response
 
 from ..pipeline.budget import MemoryBudget, Reservation
-from .codecs import JSON, NPY, encode_body, headers_for, json_data, json_frame, npy_header, wire_array
+from .codecs import CACHED_HEADER_CHARS, JSON, NPY, encode_body, headers_for, json_data, json_frame, npy_header, wire_array
 from .errors import HttpError
 
 STREAM_BYTES = 1 << 20
@@ -87,8 +87,7 @@ def encoded_whole(arr: np.ndarray, media: str, limit: int, extra: dict | None = 
     return encode_body(arr, media, extra)
 
 
-@lru_cache(maxsize=256)
-def accepts_gzip(accept_encoding: str | None) -> bool:
+def _accepts_gzip_uncached(accept_encoding: str | None) -> bool:
     """Whether Accept-Encoding allows gzip (q=0 refuses it; `*` allows it). Cached: clients send a few
     spellings of it, again and again."""
     for item in (accept_encoding or "").split(","):
@@ -103,6 +102,17 @@ def accepts_gzip(accept_encoding: str | None) -> bool:
                         return False
             return True
     return False
+
+
+_accepts_gzip_cached = lru_cache(maxsize=256)(_accepts_gzip_uncached)
+
+
+def accepts_gzip(accept_encoding: str | None) -> bool:
+    """Cached for header values up to CACHED_HEADER_CHARS long (what clients send again and again);
+    a longer one (up to max_head_bytes) is worked out each time, so the cache stays under ~256 x 300 B."""
+    if accept_encoding is not None and len(accept_encoding) > CACHED_HEADER_CHARS:
+        return _accepts_gzip_uncached(accept_encoding)
+    return _accepts_gzip_cached(accept_encoding)
 
 
 def _gzip():

@@ -1,21 +1,17 @@
 """The ASGI app uvicorn runs: request id, API key, CORS, limits, metrics, the raw row route, then FastAPI.
 
-Per request, in order:
-  * the commonest computed requests (POST /v1/sinusoidal and /v1/rope/cos_sin with a spec,
-    POST /v1/tables/{name}/rows: JSON or raw int64 bodies) answered from a prepared plan
-    (prepared.py) when nothing about them needs the rest: it applies the same request-id, API-key,
-    body, concurrency and budget rules, and hands anything else on, its body replayed;
+Per request, in order, each rule once (the protocol's `answer_now` calls the same functions):
   * X-Request-Id: the client's (1..128 of [A-Za-z0-9._~:/+=@-], else 422) or a generated one;
     echoed on every response, in every error body and in the service's log lines;
-  * the API key, when `server.require_api_key` is set (every route but /healthz and /readyz);
   * CORS, when `server.cors_origins` lists origins (off otherwise: no CORS headers at all);
-  * GET /v1/tables/{name}/rows/{position} answered directly when the fast path can;
-  * otherwise the body is read under its size cap, deadline and the worker's MemoryBudget
-    *before* the request takes a concurrency slot (a client that never sends its body holds
-    no slot), then at most `max_concurrency` requests run at once (429 beyond); /healthz,
-    /readyz and /metrics are never refused by that limit;
-  * a computed route's request is answered by its endpoint called directly (fastcompute) when
-    it succeeds; everything else goes, body replayed, to FastAPI.
+  * the API key, when `server.require_api_key` is set (every route but /healthz and /readyz);
+  * the body is read under its size cap, deadline and the worker's MemoryBudget *before* the
+    request takes a concurrency slot (a client that never sends its body holds no slot), then at
+    most `max_concurrency` requests run at once (429 beyond); /healthz, /readyz and /metrics are
+    never refused by that limit;
+  * the router (plans.py): the plans registered for the request's method and route template, in
+    order (the row route, the prepared spec and rows plans, the computed endpoints); the first
+    that answers sends the 200; everything else goes, body replayed, to FastAPI.
 Every request, whichever way it went, is counted in the metrics under its route template,
 status, latency and bytes (and, with `server.access_log`, logged with its request id to
 `posenc.access`); an exception no handler caught is logged with the request id,
@@ -32,10 +28,11 @@ from fastapi import FastAPI
 
 from .cors import Cors
 from ..api.errors import REQUEST_ID, HttpError, error_body
-from .fastcompute import FastComputed
-from .fastpath import ROW_ROUTE, FastRows
+from .fastcompute import TEMPLATE, FastComputed
+from .fastpath import FastRows
 from .headers import REQUEST_ID_HEADER, bearer_matches, header, request_id_of
-from .limits import ClientGone, read_body, replay
+from .limits import ClientGone, read_body, replay, replay_message, resumed, started
+from .plans import Router, plan_table
 from .prepared import Prepared
 from ..runtime.service import CACHE_SHARES, Service
 
@@ -46,6 +43,7 @@ UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 #: Open even when `require_api_key` is set: liveness and readiness probes carry no credentials.
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 RECORDER = "posenc.recorder"  # the scope key of the request's _Recorder
+PLAN = "posenc.plan"  # the scope key of the name of the plan that answered (none: FastAPI)
 #: Headers a browser may read from a cross-origin response.
 CORS_EXPOSED = ["x-request-id", "x-posenc-dtype", "x-posenc-shape", "x-posenc-attention-factor", "retry-after"]
 
@@ -83,22 +81,27 @@ class _Recorder:
 
 
 class ServiceApp:
-    def __init__(self, api: FastAPI, service: Service):
+    """The pipeline: the rules, once, then the plans (plans.py) or FastAPI. With `plans=False` the
+    plan table is empty and FastAPI answers everything (the equivalence tests' reference)."""
+
+    def __init__(self, api: FastAPI, service: Service, plans: bool = True):
         self.api = api
         self.service = service
-        self.fast = FastRows(service.tables, service.cache(CACHE_SHARES["rows"]))
         config = service.config
+        self.fast = FastRows(service, service.tables, service.cache(CACHE_SHARES["rows"]))
+        self.prepared = Prepared(service)
         self.computed = FastComputed(api, service)
+        self.router = Router(plan_table(self.fast, self.prepared, self.computed, service) if plans else [])
         self.max_concurrency = config.limits.max_concurrency
         self.max_body = config.limits.max_body_bytes
         self.body_timeout = config.server.body_timeout_s
         self.api_key = config.api_key.encode() if config.server.require_api_key else None
         self.access_log = config.server.access_log
         self.inner = self._serve
-        #: The commonest computed requests, from prepared plans (not with CORS: its preflight and
-        #: headers are the general path's).
-        self.prepared = None if config.server.cors_origins else \
-            Prepared(service, self.max_body, self.max_concurrency, self.api_key)
+        #: Whether the protocol may answer requests itself (answer_now): not with CORS (its preflight
+        #: and headers are the ASGI path's) nor the access log (it logs the client uvicorn's
+        #: proxy-headers middleware finds).
+        self.now = plans and not config.server.cors_origins and not self.access_log
         if config.server.cors_origins:
             self.inner = Cors(self._serve, allow_origins=list(config.server.cors_origins),
                               allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
@@ -110,12 +113,6 @@ class ServiceApp:
             await self.api(scope, receive, send)  # lifespan
             return
         started = time.perf_counter()
-        if self.prepared is not None and scope["method"] == "POST":
-            outcome = await self.prepared.serve(scope, receive, send)
-            if type(outcome) is tuple:  # answered: (route, body bytes, request id)
-                self._account(scope, outcome[0], 200, started, outcome[1], outcome[2])
-                return
-            receive = outcome  # what it received, replayed
         request_id, valid = request_id_of(scope)
         token = REQUEST_ID.set(request_id)
         recorder = scope[RECORDER] = _Recorder(send, request_id)  # `send` below may be CORS's wrapper of it
@@ -144,39 +141,31 @@ class ServiceApp:
         self._account(scope, route, recorder.status, started, recorder.nbytes, request_id)
 
     def answer_now(self, scope, body: bytes):
-        """(headers, body) of the 200 of a request the fast paths answer (the row route, prepared
-        plans), found without awaiting anything and counted as answered; None for any other
-        request, which then goes to this app as usual. For posenc's HTTP protocol (protocol.py),
-        which writes it at once: nothing else runs before the bytes are in the transport, so the
-        budget and metrics see it as sent. Not with CORS (its headers are the general path's) nor
-        the access log (which logs the client uvicorn's proxy-headers middleware finds)."""
-        if self.prepared is None or self.access_log:
+        """(headers, body) of the 200 of a complete request a `now` plan answers, found without
+        awaiting anything and counted as answered; None for any other request, which then goes to
+        this app as usual. For posenc's HTTP protocol (protocol.py), which writes it at once:
+        nothing else runs before the bytes are in the transport, so the budget and metrics see it
+        as sent. The same rules as the ASGI path, from the same functions; a request one of them
+        would refuse is declined here and refused there."""
+        if not self.now:
+            return None
+        plans = self.router.now(scope["method"], scope["path"])
+        if not plans:
             return None
         started = time.perf_counter()
-        method = scope["method"]
-        if method == "POST":
-            answer = self.prepared.answer(scope, body)
-            if answer is None:
-                return None
-            answer.done()
-            route, headers, payload, request_id = answer.route, answer.headers, answer.payload, answer.request_id
-        elif method == "GET" and not body:
-            request_id, valid = request_id_of(scope)
-            if not valid or (self.api_key is not None and not self._authorized(scope)) \
-                    or self.service.in_flight >= self.max_concurrency:
-                return None
-            fast = self.fast.answer(scope)
-            if fast is None:
-                return None
-            payload, headers = fast
-            headers = [*headers, (b"content-length", str(len(payload)).encode("ascii")),
-                       (REQUEST_ID_HEADER, request_id.encode("ascii"))]
-            route = self.service.metrics.layout.index[ROW_ROUTE]
-            self.service.metrics.table(hit=True)
-        else:
+        request_id, valid = request_id_of(scope)
+        # the rules' own functions, each called only when its cheap precondition holds
+        if not valid or (self.api_key is not None and not self._authorized(scope)) or len(body) > self.max_body \
+                or (self.service.in_flight >= self.max_concurrency and self._crowded(scope["path"])):
             return None
-        self._account(scope, route, 200, started, len(payload), request_id)
-        return headers, payload
+        for plan in plans:
+            answer = plan.answer(scope, body)
+            if answer is not None:
+                answer.headers.append((REQUEST_ID_HEADER, request_id.encode("ascii")))
+                answer.done()
+                self._account(scope, answer.route, 200, started, len(answer.payload), request_id)
+                return answer.headers, answer.payload
+        return None
 
     def _account(self, scope, route: int, status: int, started: float, nbytes: int, request_id: str) -> None:
         """Count a finished request in the metrics (and the access log), whichever path answered it."""
@@ -188,23 +177,29 @@ class ServiceApp:
                         status, nbytes, seconds * 1e3, request_id)
 
     async def _serve(self, scope, receive, send):
+        """The rules in order (after the request id): API key, body (size, deadline, budget),
+        concurrency; then the plans of the request's shape, then FastAPI."""
         path = scope["path"]
-        if self.api_key is not None and path not in OPEN_PATHS and not self._authorized(scope):
+        if not self._authorized(scope):
             await self._refuse(send, HttpError("unauthorized", "send Authorization: Bearer <POSENC_API_KEY>",
                                                "authorization", headers={"www-authenticate": "Bearer"}))
             return
-        limited = path not in UNLIMITED_PATHS
-        fast = self.fast.answer(scope)
-        if fast is not None:
-            if limited and self.service.in_flight >= self.max_concurrency:
-                await self._too_many(send)
+        plans = self.router.lookup(scope["method"], path)
+        tried = False  # whether the `now` plans have seen this request
+        if plans and plans[0].now and scope["method"] == "GET":  # the row plan reads no body
+            tried = True
+            if await self._answer_first(scope, send, b"", plans):
                 return
-            body, headers = fast
-            await send(_start(200, headers, len(body)))
-            await send({"type": "http.response.body", "body": body})
-            scope[RECORDER].route = self.service.metrics.layout.index[ROW_ROUTE]
-            self.service.metrics.table(hit=True)
-            return
+        elif plans and plans[0].now:  # a body complete in its first message: the `now` plans, no read_body
+            first = started(receive())
+            if type(first) is not dict:  # the body is still on its way: read below
+                receive = resumed(first, receive)
+            else:
+                if first["type"] == "http.request" and not first.get("more_body"):
+                    tried = True
+                    if await self._answer_first(scope, send, first.get("body", b""), plans):
+                        return
+                receive = replay_message(first, receive)
         reservation = self.service.budget.take(0, "the request body")
         try:
             try:  # no concurrency slot is held while the body arrives
@@ -215,30 +210,84 @@ class ServiceApp:
             except ClientGone:
                 scope[RECORDER].status = 499
                 return
-            if limited and self.service.in_flight >= self.max_concurrency:
+            if self._crowded(path):
                 await self._too_many(send)
                 return
-            await self._framework(scope, receive, send, body)
+            await self._answer(scope, receive, send, body, plans, tried)
         finally:
             reservation.release()
 
-    async def _framework(self, scope, receive, send, body: bytes) -> None:
-        """A computed route's successful answer straight from its endpoint (fastcompute), else FastAPI."""
+    async def _answer_first(self, scope, send, body: bytes, plans) -> bool:
+        """A request whose whole body came in its first message, answered by a `now` plan under the
+        same rules as `answer_now` (body limit, budget, concurrency); False when none answers it (or
+        a rule would refuse it: the general path below then refuses it)."""
+        service = self.service
+        size = len(body)
+        if size > self.max_body or self._crowded(scope["path"]) or (size and not service.budget.try_take(size)):
+            return False
+        try:
+            for plan in plans:
+                if not plan.now:
+                    return False
+                answer = plan.answer(scope, body)
+                if answer is None:
+                    continue
+                service.in_flight += 1
+                service.metrics.enter()
+                try:
+                    await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
+                    await send({"type": "http.response.body", "body": answer.payload})
+                finally:
+                    service.in_flight -= 1
+                    service.metrics.leave()
+                    answer.done()
+                scope[RECORDER].route = answer.route
+                scope[PLAN] = plan.name
+                return True
+            return False
+        finally:
+            if size:
+                service.budget.give_back(size)
+
+    async def _answer(self, scope, receive, send, body: bytes, plans, tried: bool) -> None:
+        """The router: the first plan of the request's shape that answers it (the `now` ones unless
+        `_answer_first` tried them already), else FastAPI."""
         service = self.service
         service.in_flight += 1
         service.metrics.enter()
         try:
-            computed = self.computed.route_of(scope)
-            if computed is not None and await self.computed.serve(scope, receive, send, body, computed):
-                scope[RECORDER].route = service.metrics.layout.index[("POST", computed[0])]
-                return
+            for plan in plans:
+                if plan.now:
+                    if tried:
+                        continue
+                    answer = plan.answer(scope, body)
+                    if answer is None:
+                        continue
+                    try:
+                        await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
+                        await send({"type": "http.response.body", "body": answer.payload})
+                    finally:
+                        answer.done()
+                    scope[RECORDER].route = answer.route
+                    scope[PLAN] = plan.name
+                    return
+                if await plan.answer(scope, receive, send, body):
+                    scope[RECORDER].route = service.metrics.layout.index[("POST", scope[TEMPLATE])]
+                    scope[PLAN] = plan.name
+                    return
             await self.api(scope, replay(body, receive), send)
         finally:
             service.in_flight -= 1
             service.metrics.leave()
 
     def _authorized(self, scope) -> bool:
-        return bearer_matches(header(scope, b"authorization"), self.api_key)
+        """The API-key rule: every path but the probes' needs `Bearer <key>` when one is required."""
+        return self.api_key is None or scope["path"] in OPEN_PATHS or \
+            bearer_matches(header(scope, b"authorization"), self.api_key)
+
+    def _crowded(self, path: str) -> bool:
+        """The concurrency rule: over `max_concurrency` requests in flight (never the probes, /metrics)."""
+        return self.service.in_flight >= self.max_concurrency and path not in UNLIMITED_PATHS
 
     async def _too_many(self, send) -> None:
         await self._refuse(send, HttpError("too_many_requests", f"over {self.max_concurrency} requests in flight",

@@ -27,6 +27,7 @@ from ..api.routes import ROUTERS
 ROUTES = ("/v1/sinusoidal", "/v1/rope/cos_sin", "/v1/rope/apply", "/v1/rope/inv_freq", "/v1/alibi/slopes",
           "/v1/alibi/bias", "/v1/t5/buckets", "/v1/tables/{name}/rows")
 _ROWS = "/v1/tables/{name}/rows"
+TEMPLATE = "posenc.template"  # the scope key of the template an endpoint answered
 _ROWS_PREFIX, _ROWS_SUFFIX = "/v1/tables/", "/rows"
 
 
@@ -77,14 +78,18 @@ class FastComputed:
                 return _ROWS, (name,)
         return None
 
-    async def serve(self, scope, receive, send, body: bytes, route: tuple[str, tuple]) -> bool:
-        """Answer a request of `route` (from route_of) by its endpoint: True when it was answered,
-        False when it must go to FastAPI."""
+    async def answer(self, scope, receive, send, body: bytes) -> bool:
+        """Answer the request by its endpoint (the plan "computed", plans.py): True when it was
+        answered (its route template then in scope[TEMPLATE]), False when FastAPI must answer it."""
+        route = self.route_of(scope)
+        if route is None:
+            return False
         template, args = route
         scope["app"] = self.api  # what Starlette sets before any endpoint runs; request.app reads it
         try:
             response = await self.endpoints[template](_Request(scope, body), *args)
         except Exception:  # noqa: BLE001 - FastAPI answers it again and its handlers give the error
             return False
+        scope[TEMPLATE] = template
         await response(scope, receive, send)
         return True

@@ -28,6 +28,7 @@ from ..api.responses import GZIP_MIN_BYTES, accepts_gzip
 from ..api.routes.rows import dtype_for
 from ..runtime.caches import ByteCache
 from ..runtime.table_cache import TableCache
+from .prepared import Answer
 
 ROW_ROUTE = ("GET", "/v1/tables/{name}/rows/{position}")
 _PREFIX = "/v1/tables/"
@@ -54,12 +55,26 @@ class _Prepared:
 
 
 class FastRows:
-    def __init__(self, tables: TableCache, prepared: ByteCache):
+    def __init__(self, service, tables: TableCache, prepared: ByteCache):
+        self.service = service
+        self._route = None  # the row route's metrics index (metrics open with the lifespan)
         self.tables = tables
         #: (table name, media type, query) -> _Prepared, bounded in bytes and charged to the budget
         self._prepared = prepared
 
-    def answer(self, scope) -> tuple[bytes, list[tuple[bytes, bytes]]] | None:
+    def answer(self, scope, body: bytes = b"") -> Answer | None:
+        """The 200 response (the plan "row", plans.py; `body`, a GET's, is not read), or None when
+        FastAPI must decide."""
+        found = self.rows(scope)
+        if found is None:
+            return None
+        payload, headers = found
+        if self._route is None:
+            self._route = self.service.metrics.layout.index[ROW_ROUTE]
+        return Answer(self.service, self._route, [*headers, (b"content-length", str(len(payload)).encode("ascii"))],
+                      payload, True, 0)
+
+    def rows(self, scope) -> tuple[bytes, list[tuple[bytes, bytes]]] | None:
         """(body, headers without content-length) of the 200 response, or None when FastAPI must decide."""
         path = scope["path"]
         query = scope["query_string"]

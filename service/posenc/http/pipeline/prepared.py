@@ -15,20 +15,18 @@ checked as the endpoint checks them (how many, integers, |p| <= max_abs_position
 gathered from a covering table (a view of the shared-memory mapping for one position) or
 computed by the endpoint's own kernel function, and the bytes encoded by the same codec.
 
-The general path's rules hold: the request id is the client's (when valid) or a new one, and is
-echoed; the API key is checked; the body must be complete in the first message and within
-`max_body_bytes`; the request counts against `max_concurrency` while it is answered; its body
-and response bytes are held in the worker's MemoryBudget until sent; it is counted under its
-route and as a table hit or miss, and access-logged (asgi.py does both for every path).
-Anything else -- another shape, a shape whose plan cannot be built (an invalid spec, a table
-that does not serve the dtype), positions outside a table or not integers, a job too big for
-the event loop, an answer over the output cap or large enough to stream or to gzip, a limit
-that would refuse it, any exception -- answers nothing here: the request goes on, its body
-replayed, to the general path, which gives the endpoint's answer or error. No error is made here.
+The plans apply no rule: the pipeline (asgi.py) has applied the request id, API key, CORS, body
+limit, memory budget (the request body) and concurrency limit before the router (plans.py) asks
+`Prepared.answer`; the answer holds only its own bytes (the rows and their encoding) in the
+worker's MemoryBudget until sent (`Answer.done`). Anything else -- another shape, a shape whose plan
+cannot be built (an invalid spec, a table that does not serve the dtype), positions outside a table
+or not integers, a job too big for the event loop, an answer over the output cap or large enough to
+stream or to gzip, a budget that cannot hold the answer, any exception -- answers nothing here: the
+next plan or FastAPI gives the endpoint's answer or error. No error is made here.
 
-Two callers: `serve`, the first step of the ASGI app (asgi.py), and `answer` through the app's
-`answer_now`, which posenc's HTTP protocol (protocol.py) calls once a request's message is
-complete, to answer it without an ASGI task at all.
+Registered in the plan table (plans.py) as `prepared-spec` and `prepared-rows`, both `now` plans:
+the ASGI path calls them after its rules, and posenc's HTTP protocol through the app's
+`answer_now` (the same rules), to answer a request without an ASGI task at all.
 """
 
 from __future__ import annotations
@@ -44,9 +42,8 @@ from ...dtypes import BFLOAT16, OUTPUT_DTYPES
 from ...kernels import index_span
 from ...limits import LIMITS
 from ..api.calls import cost_ns
-from ..api.codecs import JSON, RAW, body_of, headers_for, json_data, json_frame, media_type, negotiate
-from .headers import REQUEST_ID_HEADER, bearer_matches, request_id_from, text_of
-from .limits import replay_message, resumed, started
+from ..api.codecs import CACHED_HEADER_CHARS, JSON, RAW, body_of, headers_for, json_data, json_frame, media_type, negotiate
+from .headers import text_of
 from ..api.responses import GZIP_MIN_BYTES, STREAM_BYTES, accepts_gzip, size_bound
 from ..api.routes.encodings import rope_plan, rope_spec_of, sinusoidal_plan, sinusoidal_spec_of
 from ..api.routes.rows import dtype_for
@@ -132,52 +129,41 @@ class Plan:
 
 
 class Answer:
-    """A prepared request's 200: its headers (content-length and X-Request-Id included) and body."""
+    """A plan's 200: its route index, headers (content-length included; X-Request-Id is added by
+    the pipeline) and body, its bytes held in the worker's budget until `done`."""
 
-    __slots__ = ("headers", "held", "hit", "payload", "request_id", "route", "service")
+    __slots__ = ("headers", "held", "hit", "payload", "route", "service")
 
-    def __init__(self, service, route: int, headers: list, payload, hit: bool, held: int, request_id: str):
+    def __init__(self, service, route: int, headers: list, payload, hit: bool, held: int):
         self.service, self.route, self.headers, self.payload = service, route, headers, payload
-        self.hit, self.held, self.request_id = hit, held, request_id
+        self.hit, self.held = hit, held
 
     def done(self) -> None:
         """Once its body is written: its bytes given back to the budget, the table hit or miss counted."""
-        self.service.budget.give_back(self.held)
+        if self.held:
+            self.service.budget.give_back(self.held)
         self.service.metrics.table(hit=self.hit)
 
 
 class Prepared:
     """The plans of one worker, and the per-request path that uses them."""
 
-    def __init__(self, service, max_body: int, max_concurrency: int, api_key: bytes | None):
+    def __init__(self, service):
         self.service = service
-        self.max_body = max_body
-        self.max_concurrency = max_concurrency
-        self.api_key = api_key
         self.max_positions = service.config.limits.max_positions
         #: Larger answers are refused (max_output_bytes) or streamed: the endpoint's, either way.
         self.max_whole_bytes = min(service.config.limits.max_output_bytes, STREAM_BYTES)
         self._plans = service.cache(CACHE_SHARES["plans"])  # bounded in bytes, charged to the budget
 
-    def takes(self, path: str) -> bool:
-        """Whether requests to `path` may have a plan (the rest never reach `answer`)."""
-        return path in SPEC_ROUTES or (path.startswith(_ROWS_PREFIX) and path.endswith(_ROWS_SUFFIX))
-
     def answer(self, scope, body: bytes) -> Answer | None:
         """The 200 of a plain POST whose whole body is `body`, its bytes held in the worker's budget
-        (`done()` gives them back once written), or None when the general path must answer it. Runs
-        nothing asynchronous, so the HTTP protocol can call it as well as `serve`."""
+        (`done()` gives them back once written), or None when the next plan or FastAPI must answer
+        it. Runs nothing asynchronous. The pipeline's rules have run before (plans.py)."""
         path = scope["path"]
-        if scope["method"] != "POST" or not self.takes(path) or len(body) > self.max_body:
-            return None
         listed = scope["headers"]
         headers = dict(listed)
         if len(headers) != len(listed):
             return None  # a repeated header: the general path decides which one counts
-        request_id, valid = request_id_from(headers.get(REQUEST_ID_HEADER))
-        if not valid or (self.api_key is not None and not bearer_matches(headers.get(b"authorization"),
-                                                                         self.api_key)):
-            return None
         try:
             found = self._answer(scope, path, path in SPEC_ROUTES, headers, body)
         except Exception:  # the general path answers it, error and all
@@ -186,35 +172,8 @@ class Prepared:
             return None
         plan, payload, shape, hit, held = found
         response_headers = [*plan.head] if shape is None else [*plan.head, (b"x-posenc-shape", shape)]
-        response_headers += [(b"content-length", str(len(payload)).encode("ascii")),
-                             (REQUEST_ID_HEADER, request_id.encode("ascii"))]
-        return Answer(self.service, plan.route, response_headers, payload, hit, held, request_id)
-
-    async def serve(self, scope, receive, send):
-        """(route index, body bytes sent, request id) when this answered the request, else the
-        receive callable the general path must use (it replays what was already received)."""
-        if not self.takes(scope["path"]):
-            return receive
-        first = started(receive())
-        if type(first) is not dict:  # the body is still on its way: the general path reads it
-            return resumed(first, receive)
-        replayed = replay_message(first, receive)
-        if first["type"] != "http.request" or first.get("more_body"):
-            return replayed
-        answer = self.answer(scope, first.get("body", b""))
-        if answer is None:
-            return replayed
-        service = self.service
-        service.in_flight += 1
-        service.metrics.enter()
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
-            await send({"type": "http.response.body", "body": answer.payload})
-        finally:
-            service.in_flight -= 1
-            service.metrics.leave()
-            answer.done()
-        return answer.route, len(answer.payload), answer.request_id
+        response_headers.append((b"content-length", str(len(payload)).encode("ascii")))
+        return Answer(self.service, plan.route, response_headers, payload, hit, held)
 
     def _answer(self, scope, path: str, spec_route: bool, headers: dict, body: bytes):
         """(plan, body, X-Posenc-Shape value or None, table hit?, bytes held in the budget) of this
@@ -263,11 +222,10 @@ class Prepared:
         table = plan.source(service, lo, hi)
         elements = n * plan.width
         encoded = plan.bound_base + n * plan.bound_per_row  # size_bound((n, plan.width), ...)
-        # held until sent: the body, the array at 8 bytes a value (as the endpoint reserves it), and
-        # the encoded text (a raw body is a view of the array: no more bytes)
-        held = len(body) + elements * 8 + (0 if plan.media == RAW else encoded)
-        if table is False or service.in_flight >= self.max_concurrency \
-                or cost_ns(elements, table is not None, plan.media) > INLINE_BUDGET_NS \
+        # held until sent: the array at 8 bytes a value (as the endpoint reserves it), and the encoded
+        # text (a raw body is a view of the array: no more bytes); the request body is the pipeline's
+        held = elements * 8 + (0 if plan.media == RAW else encoded)
+        if table is False or cost_ns(elements, table is not None, plan.media) > INLINE_BUDGET_NS \
                 or encoded > self.max_whole_bytes or not service.budget.try_take(held):
             return None
         try:
@@ -332,8 +290,18 @@ def _query_fields(query: bytes) -> dict | None:
     return fields if len(fields) == len(pairs) else None
 
 
-@lru_cache(maxsize=64)
-def _media_of(content_type: bytes | None) -> str:
+def _media_type_of_uncached(content_type: bytes | None) -> str:
     """The media type of a Content-Type header's value (clients send one or two spellings)."""
     return media_type(text_of(content_type))
+
+
+_media_type_of_cached = lru_cache(maxsize=64)(_media_type_of_uncached)
+
+
+def _media_of(content_type: bytes | None) -> str:
+    """Cached for header values up to CACHED_HEADER_CHARS long (what clients send again and again);
+    a longer one (up to max_head_bytes) is worked out each time, so the cache stays under ~64 x 300 B."""
+    if content_type is not None and len(content_type) > CACHED_HEADER_CHARS:
+        return _media_type_of_uncached(content_type)
+    return _media_type_of_cached(content_type)
 
