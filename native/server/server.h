@@ -31,14 +31,14 @@ enum final_input {
 };
 
 struct conn {
-    struct poll_tag tag;  /* first member: epoll data points here */
+    struct poll_tag tag;  /* first member: epoll data and io_uring user data point here */
     struct buf in;        /* received bytes; in.pos = start of the next frame */
     struct buf out;       /* replies; out.pos = sent so far */
     size_t out_sending;   /* replies moved out of `out` into a send still in progress (io_uring) */
     size_t need;          /* bytes the frame at the front of `in` needs, once known */
     uint64_t last_active_ms;
     uint64_t linger_until_ms;
-    uint32_t epoll_mask;
+    uint32_t epoll_mask;  /* epoll loop: the events watched */
     enum conn_state state;
     enum final_input final_input; /* why no more input will be read, if it will not */
     struct conn *prev, *next;
@@ -55,7 +55,7 @@ struct worker {
     int epfd;                  /* epoll loop: the epoll set (-1 otherwise) */
     struct uring_loop *uring;  /* io_uring loop: ring, buffer ring, pending work (NULL otherwise) */
     struct poll_tag tcp;       /* this thread's SO_REUSEPORT listener (fd -1 if none) */
-    struct poll_tag unix_sock; /* the Unix listener, shared by every thread (EPOLLEXCLUSIVE) */
+    struct poll_tag unix_sock; /* the Unix listener, shared by every thread */
     struct poll_tag shutdown;  /* the server's eventfd: readable once shutdown starts */
     struct counters counters;
     struct table_cache tables;
