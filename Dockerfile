@@ -12,8 +12,10 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # --- builder: the wheel (native library compiled in) and the binary-protocol server -----------------
 FROM ${PYTHON_IMAGE} AS builder
+# liburing-dev: posenc-server's io_uring loop, linked statically (the runtime stage needs nothing more).
+# Where the container's seccomp profile refuses io_uring (Docker's default does), --io auto serves with epoll.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends gcc libc6-dev make \
+ && apt-get install -y --no-install-recommends gcc libc6-dev make liburing-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

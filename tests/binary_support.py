@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import shutil
 import socket
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 from conftest import hf_config
 from posenc.client import Client, start_server
 from posenc.client.protocol import HEADER_SIZE, ServerError, parse_header, reply_from, request_frame
+from posenc.errors import PosencError
 from posenc.shm import TableStore
 from posenc.tables import TableSpec
 
@@ -57,12 +59,34 @@ def table_store(tables=TABLES):
         shutil.rmtree(root, ignore_errors=True)
 
 
+#: The event loops the binary-server test modules run on: a module that uses the `server_io` fixture
+#: (`pytestmark = pytest.mark.usefixtures("server_io")`) runs once per loop. POSENC_TEST_IO=uring or epoll runs one of them.
+IO_LOOPS = tuple(os.environ.get("POSENC_TEST_IO", "uring,epoll").split(","))
+#: The loop running_server starts with (`server_io` sets it; None: the server's default, --io auto).
+CURRENT_IO = {"loop": None}
+
+
+@functools.cache
+def uring_refusal() -> str | None:
+    """Why posenc-server cannot run its io_uring loop here (a build without liburing, a kernel that
+    refuses io_uring), or None when it can."""
+    build()
+    try:
+        with start_server(port=0, threads=1, io="uring"):
+            return None
+    except PosencError as exc:
+        return str(exc)
+
+
 @contextlib.contextmanager
 def running_server(shm_dir, **kwargs):
-    """A server on a free TCP port and a Unix socket, stopped (drained) afterwards."""
+    """A server on a free TCP port and a Unix socket, stopped (drained) afterwards; on the loop of the
+    `server_io` run unless `io` is given."""
     build()
     sock_dir = Path(tempfile.mkdtemp(prefix="posenc-sock-"))
     kwargs.setdefault("threads", 2)
+    if CURRENT_IO["loop"]:
+        kwargs.setdefault("io", CURRENT_IO["loop"])
     server = start_server(port=0, unix_path=str(sock_dir / "binary.sock"), shm_dir=str(shm_dir), **kwargs)
     try:
         yield server
@@ -73,9 +97,21 @@ def running_server(shm_dir, **kwargs):
 
 # --- fixtures the test modules import by name -------------------------------------------------
 
+@pytest.fixture(scope="module", params=IO_LOOPS)
+def server_io(request):
+    """The event loop this run of the module's servers use ("uring" or "epoll"); skips the uring
+    run where the server cannot use io_uring."""
+    if request.param == "uring" and (why := uring_refusal()):
+        pytest.skip(f"no io_uring loop here: {why}")
+    CURRENT_IO["loop"] = request.param
+    yield request.param
+    CURRENT_IO["loop"] = None
+
+
 @pytest.fixture(scope="module")
-def store_and_root():
-    """(TableStore, its directory) with TABLES published, for one test module."""
+def store_and_root(server_io):
+    """(TableStore, its directory) with TABLES published, for one test module's run on one loop
+    (tests publish and replace tables: each run starts from TABLES)."""
     with table_store() as pair:
         yield pair
 
@@ -87,8 +123,8 @@ def tables(store_and_root):
 
 
 @pytest.fixture(scope="module")
-def server(tables):
-    """A two-thread server over `tables` for one test module."""
+def server(tables, server_io):
+    """A two-thread server over `tables` for one test module, on the loop of the `server_io` run."""
     with running_server(tables) as srv:
         yield srv
 

@@ -12,13 +12,15 @@ import numpy as np
 import posenc
 import pytest
 from binary_support import (  # noqa: F401 (fixtures)
-    ROOT, Raw, frame, positions_bytes, running_server, server, store_and_root, table_store, tables)
+    ROOT, Raw, frame, positions_bytes, running_server, server, server_io, store_and_root, table_store, tables)
 from conftest import DTYPES, assert_matches_oracle, compile_c_test
 from posenc.client import Client, ServerError, Status
 from posenc.client.inline import sinusoidal_aux
 from posenc.client.protocol import SPEC_PREFIX, Opcode, PositionKind, SpecFlag, WireDtype
 from posenc.dtypes import OUTPUT_DTYPES
 from posenc.tables import TableSpec
+
+pytestmark = pytest.mark.usefixtures("server_io")  # every test once on each event loop
 
 DOC = (ROOT / "docs" / "protocol.md").read_text()
 RNG = np.random.default_rng(12)

@@ -9,9 +9,12 @@ import time
 
 import numpy as np
 import pytest
-from binary_support import Raw, frame, positions_bytes, running_server, sin128_rows, store_and_root, tables  # noqa: F401 (fixtures)
+from binary_support import (  # noqa: F401 (fixtures)
+    Raw, frame, positions_bytes, running_server, server_io, sin128_rows, store_and_root, tables)
 from posenc.client import Client, ServerError, Status
 from posenc.client.protocol import Opcode
+
+pytestmark = pytest.mark.usefixtures("server_io")  # every test once on each event loop
 
 
 def encode_requests(n, positions_per_request, seed):

@@ -11,11 +11,13 @@ from pathlib import Path
 import numpy as np
 import posenc
 import pytest
-from binary_support import Raw, frame, positions_bytes, running_server, table_store
+from binary_support import Raw, frame, positions_bytes, running_server, server_io, table_store  # noqa: F401 (fixtures)
 from posenc.client import Client, ServerError, ServerProcess, Status, server_argv, start_server
 from posenc.client.inline import sinusoidal_aux
 from posenc.client.protocol import REQUEST, SPEC_PREFIX, Opcode, PositionKind, SpecFlag, WireDtype
 from posenc.errors import PosencError
+
+pytestmark = pytest.mark.usefixtures("server_io")  # every test once on each event loop
 
 LIMITS = {"max_positions": 1000, "max_frame_bytes": 65536, "max_response_bytes": 1 << 20, "max_dim": 4096,
           "max_abs_position": 1e9}

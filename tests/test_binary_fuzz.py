@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import posenc
 import pytest
-from binary_support import BUILD, ROOT, Raw, running_server, table_store
+from binary_support import BUILD, ROOT, Raw, running_server, server_io, table_store  # noqa: F401 (fixtures)
 from conftest import by_profile
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -61,7 +61,8 @@ def test_fuzz_target_runs_clean_under_sanitizers(fuzz_tables, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def server(fuzz_tables):
+def server(fuzz_tables, server_io):
+    """The fuzzed server, once on each event loop."""
     with running_server(fuzz_tables, threads=2, max_positions=256, max_frame_bytes=16384, max_dim=512) as srv:
         with Client(srv.address) as c:
             c.resolve("fuzz")

@@ -10,9 +10,11 @@ import threading
 import numpy as np
 import pytest
 from binary_support import (  # noqa: F401 (fixtures)
-    Raw, build, frame, positions_bytes, running_server, sin128_rows, store_and_root, table_store, tables)
+    Raw, build, frame, positions_bytes, running_server, server_io, sin128_rows, store_and_root, table_store, tables)
 from posenc.client import Client, ServerError, Status
 from posenc.client.protocol import Opcode
+
+pytestmark = pytest.mark.usefixtures("server_io")  # every test once on each event loop
 
 
 def run_loadgen(*args, ok=True) -> dict:

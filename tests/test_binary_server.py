@@ -7,13 +7,15 @@ import asyncio
 import numpy as np
 import posenc
 import pytest
-from binary_support import TABLES, running_server, server, store_and_root, tables  # noqa: F401 (fixtures)
+from binary_support import TABLES, running_server, server, server_io, store_and_root, tables  # noqa: F401 (fixtures)
 from conftest import DTYPES, assert_matches_oracle, hf_config
 from posenc import reference
 from posenc.client import AsyncClient, Client, ServerError, Status
 from posenc.dtypes import OUTPUT_DTYPES
 from posenc.tables import TableSpec
 from shm_support import oracle_rows, poke
+
+pytestmark = pytest.mark.usefixtures("server_io")  # every test once on each event loop
 
 RNG = np.random.default_rng(6)
 

@@ -38,7 +38,7 @@ static const struct number_flag NUMBER_FLAGS[] = {
 #define N_NUMBER_FLAGS (sizeof NUMBER_FLAGS / sizeof NUMBER_FLAGS[0])
 
 /* getopt values: the number flags are OPT_NUMBER + their index. */
-enum { OPT_HOST = 256, OPT_NO_TCP, OPT_UNIX, OPT_SHM_DIR, OPT_MAX_ABS, OPT_HELP, OPT_VERSION, OPT_NUMBER = 512 };
+enum { OPT_HOST = 256, OPT_NO_TCP, OPT_UNIX, OPT_SHM_DIR, OPT_MAX_ABS, OPT_IO, OPT_HELP, OPT_VERSION, OPT_NUMBER = 512 };
 
 static const struct option TEXT_OPTIONS[] = {
     {"host", required_argument, 0, OPT_HOST},
@@ -46,6 +46,7 @@ static const struct option TEXT_OPTIONS[] = {
     {"unix", required_argument, 0, OPT_UNIX},
     {"shm-dir", required_argument, 0, OPT_SHM_DIR},
     {"max-abs-position", required_argument, 0, OPT_MAX_ABS},
+    {"io", required_argument, 0, OPT_IO},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
 };
@@ -71,6 +72,8 @@ static void usage(FILE *out) {
             "  --max-abs-position X     |position| bound for inline specs (default 2147483648)\n"
             "  --max-table-ids N        distinct table names given ids, for the process's life\n"
             "                           (default and most 4096)\n"
+            "  --io auto|uring|epoll    event loop (default auto: io_uring when this build has it and\n"
+            "                           the kernel allows it, else epoll); a refused uring exits 2\n"
             "  --busy-poll-us N         after traffic, poll this long before sleeping (default 0):\n"
             "                           lower latency on VMs where waking a sleeping CPU is slow,\n"
             "                           at the price of a busy CPU\n"
@@ -128,6 +131,18 @@ static int set_max_abs(struct server_config *cfg, const char *text) {
     return 0;
 }
 
+static int set_io(struct server_config *cfg, const char *text) {
+    static const char *const NAMES[] = {[IO_AUTO] = "auto", [IO_URING] = "uring", [IO_EPOLL] = "epoll"};
+    for (int i = IO_AUTO; i <= IO_EPOLL; i++) {
+        if (strcmp(text, NAMES[i]) == 0) {
+            cfg->io = (enum io_choice)i;
+            return 0;
+        }
+    }
+    fprintf(stderr, "posenc-server: --io: must be auto, uring or epoll, got '%s'\n", text);
+    return -1;
+}
+
 static void defaults(struct server_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     strcpy(cfg->host, "127.0.0.1");
@@ -166,6 +181,7 @@ int config_parse(struct server_config *cfg, int argc, char **argv) {
             case OPT_UNIX: rc = copy_text("unix", optarg, cfg->unix_path, sizeof cfg->unix_path); break;
             case OPT_SHM_DIR: rc = copy_text("shm-dir", optarg, cfg->shm_dir, sizeof cfg->shm_dir); break;
             case OPT_MAX_ABS: rc = set_max_abs(cfg, optarg); break;
+            case OPT_IO: rc = set_io(cfg, optarg); break;
             case OPT_HELP: usage(stdout); return 1;
             case OPT_VERSION:
                 printf("posenc-server %s (protocol %d)\n", POSENC_SERVER_VERSION, POSENC_PROTO_VERSION);

@@ -6,6 +6,9 @@
 #include <limits.h>
 #include <stdint.h>
 
+/* --io: which event loop serves connections. */
+enum io_choice { IO_AUTO, IO_URING, IO_EPOLL };
+
 struct server_config {
     char host[64];               /* --host; TCP is off with --no-tcp */
     int port;                    /* --port (0 = any free port, printed when ready) */
@@ -23,6 +26,7 @@ struct server_config {
     double max_abs_position;     /* --max-abs-position: |p| bound for inline specs */
     uint32_t busy_poll_us;       /* --busy-poll-us: keep polling this long after an event before sleeping */
     uint32_t max_table_ids;      /* --max-table-ids: distinct table names this process gives ids to */
+    enum io_choice io;           /* --io auto|uring|epoll */
 };
 
 /* Fill `cfg` from argv. Returns 0 to run, 1 when --help/--version printed, -1 on a bad flag

@@ -14,7 +14,7 @@ enum process_result conn_process(struct worker *w, struct conn *c) {
     const uint32_t max_frame = w->srv->cfg.max_frame;
     prefetch_table_rows(w, c->in.data + c->in.pos, buf_pending(&c->in));
     while (c->state == CONN_OPEN) {
-        if (buf_pending(&c->out) >= OUT_HIGH_WATERMARK)
+        if (conn_unsent(c) >= OUT_HIGH_WATERMARK)
             return PROCESS_PAUSED;
         if (buf_pending(&c->in) == 0) {
             c->need = POSENC_HEADER_SIZE;
@@ -38,4 +38,18 @@ enum process_result conn_process(struct worker *w, struct conn *c) {
         }
     }
     return PROCESS_CLOSED;
+}
+
+enum process_result conn_answer(struct worker *w, struct conn *c) {
+    enum process_result r = conn_process(w, c);
+    if (r == PROCESS_IDLE && c->final_input == INPUT_EOF) { /* everything that arrived is answered */
+        size_t partial = buf_pending(&c->in);
+        if (partial) {
+            char what[160];
+            frame_describe_unanswered(c->in.data + c->in.pos, partial, what, sizeof what);
+            reply_error(w, c, 0, 0, POSENC_STATUS_BAD_FRAME, "length: the stream ended after %s", what);
+        }
+        c->state = CONN_CLOSING;
+    }
+    return r;
 }

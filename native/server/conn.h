@@ -13,6 +13,13 @@ enum process_result {
 
 enum process_result conn_process(struct worker *w, struct conn *c);
 
+/* conn_process for an event loop: once the peer has finished sending (INPUT_EOF) and every
+ * complete frame is answered, say what arrived unanswered (a partial frame) and start closing. */
+enum process_result conn_answer(struct worker *w, struct conn *c);
+
+/* Reply bytes not yet sent: queued in `out` and handed to a send in progress. */
+static inline size_t conn_unsent(const struct conn *c) { return buf_pending(&c->out) + c->out_sending; }
+
 /* Input buffer bound: one frame of max_frame bytes plus what a read may bring in after it. */
 size_t conn_in_limit(const struct server_config *cfg);
 

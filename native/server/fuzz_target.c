@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "conn.h"
+#include "loop.h"
 #include "posenc_proto.h"
 #include "server.h"
 
@@ -28,6 +29,7 @@ static void setup(void) {
     if (dir)
         snprintf(srv.cfg.shm_dir, sizeof srv.cfg.shm_dir, "%s", dir);
     table_names_init(&srv.names, srv.cfg.max_table_ids);
+    srv.loop = &loop_epoll; /* what STATS names; no loop runs here */
     srv.n_workers = 1;
     srv.workers = &w;
     w.srv = &srv;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "listen.h"
+#include "loop.h"
 #include "posenc.h"
 #include "server.h"
 #include "worker.h"
@@ -69,6 +70,23 @@ static void pin(pthread_t thread, int index, int n_threads) {
     }
 }
 
+/* The loop --io asks for; NULL, with the reason printed, when a forced uring cannot run. */
+static const struct loop_ops *choose_loop(const struct server_config *cfg) {
+    if (cfg->io == IO_EPOLL)
+        return &loop_epoll;
+#ifdef POSENC_HAVE_URING
+    char why[256];
+    if (loop_uring_available(why, sizeof why) == 0)
+        return &loop_uring;
+    fprintf(stderr, "posenc-server: --io %s: %s%s\n", cfg->io == IO_URING ? "uring" : "auto", why,
+            cfg->io == IO_URING ? "" : "; serving with epoll");
+#else
+    if (cfg->io == IO_URING)
+        fprintf(stderr, "posenc-server: --io uring: this posenc-server was built without liburing (epoll only)\n");
+#endif
+    return cfg->io == IO_URING ? NULL : &loop_epoll;
+}
+
 /* Listeners and workers; prints why and returns -1 on failure. */
 static int start(struct server *srv, int *unix_fd, int *port) {
     const struct server_config *cfg = &srv->cfg;
@@ -83,7 +101,7 @@ static int start(struct server *srv, int *unix_fd, int *port) {
         if (cfg->tcp && tcp_fd < 0)
             return -1;
         if (worker_init(&srv->workers[i], srv, i, tcp_fd, *unix_fd) != 0) {
-            fprintf(stderr, "posenc-server: epoll: %s\n", strerror(errno));
+            fprintf(stderr, "posenc-server: %s: %s\n", srv->loop->name, strerror(errno));
             return -1;
         }
     }
@@ -99,6 +117,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "posenc-server: no kernel path: %s\n", posenc_dispatch_error());
         return 1;
     }
+    srv.loop = choose_loop(&srv.cfg);
+    if (!srv.loop)
+        return 2;
     raise_fd_limit(&srv.cfg);
     table_names_init(&srv.names, srv.cfg.max_table_ids);
     srv.started_ms = monotonic_ms();
@@ -131,8 +152,9 @@ int main(int argc, char **argv) {
         snprintf(tcp, sizeof tcp, "[%s]:%d", srv.cfg.host, port);
     else if (srv.cfg.tcp)
         snprintf(tcp, sizeof tcp, "%s:%d", srv.cfg.host, port);
-    printf("posenc-server ready tcp=%s unix=%s threads=%d isa=%s pid=%d\n", tcp,
-           srv.cfg.unix_path[0] ? srv.cfg.unix_path : "off", srv.n_workers, posenc_isa(), (int)getpid());
+    printf("posenc-server ready tcp=%s unix=%s threads=%d isa=%s io=%s pid=%d\n", tcp,
+           srv.cfg.unix_path[0] ? srv.cfg.unix_path : "off", srv.n_workers, posenc_isa(), srv.loop->name,
+           (int)getpid());
     fflush(stdout);
     for (int i = 0; i < srv.n_workers; i++)
         pthread_join(srv.workers[i].thread, NULL);

@@ -11,7 +11,8 @@
 #include "counters.h"
 #include "tables.h"
 
-/* What an epoll event points at: a listener, the shutdown eventfd, or a connection. */
+/* What an event points at (epoll data, io_uring user_data): a listener, the shutdown eventfd,
+ * or a connection. */
 enum tag_kind { TAG_LISTENER, TAG_SHUTDOWN, TAG_CONN };
 struct poll_tag {
     enum tag_kind kind;
@@ -30,26 +31,31 @@ enum final_input {
 };
 
 struct conn {
-    struct poll_tag tag;  /* first member: epoll data points here */
+    struct poll_tag tag;  /* first member: epoll data and io_uring user data point here */
     struct buf in;        /* received bytes; in.pos = start of the next frame */
     struct buf out;       /* replies; out.pos = sent so far */
+    size_t out_sending;   /* replies moved out of `out` into a send still in progress (io_uring) */
     size_t need;          /* bytes the frame at the front of `in` needs, once known */
     uint64_t last_active_ms;
     uint64_t linger_until_ms;
-    uint32_t epoll_mask;
+    uint32_t epoll_mask;  /* epoll loop: the events watched */
     enum conn_state state;
     enum final_input final_input; /* why no more input will be read, if it will not */
     struct conn *prev, *next;
 };
 
 struct server;
+struct loop_ops;
+struct uring_loop;
 
 struct worker {
     struct server *srv;
+    const struct loop_ops *loop; /* the event loop this thread runs (loop.h) */
     int index;
-    int epfd;
+    int epfd;                  /* epoll loop: the epoll set (-1 otherwise) */
+    struct uring_loop *uring;  /* io_uring loop: ring, buffer ring, pending work (NULL otherwise) */
     struct poll_tag tcp;       /* this thread's SO_REUSEPORT listener (fd -1 if none) */
-    struct poll_tag unix_sock; /* the Unix listener, shared by every thread (EPOLLEXCLUSIVE) */
+    struct poll_tag unix_sock; /* the Unix listener, shared by every thread */
     struct poll_tag shutdown;  /* the server's eventfd: readable once shutdown starts */
     struct counters counters;
     struct table_cache tables;
@@ -63,11 +69,13 @@ struct worker {
     uint64_t drain_deadline_ms;
     int spare_fd;              /* given up when out of descriptors, to accept and refuse a client */
     uint64_t next_sweep_ms;
+    uint64_t last_event_us;    /* for --busy-poll-us */
     pthread_t thread;
 };
 
 struct server {
     struct server_config cfg;
+    const struct loop_ops *loop; /* chosen at start from --io */
     struct table_names names;
     atomic_uint connections;   /* open now, all threads */
     uint64_t started_ms;

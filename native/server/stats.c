@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "loop.h"
 #include "posenc.h"
 #include "version.h"
 
@@ -49,7 +50,8 @@ int stats_json(struct server *srv, struct buf *json) {
     int rc = json_printf(json, "{\"server\":\"posenc-server\",\"version\":\"%s\",\"protocol\":%d,\"isa\":",
                          POSENC_SERVER_VERSION, POSENC_PROTO_VERSION);
     rc |= isa ? json_string(json, isa, strlen(isa)) : json_printf(json, "null");
-    rc |= json_printf(json, ",\"threads\":%d,\"busy_poll_us\":%u,\"uptime_s\":%.3f", srv->n_workers,
+    rc |= json_printf(json, ",\"io\":\"%s\",\"threads\":%d,\"busy_poll_us\":%u,\"uptime_s\":%.3f", srv->loop->name,
+                      srv->n_workers,
                       cfg->busy_poll_us, (double)(monotonic_ms() - srv->started_ms) / 1000.0);
     rc |= json_printf(json, ",\"connections\":{\"open\":%u,\"accepted\":%llu,\"rejected\":%llu,\"closed\":%llu,"
                       "\"idle_closed\":%llu}",

@@ -21,6 +21,8 @@ def register(sub) -> None:
     p.add_argument("--unix", help="also listen on this Unix socket (default: [server] binary_socket)")
     p.add_argument("--threads", type=int, default=0, help="event-loop threads (default: one per CPU)")
     p.add_argument("--shm-dir", help="table store (default: [server] shm_dir)")
+    p.add_argument("--io", choices=("auto", "uring", "epoll"),
+                   help="event loop (default auto: io_uring where the build and kernel allow it, else epoll)")
     p.add_argument("--print-argv", action="store_true", help="print the server command line instead of running it")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="-- then flags for posenc-server itself")
     p.set_defaults(handler=run)
@@ -35,6 +37,8 @@ def run(args) -> int:
     argv = service_argv(config, threads=args.threads)
     if argv is None:
         raise PosencError("port", "the binary server has neither a TCP port nor a Unix socket to listen on")
+    if args.io:
+        argv += ["--io", args.io]
     argv += [a for a in args.server_args if a != "--"]
     if args.print_argv:
         print(" ".join(argv))

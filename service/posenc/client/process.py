@@ -21,7 +21,7 @@ REPO_BINARY = Path(__file__).resolve().parents[3] / "native" / "build" / "posenc
 
 #: Keyword arguments of server_argv that become flags of the same name (see `posenc-server --help`).
 SERVER_FLAGS = ("max_frame_bytes", "max_positions", "max_response_bytes", "max_connections", "idle_timeout_ms",
-                "drain_timeout_ms", "max_dim", "max_abs_position", "busy_poll_us", "max_table_ids")
+                "drain_timeout_ms", "max_dim", "max_abs_position", "busy_poll_us", "max_table_ids", "io")
 
 
 def server_binary() -> str:
