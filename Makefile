@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.posenc-installed
 # Reinstall when packaging or native sources change (editable install: Python edits need nothing).
 INSTALL_INPUTS := pyproject.toml $(wildcard setup.py native/src/*.c native/src/*.h native/include/*.h)
 
-.PHONY: run test install bench clean wheel native-server bench-qps bench-deps loadtest bench-http browser platform-tools
+.PHONY: run test install server-deps bench clean wheel native-server bench-qps bench-deps loadtest bench-http browser platform-tools
 
 $(STAMP): $(INSTALL_INPUTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,7 +14,13 @@ $(STAMP): $(INSTALL_INPUTS)
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 
-install: $(STAMP) native-server
+install: $(STAMP) server-deps native-server
+
+# liburing (Debian's liburing-dev) lets posenc-server use its io_uring loop (docs/server-io.md);
+# without it (no root, no package) the server builds with the epoll loop alone.
+server-deps:
+	@[ -e /usr/include/liburing.h ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq liburing-dev >/dev/null; } \
+	  || echo "liburing-dev is not installed: posenc-server builds with the epoll loop only"
 
 # The binary-protocol server and its load tools: native/build/posenc-server, posenc-load, posenc-jitter
 # (needs only a C compiler; sub-makes rebuild what changed).
@@ -47,7 +53,7 @@ PLATFORM_TOOLS := objdump curl jq g++
 PLATFORM_PACKAGES := binutils curl jq g++
 endif
 platform-tools:
-	for tool in $(PLATFORM_TOOLS); do command -v $$tool >/dev/null || missing=1; done; \
+	for tool in $(PLATFORM_TOOLS); do command -v $$tool >/dev/null || [ -e $$tool ] || missing=1; done; \
 	[ -z "$$missing" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PLATFORM_PACKAGES) >/dev/null; }
 
 test: install browser platform-tools
