@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 from posenc.config import DEFAULT_TOML
-from posenc.http.launch import ServerProcess, free_port
+from posenc.http.runtime.launch import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "tests" / "fixtures" / "hf_configs"

@@ -25,7 +25,7 @@ def test_embedded_default_is_the_documented_example():
 def test_the_binary_port_comment_says_what_serve_does_with_it():
     """Issue 26: deploy/posenc.toml still called binary_port "(a later issue)"; serve runs
     posenc-server on it (and on binary_socket), serving the same shm tables, and neither when both are off."""
-    from posenc.http.server import sidecars_for
+    from posenc.http.runtime.server import sidecars_for
 
     assert "later issue" not in DEFAULT_TOML
     assert "posenc serve also runs posenc-server" in DEFAULT_TOML

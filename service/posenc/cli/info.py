@@ -7,6 +7,7 @@ from .. import __version__
 
 def register(sub) -> None:
     p = sub.add_parser("info", help="versions, CPU features, chosen kernel paths, limits")
+    p.add_argument("--json", action="store_true", help="one JSON object (the same facts, machine-readable)")
     p.set_defaults(handler=run)
 
 
@@ -48,7 +49,27 @@ def lines() -> list[tuple[str, str]]:
     ]
 
 
+def facts() -> dict:
+    """`posenc info --json`: the same facts as the lines, typed (lists and integers, not text)."""
+    from .. import native
+    from ..kernels import threads
+
+    out = {key.replace(" ", "_").replace("|", "").replace("max_position", "max_abs_position"): value
+           for key, value in lines()}
+    out.update(native_kernels=native.ACTIVE.name if native.ACTIVE else None,
+               native_status=native.STATUS, runnable_paths=native.available_isas(),
+               cpu_features=native.cpu_features().split(), kernel_threads=threads(),
+               max_output_bytes=int(out["max_output_bytes"]), max_abs_position=int(out["max_abs_position"]),
+               max_dim=int(out["max_dim"]))
+    return out
+
+
 def run(args) -> int:
+    if args.json:
+        import json
+
+        print(json.dumps(facts()))
+        return 0
     for key, value in lines():
         print(f"{key:>18}: {value}")
     return 0

@@ -1,4 +1,4 @@
-"""`posenc serve`: the HTTP service (and, later, the binary protocol) on the configured tables."""
+"""`posenc serve`: the HTTP service and the binary-protocol sidecar on the configured tables."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ def register(sub) -> None:
     p.add_argument("--host", help="listen address (default from the config: 127.0.0.1)")
     p.add_argument("--port", type=int, help="HTTP port (default from the config: 8000)")
     p.add_argument("--workers", type=int, help="worker processes (0 = one per core)")
+    p.add_argument("--binary-port", type=int, help="binary-protocol TCP port of the posenc-server sidecar "
+                   "(default from the config: 8001; 0 = no TCP listener)")
+    p.add_argument("--binary-socket", help="binary-protocol Unix socket of the sidecar (default from the config: none)")
+    p.add_argument("--shm-dir", help="table store (default from the config or $POSENC_SHM_DIR: /dev/shm)")
     p.set_defaults(handler=run)
 
 
@@ -18,5 +22,7 @@ def run(args) -> int:
     from .. import config as service_config
     from ..http.runtime.server import serve
 
-    config = service_config.load(args.config).with_overrides(host=args.host, port=args.port, workers=args.workers)
+    config = service_config.load(args.config).with_overrides(
+        host=args.host, port=args.port, workers=args.workers, binary_port=args.binary_port,
+        binary_socket=args.binary_socket, shm_dir=args.shm_dir)
     return serve(config)

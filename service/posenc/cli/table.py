@@ -64,7 +64,8 @@ def register(sub) -> None:
     verify.set_defaults(handler=run_verify)
 
     for action in (build, ls, rm, verify):
-        action.add_argument("--root", help="shm directory (default $POSENC_SHM_DIR or /dev/shm)")
+        action.add_argument("--shm-dir", "--root", dest="root", metavar="DIR",
+                            help="table store (default $POSENC_SHM_DIR or /dev/shm; --root is the old name)")
     for action in (build, rm):
         action.add_argument("--lock-timeout", type=float, default=LOCK_TIMEOUT_S, metavar="SECONDS",
                             help="give up when the registry lock stays taken this long (default %(default)s)")

@@ -10,6 +10,8 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Self
@@ -80,6 +82,9 @@ class ServerProcess:
         self.argv = pinned(cpus, argv)
         self.process = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.ready_line = self._wait_ready(ready_timeout)
+        # from here on its log goes on to ours: an unread pipe would fill and stall the server
+        threading.Thread(target=_forward, args=(self.process.stderr, sys.stderr), daemon=True,
+                         name=f"posenc-server-{self.process.pid}-stderr").start()
         fields = dict(part.split("=", 1) for part in self.ready_line.split()[2:])
         self.tcp_address = None if fields["tcp"] == "off" else fields["tcp"]
         self.unix_address = None if fields["unix"] == "off" else "unix:" + fields["unix"]
@@ -120,7 +125,6 @@ class ServerProcess:
                 self.process.kill()
                 self.process.wait()
         self.process.stdout.close()
-        self.process.stderr.close()
         return self.process.returncode
 
     def __enter__(self) -> Self:
@@ -128,6 +132,13 @@ class ServerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _forward(source, sink) -> None:
+    """Copy a child's stderr lines to ours until it closes (the child exited)."""
+    with source:
+        for line in source:
+            sink.write(line)
 
 
 def start_server(*, ready_timeout: float = 10.0, cpus: set[int] | None = None, **kwargs) -> ServerProcess:

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 import uvicorn
 from uvicorn.config import LOGGING_CONFIG
 
-from ...client.process import service_argv
+from ...client.process import ServerProcess, service_argv
 from ...config import ServiceConfig
+from ...errors import PosencError
 from ...shm import TableStore
 from ..app import STATE_ENV, serve_state
 from .ledger import cleanup_created_tables
@@ -44,6 +45,9 @@ class Sidecar:
     name: str
     argv: tuple[str, ...]
 
+
+#: Seconds a sidecar may take to print its ready line.
+SIDECAR_READY_S = 30
 
 #: Seconds a worker may take to answer the uvicorn supervisor's liveness ping.
 WORKER_HEALTHCHECK_S = 60
@@ -64,9 +68,19 @@ class Sidecars:
         self.processes: list[subprocess.Popen] = []
 
     def start(self) -> None:
+        """Start each and wait for its ready line: a sidecar that cannot serve (its port taken,
+        a bad flag) stops `posenc serve` with its own words, before the HTTP side reports ready
+        while another process answers on that port."""
         for sidecar in self.sidecars:
             log.info("starting sidecar %s: %s", sidecar.name, " ".join(sidecar.argv))
-            self.processes.append(subprocess.Popen(sidecar.argv))
+            try:
+                server = ServerProcess(list(sidecar.argv), ready_timeout=SIDECAR_READY_S)
+            except PosencError as exc:
+                raise PosencError(f"sidecar {sidecar.name}",
+                                  f"the {sidecar.name} server did not start, so posenc serve stops: "
+                                  f"{exc.message}") from None
+            log.info("sidecar %s: %s", sidecar.name, server.ready_line)
+            self.processes.append(server.process)
 
     def stop(self, timeout_s: float) -> None:
         """SIGTERM each, wait up to timeout_s in all, SIGKILL whatever is left."""
