@@ -7,6 +7,8 @@ before then after the rotation). Exit status: 0 correct, 1 warnings only, 3 brok
 from __future__ import annotations
 
 import json
+import mmap
+import os
 import sys
 from pathlib import Path
 
@@ -36,13 +38,22 @@ def read_config(path: str) -> dict:
         raise PosencError("config", f"cannot read {path}: {exc}") from None
 
 
+def _mapped(path: str):
+    """The file's bytes, memory-mapped: the audit reads a cache in chunks, so a 200 MB .npy or .safetensors is
+    never copied into memory whole (.npz members are unpacked, as they must be)."""
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return b""
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise PosencError("file", str(exc)) from None
+
+
 def run(args) -> int:
     from ..audit import audit_bytes, to_text
 
-    try:
-        files = [Path(f).read_bytes() for f in args.files]
-    except OSError as exc:
-        raise PosencError("file", str(exc)) from None
+    files = [_mapped(f) for f in args.files]
     config = read_config(args.config) if args.config else None
     names = ("q", "q_rot") if args.rotated else ("cos", "sin")
     report = audit_bytes(*files, names=names, config=config, start=args.start, layer_type=args.layer_type)

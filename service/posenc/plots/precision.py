@@ -21,7 +21,7 @@ def precision_data(spec, max_position: int) -> dict:
     # Length-dependent variants (dynamic, LongRoPE) at the plotted length, the same for every series.
     seq_len = float(max_position) if spec.length_dependent else None
     inv, attention = spec.inv_freq(seq_len)
-    inv32 = float32_inv_freq(inv, spec.base, spec.rotary_dim, spec.rope_type)
+    inv32 = float32_inv_freq(inv, spec.rotary_dim, spec.rope_type)
     exact_c, exact_s = exact_cos_sin(positions, inv, attention)
 
     def err(c, s):
