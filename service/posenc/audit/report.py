@@ -36,12 +36,17 @@ def _profile(result: AuditResult) -> dict:
             "series": {name: [values[i] for i in keep] for name, values in series.items()}}
 
 
+def status_of(findings: list) -> str:
+    """correct | warning | broken from the sorted findings (the most severe first)."""
+    primary = findings[0]
+    return "correct" if primary.cause == "correct" else "broken" if primary.severity == "error" else "warning"
+
+
 def to_dict(result: AuditResult) -> dict:
     obs, ref = result.obs, result.reference
     primary = result.findings[0]
     return {
-        "status": ("correct" if primary.cause == "correct" else
-                   "broken" if primary.severity == "error" else "warning"),
+        "status": status_of(result.findings),
         "diagnosis": primary.to_dict(),
         "findings": [f.to_dict() for f in result.findings],
         "cache": {
