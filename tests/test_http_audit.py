@@ -16,6 +16,7 @@ from safetensors.numpy import save
 import posenc
 from posenc.config import ServiceConfig
 from posenc.http import create_app
+from posenc.plots.sources import spec_from_dict
 
 from audit_recipes import bf16_positions, config, exact
 
@@ -170,14 +171,33 @@ def test_page_and_assets_are_local(client):
 
 @pytest.mark.parametrize("figure", ["heatmap", "spectrum", "decay", "alibi", "precision"])
 @pytest.mark.parametrize("source", [{"table": "llama"}, {"config": config("qwen2-7b-yarn")},
-                                    {"config": config("phi-3-mini-128k")}, {"table": "alibi8"}])
+                                    {"config": config("phi-3-mini-128k")}, {"table": "alibi8"},
+                                    {"config": config("bloom-560m")}])
 def test_every_figure_for_tables_and_configs(client, figure, source):
-    r = client.post(f"/explore/figures/{figure}", json={"source": source, "params": {}})
-    assert r.status_code == 200, r.text
-    doc = r.json()
-    assert doc["svg"].lstrip().startswith("<?xml") and "<svg" in doc["svg"]
-    assert "<script" not in doc["svg"]
-    assert isinstance(doc["summary"], dict)
+    """Every view draws the chosen source, as SVG or as the page's Vega-Lite spec; a source without the
+    encodings a view draws is a 422 naming the source (never a default drawn in its place)."""
+    kinds = {spec.KIND for spec in _encodings(source).values()}
+    wanted = {"heatmap": {"rope", "sinusoidal"}, "alibi": {"alibi"}}.get(figure, {"rope"})
+    for fmt in ("svg", "vega"):
+        r = client.post(f"/explore/figures/{figure}", json={"source": source, "params": {}, "format": fmt})
+        if not kinds & wanted:
+            assert "has no" in error_of(r, 422, "source")["message"]
+            continue
+        assert r.status_code == 200, r.text
+        doc = r.json()
+        if fmt == "svg":
+            assert doc["svg"].lstrip().startswith("<?xml") and "<svg" in doc["svg"] and "<script" not in doc["svg"]
+        else:
+            assert doc["vega"]["hconcat"] and doc["data"]["panels"]
+        assert isinstance(doc["summary"], dict)
+
+
+def _encodings(source: dict) -> dict:
+    """layer type -> spec of a test source (tables as this module's service serves them)."""
+    if "table" in source:
+        table = {"llama": ROPE_TABLE, "alibi8": ALIBI_TABLE}[source["table"]]
+        return {table["name"]: spec_from_dict(table["encoding"], "spec")}
+    return {name: entry.spec for name, entry in posenc.from_hf_config(source["config"]).encodings.items()}
 
 
 def test_spectrum_summary_counts_full_turns(client):
