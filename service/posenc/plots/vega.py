@@ -13,6 +13,8 @@ from .model import Figure, Panel
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"  # an identifier only: nothing is fetched
 RULE_COLORS = ("#d62728", "#ff7f0e", "#7f7f7f", "#9467bd")
+#: Most heatmap cells one panel draws.
+HEAT_CELLS = 1 << 14
 
 
 def _scale(log: bool) -> dict:
@@ -36,8 +38,10 @@ def _series_layer(panel: Panel) -> dict:
     emphasis = [s.name for s in panel.series if s.emphasis]
     return {
         "data": {"values": rows},
-        "mark": {"type": "line", "point": bool(points), "clip": True, "interpolate": "linear"} if not points
-        or len(points) < len(panel.series) else {"type": "point", "filled": True, "size": 28, "clip": True},
+        # Lines carry transparent points: the pointer finds a value anywhere along them (hover values).
+        "mark": {"type": "line", "clip": True, "point": {"fill": "transparent", "stroke": None, "size": 60}}
+        if not points or len(points) < len(panel.series) else {"type": "point", "filled": True, "size": 28,
+                                                                  "clip": True},
         "params": [{"name": "zoom", "select": "interval", "bind": "scales"}],
         "encoding": {
             "x": {"field": "x", "type": "quantitative", "scale": _scale(panel.x_log), "axis": _axis(panel.x_label)},
@@ -77,9 +81,15 @@ def _rule_layers(panel: Panel) -> list:
     return layers
 
 
+def _heat_step(panel: Panel) -> int:
+    """Every k-th row drawn, so a panel has at most HEAT_CELLS rectangles (the browser draws each one)."""
+    z = panel.heat.z
+    return max(1, -(-len(z) * len(z[0]) // HEAT_CELLS)) if z and z[0] else 1
+
+
 def _heat_layer(panel: Panel) -> dict:
-    heat = panel.heat
-    rows = [{"x": c, "y": r, "value": v} for r, line in enumerate(heat.z) for c, v in enumerate(line)]
+    heat, step = panel.heat, _heat_step(panel)
+    rows = [{"x": c, "y": r, "value": v} for r in range(0, len(heat.z), step) for c, v in enumerate(heat.z[r])]
     return {
         "data": {"values": rows},
         "mark": {"type": "rect"},
@@ -88,7 +98,7 @@ def _heat_layer(panel: Panel) -> dict:
             "x": {"field": "x", "type": "quantitative", "bin": {"binned": True, "step": 1},
                   "scale": {"zero": True}, "axis": _axis(panel.x_label)},
             "x2": {"field": "x_end"},
-            "y": {"field": "y", "type": "quantitative", "bin": {"binned": True, "step": 1},
+            "y": {"field": "y", "type": "quantitative", "bin": {"binned": True, "step": step},
                   "scale": {"reverse": True, "zero": True}, "axis": _axis(panel.y_label)},
             "y2": {"field": "y_end"},
             "color": {"field": "value", "type": "quantitative",
@@ -97,7 +107,7 @@ def _heat_layer(panel: Panel) -> dict:
             "tooltip": [{"field": "y", "title": panel.y_label}, {"field": "x", "title": panel.x_label},
                         {"field": "value", "format": ".6f"}],
         },
-        "transform": [{"calculate": "datum.x + 1", "as": "x_end"}, {"calculate": "datum.y + 1", "as": "y_end"}],
+        "transform": [{"calculate": "datum.x + 1", "as": "x_end"}, {"calculate": f"datum.y + {step}", "as": "y_end"}],
     }
 
 
@@ -108,7 +118,10 @@ def panel_spec(panel: Panel) -> dict:
     if panel.series:
         layers.append(_series_layer(panel))
     layers += _rule_layers(panel)
-    return {"title": {"text": panel.title, "fontSize": 13, "limit": 560}, "width": 520, "height": 300,
+    title = panel.title
+    if panel.heat is not None and _heat_step(panel) > 1:
+        title += f" (every {_heat_step(panel)}th position drawn; the export has all)"
+    return {"title": {"text": title, "fontSize": 13, "limit": 720}, "width": 520, "height": 300,
             "layer": layers, "resolve": {"scale": {"color": "independent"}}}
 
 

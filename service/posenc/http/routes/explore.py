@@ -15,7 +15,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import PosencError
-from ...explore import ASSETS, CSP, asset
+from ...explore import ASSETS, CSP, asset, media_type
 from ...plots import FIGURES, render, render_audit
 from ..calls import read_call, service_of
 from ..errors import HttpError
@@ -44,7 +44,7 @@ class AuditFigureRequest(BaseModel):
 
 
 def _asset_response(name: str) -> Response:
-    return Response(asset(name), media_type=ASSETS[name], headers=_HEADERS)
+    return Response(asset(name), media_type=media_type(name), headers=_HEADERS)
 
 
 @router.get("", summary="The explorer page", response_class=Response, include_in_schema=True)
