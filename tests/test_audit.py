@@ -377,3 +377,19 @@ def test_q_length_is_not_a_cache_length():
     q = np.random.default_rng(3).normal(size=(1, 2, 2048, 128)).astype(np.float32)
     rotated = posenc.rope_apply(q, np.arange(2048), posenc.RopeSpec.from_hf_config(cfg))
     assert causes(audit_arrays({"q": q, "q_rot": rotated}, cfg)) == ["correct"]
+
+
+def test_hf_float32_angles_stored_in_float16():
+    """float32 angles' error (~1e-3 at 16384) barely above float16's rounding: still explained, not unknown."""
+    pytest.importorskip("transformers")
+    report = audit_arrays(stored(hf_llama(LLAMA, N), np.float16), LLAMA)
+    assert causes(report) == ["float32_angles", "fp16_storage"], report["findings"]
+
+
+def test_meta_freqs_cis_in_complex64():
+    """Meta's llama: torch.polar(ones, outer(t, inv_freq)) in float32, saved as complex64."""
+    torch = pytest.importorskip("torch")
+    inv = torch.from_numpy(posenc.rope_inv_freq(LLAMA_SPEC)[0].astype(np.float32))
+    freqs = torch.outer(torch.arange(N, dtype=torch.float32), inv)
+    freqs_cis = torch.polar(torch.ones_like(freqs), freqs).numpy()
+    assert causes(audit_arrays({"freqs_cis": freqs_cis}, LLAMA)) == ["float32_angles"]

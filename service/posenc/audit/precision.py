@@ -216,7 +216,7 @@ def decide(exact_rows: np.ndarray, simulated: dict, residual: dict, over: dict, 
             explaining.append((residual[hyp.cause], hyp.cause, "high" if ranges >= 3 else "medium",
                                f"every checked element is within the tolerance of its rounding, and the error "
                                f"grows with position as its own does: within a factor {spread:.1f} of the "
-                               f"simulation in {ranges} position ranges"))
+                               f"simulation in {ranges} position range{'' if ranges == 1 else 's'}"))
     if explaining:
         _, best, confidence, evidence = min(explaining)
         return Precision(best, confidence, evidence, **base)
@@ -231,7 +231,7 @@ def _profile_match(observed: np.ndarray, simulated: np.ndarray, positions: np.nd
     where either rises above the storage rounding; None otherwise."""
     obs = {r["from"]: r["max_abs_error"] for r in range_max(observed, positions)}
     sim = {r["from"]: r["max_abs_error"] for r in range_max(simulated, positions)}
-    informative = [lo for lo in obs if sim[lo] > 4 * floor or obs[lo] > 4 * floor]
+    informative = [lo for lo in obs if sim[lo] > floor or obs[lo] > floor]
     if not informative:
         return None
     ratios = [obs[lo] / sim[lo] if sim[lo] > 0 else np.inf for lo in informative]
