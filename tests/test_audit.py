@@ -360,7 +360,7 @@ def test_every_row_is_checked(damage):
     assert str(row) in report["diagnosis"]["evidence"]
     expected = "corrupt_rows" if damage in ("nan", "inf", "above_one") else "no_known_cause"
     assert primary(report) == expected
-    worst = [r for r in report["error_by_position"] if r["from"] <= row < r["to"]][0]
+    worst = next(r for r in report["error_by_position"] if r["from"] <= row < r["to"])
     assert worst["max_abs_error"] > 0.1 and worst["rows_checked"] == 65536  # every row of [65536, 131072)
 
 

@@ -33,7 +33,7 @@ class Inferred:
     spec: RopeSpec
     score: float  # max over columns of |ln(omega / inv)| / tolerance; <= 1 reproduces every frequency
     description: str
-    simplest: "Inferred | None" = None  # when this is the per-frequency last resort: the best simple spec, whose
+    simplest: Inferred | None = None  # when this is the per-frequency last resort: the best simple spec, whose
     # frequencies a rounding of inv_freq (bfloat16 buffers) may have moved off the fit
 
 

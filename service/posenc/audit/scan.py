@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .observe import Cache, Observation
-from .precision import BY_CAUSE, Grounds, elementwise, exact_cos_sin, round_to, simulate, storage_dtype, tolerance
+from .precision import BY_CAUSE, Grounds, exact_cos_sin, round_to, simulate, storage_dtype, tolerance
 
 #: Values per array a chunk holds (float64): 4 MiB each, a handful alive at a time.
 CHUNK_ELEMENTS = 1 << 19

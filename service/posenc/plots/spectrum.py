@@ -28,12 +28,12 @@ def context_lengths(spec) -> tuple[int | None, int | None]:
     factor = spec.scaling_params.get("factor")
     original, longest = spec.original_max_position_embeddings, spec.max_position_embeddings
     if original:
-        stretched = int(round(factor * original)) if factor else original
+        stretched = round(factor * original) if factor else original
         return original, max(longest or 0, stretched)
     if longest and factor and spec.rope_type == "linear":
-        return int(round(longest / factor)), longest
+        return round(longest / factor), longest
     if longest and factor and spec.rope_type == "dynamic":
-        return longest, int(round(factor * longest))
+        return longest, round(factor * longest)
     return longest, longest
 
 
