@@ -149,3 +149,9 @@ def test_bad_gguf_files(tmp_path):
     with pytest.raises(PosencError, match="rope_freqs"):
         read_gguf(short)
     assert main(["audit", str(broken)]) == 2
+
+
+def test_architecture_of_unknown_rope_type_is_not_layout_checked(tmp_path):
+    report = audit_gguf(write(tmp_path / "m.gguf", LLAMA, arch="qwen2vl"), LLAMA)  # M-RoPE: not NORM/NEOX
+    assert causes(report) == ["correct"] and report["cache"]["layout"] is None
+    assert "not known here" in report["cache"]["notes"][0]

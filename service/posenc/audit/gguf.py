@@ -30,16 +30,17 @@ from .report import status_of
 from .structure import frequency_findings
 
 #: llama.cpp's rope type per architecture (llama_model_rope_type): NORM rotates adjacent pairs, NEOX halves.
-NEOX_ARCHS = frozenset({"falcon", "grok", "dbrx", "stablelm", "qwen", "qwen2", "qwen2moe", "qwen2vl", "qwen3",
-                        "qwen3moe", "phi2", "phi3", "phimoe", "gemma", "gemma2", "gemma3", "starcoder2", "gptneox",
-                        "olmo2", "olmoe", "nemotron", "exaone", "minicpm3", "openelm", "codeshell", "orion",
-                        "bitnet", "plamo"})
+#: Only architectures whose type is certain here; any other is reported as not checked (M-RoPE and
+#: vision architectures among them).
+NEOX_ARCHS = frozenset({"falcon", "grok", "dbrx", "stablelm", "qwen", "qwen2", "qwen2moe", "qwen3", "qwen3moe",
+                        "phi2", "phi3", "phimoe", "gemma", "gemma2", "gemma3", "starcoder2", "gptneox", "olmo2",
+                        "olmoe", "nemotron", "exaone", "minicpm3", "openelm", "codeshell", "orion", "plamo"})
 NORM_ARCHS = frozenset({"llama", "llama4", "deci", "baichuan", "starcoder", "internlm2", "minicpm", "xverse",
-                        "command-r", "cohere2", "olmo", "arctic", "deepseek", "deepseek2", "chatglm", "granite",
-                        "granitemoe", "chameleon", "mistral3"})
-#: NORM architectures whose converter permutes q and k so that adjacent pairs are HF's halves.
-PERMUTED_ARCHS = frozenset({"llama", "llama4", "deci", "baichuan", "internlm2", "minicpm", "granite", "granitemoe",
-                            "mistral3"})
+                        "command-r", "cohere2", "olmo", "arctic", "deepseek", "deepseek2", "granite", "granitemoe",
+                        "chameleon"})
+#: NORM architectures whose converter permutes q and k (LlamaModel.permute) so that adjacent pairs are HF's
+#: halves; the other NORM ones (Llama-4, Cohere, DeepSeek-V2) rotate adjacent pairs in HF too.
+PERMUTED_ARCHS = frozenset({"llama", "deci", "baichuan", "internlm2", "minicpm", "granite", "granitemoe"})
 #: Relative difference of a frequency that float32 metadata explains (a few float32 ulp).
 FREQ_TOLERANCE = 2.0 ** -21
 #: Positions compared in the error table: all below this, then log-spaced to the context length.
