@@ -37,13 +37,14 @@ browser:
 
 # The CPU matrix's tools (tests/test_cpu_matrix.py): qemu-user runs the native code on emulated
 # x86-64 CPU models and on aarch64; Debian's cross compiler builds the aarch64 library and server.
+# The docs' examples (tests/test_docs_examples.py) run curl and jq and compile C blocks as C++ (g++).
 ARCH := $(shell uname -m)
 ifeq ($(ARCH),x86_64)
-PLATFORM_TOOLS := qemu-x86_64 qemu-aarch64 aarch64-linux-gnu-gcc objdump readelf
-PLATFORM_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils
+PLATFORM_TOOLS := qemu-x86_64 qemu-aarch64 aarch64-linux-gnu-gcc objdump readelf curl jq g++
+PLATFORM_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils curl jq g++
 else
-PLATFORM_TOOLS := objdump
-PLATFORM_PACKAGES := binutils
+PLATFORM_TOOLS := objdump curl jq g++
+PLATFORM_PACKAGES := binutils curl jq g++
 endif
 platform-tools:
 	for tool in $(PLATFORM_TOOLS); do command -v $$tool >/dev/null || missing=1; done; \
@@ -63,7 +64,7 @@ bench-deps:
 
 # Binary protocol vs redis on this machine, server and load generator pinned to different cores.
 bench-qps: install bench-deps
-	$(BIN)/posenc bench qps --readme README.md
+	$(BIN)/posenc bench qps --readme docs/benchmarks.md
 
 # Locust SLO run: starts `posenc serve` (embedded config), 30 s of the realistic mix on 127.0.0.1;
 # fails on any failed request or P99 over the threshold (loadtest/slo.py --help for the knobs).
@@ -72,7 +73,7 @@ loadtest: install
 
 # HTTP with wrk vs a bare ASGI app returning the same bytes (server on CPU 0, wrk on CPU 1).
 bench-http: install
-	$(BIN)/posenc bench http --readme README.md
+	$(BIN)/posenc bench http --readme docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info service/*.egg-info native/build

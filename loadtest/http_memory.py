@@ -19,7 +19,7 @@ import time
 
 import orjson
 
-from posenc.http.launch import ServerProcess
+from posenc.http.runtime.launch import ServerProcess
 
 CONFIG = """
 [server]

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from posenc.config import DEFAULT_TOML
-from posenc.http.launch import ServerProcess
+from posenc.http.runtime.launch import ServerProcess
 
 HERE = Path(__file__).parent
 

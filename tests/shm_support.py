@@ -8,6 +8,7 @@ run mostly in worker processes, where rewriting does not apply anyway."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -222,6 +223,22 @@ def fix_header_crc(path: Path) -> None:
     poke(path, 16, struct.pack("<I", zlib.crc32(bytes(raw[256:256 + spec_len]), zlib.crc32(header))))
 
 
+def rewrite_spec(path: Path, spec_json: bytes, spec_hash: str | None = None) -> None:
+    """Store other spec bytes in a segment, as another writer could: spec_len, data_offset
+    and the padding follow them, the data moves with data_offset, and spec_hash (by default
+    the doc's: SHA-256 of exactly these bytes) and header_crc match again."""
+    raw = path.read_bytes()
+    spec_len, data_offset = struct.unpack_from("<I", raw, 92)[0], struct.unpack_from("<Q", raw, 56)[0]
+    new_offset = -(-(256 + len(spec_json)) // 64) * 64
+    digest = hashlib.sha256(spec_json).hexdigest()[:16] if spec_hash is None else spec_hash
+    header = bytearray(raw[:256])
+    struct.pack_into("<Q", header, 56, new_offset)
+    struct.pack_into("<I", header, 92, len(spec_json))
+    header[96:112] = digest.encode()
+    path.write_bytes(bytes(header) + spec_json.ljust(new_offset - 256, b"\0") + raw[data_offset:])
+    fix_header_crc(path)
+
+
 def _append(path: Path, data: bytes) -> None:
     with open(path, "ab") as f:
         f.write(data)
@@ -261,6 +278,8 @@ CORRUPTIONS = [
     ("trailing", lambda p, h: _append(p, b"\0"), "trailing bytes", -8),
     ("header-crc", lambda p, h: poke(p, 48, struct.pack("<q", h["start"] + 1)), "header checksum mismatch", -8),
     ("padding", lambda p, h: poke(p, 256 + h["spec_len"], b"\x01"), "non-zero padding after the spec JSON", -8),
+    ("spec-bytes", lambda p, h: (poke(p, 256 + h["spec_len"] - 1, b" "), fix_header_crc(p)),
+     "spec JSON does not match its hash", -8),
     ("data", lambda p, h: poke(p, os.path.getsize(p) - 1, b"\x5a"), "data checksum mismatch", -9),
 ]
 

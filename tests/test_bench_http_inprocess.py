@@ -2,7 +2,7 @@
 case: each request answered 200 with the bytes posenc answers it with, timed per (case, server).
 (No speed is asserted: only that the measurement measures the requests it names.)"""
 
-from posenc.bench import http as wire
+from posenc.bench import http_cases as wire
 from posenc.bench import http_inprocess
 
 

@@ -112,6 +112,33 @@ def test_the_c_helpers_give_the_library_frequencies_bit_for_bit(proto_freqs, dim
     assert proto_freqs("t2t", 1.5, 3e4, dim) == t2t.freqs.tolist()
 
 
+def test_the_frequency_helpers_need_the_macro_the_doc_names(tmp_path):
+    """Issue 26: docs/protocol.md pointed to posenc_vaswani_freq without naming
+    POSENC_PROTO_WANT_FREQS (an implicit declaration, then a link error). Built as the doc says."""
+    import shutil
+
+    from conftest import HERE
+
+    doc = (HERE.parent / "docs" / "protocol.md").read_text()
+    assert "`cc -DPOSENC_PROTO_WANT_FREQS ... -lm`" in doc
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler (cc/gcc/clang) on PATH")
+    source = tmp_path / "client.c"
+    source.write_text('#include <stdio.h>\n#include "posenc_proto.h"\n'
+                      'int main(void) { printf("%a\\n", posenc_vaswani_freq(10000.0, 3, 128)); return 0; }\n')
+
+    def build(*flags):
+        return subprocess.run([cc, "-std=c11", "-Wall", "-Werror", f"-I{HERE.parent / 'native' / 'include'}",
+                               *flags, str(source), "-lm", "-o", str(tmp_path / "client")], capture_output=True,
+                              text=True, check=False)
+
+    assert build().returncode != 0  # without the macro the helper is not declared
+    assert build("-DPOSENC_PROTO_WANT_FREQS").returncode == 0
+    out = subprocess.run([str(tmp_path / "client")], capture_output=True, text=True, check=True).stdout
+    assert float.fromhex(out.strip()) == posenc.SinusoidalSpec(128).freqs[3]
+
+
 @pytest.mark.parametrize("layout", ["interleaved", "t2t"])
 def test_column_scales_round_as_documented(server, layout):
     """float32 with COLUMN_SCALE rounds twice (amplitude * sin to float32, then the float32 product
@@ -178,6 +205,9 @@ def test_finite_inputs_whose_rows_would_overflow_are_refused(raw, aux, positions
     raw.send(encode_spec(aux, positions, dtype))
     err = raw.error(status)
     assert err.field == field, str(err)
+    if field != "positions":  # a spec that cannot give finite rows is refused with no positions too
+        raw.send(encode_spec(aux, [], dtype))
+        assert raw.error(status).field == field
 
 
 def test_the_largest_finite_values_are_still_served(raw):

@@ -110,6 +110,28 @@ def test_a_stream_ending_inside_a_frame_is_reported(raw):
     assert raw.closed()
 
 
+@pytest.mark.parametrize("sent, text", [(1, "1 byte of a frame header"), (3, "3 bytes of a frame header"),
+                                        (4, "4 of the 48 bytes of a frame"), (47, "47 of the 48 bytes of a frame")])
+def test_eof_inside_the_length_or_the_frame_says_how_much_arrived(raw, sent, text):
+    """docs/protocol.md, Errors: the exact BAD_FRAME text at EOF, inside the 4-byte length too."""
+    whole = frame(Opcode.ENCODE_TABLE, 5, positions=positions_bytes([1, 2]), count=2, table_id=1)
+    assert len(whole) == 48
+    raw.send(whole[:sent])
+    raw.sock.shutdown(1)
+    err = raw.error(Status.BAD_FRAME)
+    assert str(err) == f"length: the stream ended after {text}" and "unanswered" not in str(err)
+    assert raw.closed()
+
+
+@pytest.mark.parametrize("case", ["length below the header", "version 2", "opcode 7", "huge length"])
+def test_frame_level_errors_carry_no_unanswered_count(raw, case):
+    """docs/protocol.md: only SHUTTING_DOWN and IDLE_TIMEOUT end with "unanswered: ..."."""
+    data, status, _ = CLOSING[case]
+    raw.send(frame(Opcode.PING, 1) + data)
+    raw.reply()
+    assert "unanswered" not in str(raw.error(status))
+
+
 def test_a_client_vanishing_mid_frame_costs_only_its_connection(server):
     for _ in range(20):
         with Raw(server.address) as conn:
@@ -254,6 +276,32 @@ def test_idle_connections_are_told_then_closed():
         with Client(srv.address) as c:
             stats = c.stats()
     assert stats["connections"]["idle_closed"] == 2 and stats["errors"]["idle_timeout"] == 2
+
+
+def test_the_idle_close_comes_no_earlier_than_the_timeout_and_at_most_250_ms_later():
+    """docs/protocol.md, Server behaviour: each worker checks idleness every 250 ms of its loop.
+    Connections go quiet at staggered moments, so each lands at another point of that cycle."""
+    import threading
+
+    idle_ms, delays = 600, []
+    with table_store({}) as (_, root), running_server(root, threads=1, idle_timeout_ms=idle_ms) as srv:
+        def one():
+            with Raw(srv.address, timeout=10) as r:
+                r.send(frame(Opcode.PING, 7))
+                r.reply()
+                quiet = time.monotonic()  # the last traffic either way: our read of the reply
+                r.error(Status.IDLE_TIMEOUT)
+                delays.append(time.monotonic() - quiet)
+
+        threads = [threading.Thread(target=one) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+            time.sleep(0.043)
+        for thread in threads:
+            thread.join()
+    assert len(delays) == 6
+    assert min(delays) >= idle_ms / 1000 - 0.005, delays  # the reply left the server just before we read it
+    assert max(delays) <= idle_ms / 1000 + 0.25 + 0.1, delays  # 0.1 s for this test's own scheduling
 
 
 def test_a_client_that_does_not_read_is_held_to_bounded_memory():

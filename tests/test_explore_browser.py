@@ -18,7 +18,7 @@ import pytest
 
 import posenc
 from posenc.config import DEFAULT_TOML
-from posenc.http.launch import ServerProcess
+from posenc.http.runtime.launch import ServerProcess
 
 from audit_recipes import GEMMA3, bf16_positions, config
 
@@ -271,7 +271,7 @@ def test_bad_input_shows_one_clear_error(server, context):
 
 def test_posenc_explore_prints_the_page(server, capsys):
     from posenc.cli import main
-    from posenc.http.launch import free_port
+    from posenc.http.runtime.launch import free_port
 
     assert main(["explore", "--url", server.url, "--no-browser"]) == 0
     assert capsys.readouterr().out.strip() == f"{server.url}/explore"

@@ -2,6 +2,7 @@
 equal to the library's, binary on the wire, server errors raised as HttpError with code and field."""
 
 import asyncio
+import io
 import shutil
 import tempfile
 
@@ -15,7 +16,7 @@ import posenc
 from posenc.client import AsyncHttpClient, HttpClient, HttpError
 from posenc.config import ServiceConfig
 from posenc.http import create_app
-from posenc.http.launch import ServerProcess
+from posenc.http.runtime.launch import ServerProcess
 
 CONFIG = """
 [server]
@@ -142,3 +143,61 @@ def test_the_clients_requests_take_the_fast_path():
             cos, sin = c.rope_cos_sin([1, 100000], {"head_dim": 64})
             want_cos, want_sin = posenc.rope_cos_sin([1, 100000], {"head_dim": 64})
             assert np.array_equal(cos, want_cos) and np.array_equal(sin, want_sin)
+
+
+def test_model_positions_audit_and_info_have_calls(client):
+    """Issue 26: HttpClient had no call for /v1/models/positions, /v1/audit or /info."""
+    from audit_recipes import exact
+
+    model = client.model_positions(LLAMA)
+    assert model["model_type"] == "llama" and list(model["layer_types"]) == ["default"]
+    entry = model["layer_types"]["default"]
+    assert entry["kind"] == "rope" and entry["spec"]["head_dim"] == 64 and entry["spec"]["base"] == 500000.0
+    config = {**LLAMA, "max_position_embeddings": 512}  # the whole cache: nothing to warn about
+    spec = posenc.RopeSpec.from_hf_config(config)
+    report = client.audit(exact(spec, np.arange(512)), config=config)
+    assert report["status"] == "correct" and report["expected"]["spec"]["base"] == 500000.0
+    shifted = client.audit(exact(spec, np.arange(1, 513)), config=config, start=0)  # rows one position late
+    assert shifted["diagnosis"]["cause"] == "position_offset"
+    buffer = io.BytesIO()
+    np.save(buffer, np.stack([exact(spec, np.arange(512))["cos"], exact(spec, np.arange(512))["sin"]]))
+    assert client.audit(buffer.getvalue(), config=config)["status"] == "correct"  # a file's bytes as they are
+    with pytest.raises(posenc.PosencError, match="arrays: must be a dict of named arrays"):
+        client.audit([1, 2, 3])
+    info = client.info()
+    assert info["version"] == posenc.__version__ and "sin64" in [t["name"] for t in info["tables"]]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_an_unreachable_service_is_a_posenc_error_naming_the_address(asynchronous):
+    """Issue 26: a raw httpx.ConnectError before."""
+    from posenc.client import ServiceUnreachable
+
+    url = "http://127.0.0.1:1"  # nothing listens on port 1
+
+    async def call_async():
+        async with AsyncHttpClient(url, timeout=5) as c:
+            await c.rows("sin64", [1])
+
+    with pytest.raises(ServiceUnreachable) as err:
+        if asynchronous:
+            asyncio.run(call_async())
+        else:
+            with HttpClient(url, timeout=5) as c:
+                c.info()
+    assert isinstance(err.value, posenc.PosencError) and err.value.field == "base_url"
+    assert f"cannot connect to the posenc service at {url}" in str(err.value) and "ConnectError" in str(err.value)
+    assert isinstance(err.value.cause, httpx.ConnectError)
+
+
+def test_bfloat16_rows_of_a_float32_table_are_the_single_rounding_the_library_gives(client):
+    """docs/protocol.md, the 16-bit rule: HTTP answers bf16 from a float32 table (recomputing the
+    midpoint rows) with the library's bits; posenc-server refuses the same request instead."""
+    import ml_dtypes
+
+    positions = np.arange(4096)
+    got = client.rows("sin64", positions, dtype="bfloat16")
+    want = posenc.sinusoidal(positions, 64, dtype="bfloat16")
+    assert got.dtype == ml_dtypes.bfloat16 and np.array_equal(got.view(np.uint16), want.view(np.uint16))
+    twice = posenc.sinusoidal(positions, 64).astype(ml_dtypes.bfloat16)  # float32 bits cast again
+    assert not np.array_equal(twice.view(np.uint16), want.view(np.uint16))  # the midpoints are in this range

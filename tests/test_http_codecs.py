@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import orjson
 import pytest
-from posenc.http.codecs import (
+from posenc.http.api.codecs import (
     JSON,
     NPY,
     RAW,
@@ -20,7 +20,7 @@ from posenc.http.codecs import (
     media_type,
     negotiate,
 )
-from posenc.http.errors import HttpError
+from posenc.http.api.errors import HttpError
 
 I64 = np.dtype(np.int64)
 
@@ -187,7 +187,7 @@ def test_json_data_prints_bfloat16_as_its_float32():
 @pytest.mark.parametrize("env", [{"POSENC_NATIVE": "0"}, {"POSENC_ISA": "scalar"}])
 def test_json_data_without_the_avx512_writer_is_orjson(env):
     """No library (POSENC_NATIVE=0, no build) or no AVX-512 writer: orjson prints, the same bytes."""
-    code = ("import numpy as np, orjson; from posenc.native import json_text; from posenc.http import codecs\n"
+    code = ("import numpy as np, orjson; from posenc.native import json_text; from posenc.http.api import codecs\n"
             "a = (np.arange(20, dtype=np.float32).reshape(4, 5) - 7) / 3\n"
             "assert not codecs.NATIVE_JSON\n"
             "assert json_text.available() == (json_text.json_f32(a) is not None)\n"

@@ -22,6 +22,21 @@ def test_embedded_default_is_the_documented_example():
     assert config.api_key is None
 
 
+def test_the_binary_port_comment_says_what_serve_does_with_it():
+    """Issue 26: deploy/posenc.toml still called binary_port "(a later issue)"; serve runs
+    posenc-server on it (and on binary_socket), serving the same shm tables, and neither when both are off."""
+    from posenc.http.server import sidecars_for
+
+    assert "later issue" not in DEFAULT_TOML
+    assert "posenc serve also runs posenc-server" in DEFAULT_TOML
+    config = load(env={})
+    (sidecar,) = sidecars_for(config)
+    argv = list(sidecar.argv)
+    assert argv[argv.index("--port") + 1] == "8001" and argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert argv[argv.index("--shm-dir") + 1] == config.server.shm_dir
+    assert sidecars_for(config.with_overrides(binary_port=0)) == []
+
+
 def test_env_overrides_then_flags(tmp_path):
     env = {"POSENC_HOST": "0.0.0.0", "POSENC_PORT": "9001", "POSENC_WORKERS": "3", "POSENC_SHM_DIR": str(tmp_path),
            "POSENC_API_KEY": "k"}

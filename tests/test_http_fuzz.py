@@ -10,7 +10,7 @@ from conftest import by_profile
 from hypothesis import HealthCheck, settings
 from posenc.config import ServiceConfig
 from posenc.http import create_app
-from posenc.http.launch import ServerProcess
+from posenc.http.runtime.launch import ServerProcess
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,

@@ -21,8 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 import posenc
 from posenc.config import ServiceConfig
 from posenc.http import create_app
-from posenc.http.launch import ServerProcess
-from posenc.http.responses import GZIP_MIN_BYTES, STREAM_BYTES, json_pieces
+from posenc.http.runtime.launch import ServerProcess
+from posenc.http.api.responses import GZIP_MIN_BYTES, STREAM_BYTES, json_pieces
 
 NPY, RAW = "application/x-npy", "application/octet-stream"
 ROPE = {"kind": "rope", "head_dim": 16}
@@ -166,8 +166,8 @@ def test_an_unhandled_exception_is_a_counted_json_500_with_the_request_id(root, 
     ("fastcompute", "POST", "/v1/alibi/slopes", {"n_heads": 4}, "/v1/alibi/slopes"),
 ])
 def test_a_bug_on_a_fast_path_is_a_counted_json_500_too(root, monkeypatch, where, method, path, body, route):
-    import posenc.http.prepared
-    import posenc.http.routes.encodings
+    import posenc.http.pipeline.prepared
+    import posenc.http.api.routes.encodings
 
     def bug(*args, **kwargs):
         raise RuntimeError("a bug")
@@ -177,8 +177,8 @@ def test_a_bug_on_a_fast_path_is_a_counted_json_500_too(root, monkeypatch, where
         if where == "raw row route":
             monkeypatch.setattr(app.fast, "answer", lambda scope: bug() if scope["path"] == path else None)
         elif where == "prepared":  # the prepared-plan path and the endpoint it hands the request on to
-            monkeypatch.setattr(posenc.http.prepared.Plan, "rows", bug)
-            monkeypatch.setattr(posenc.http.routes.encodings, "spec_job", bug)
+            monkeypatch.setattr(posenc.http.pipeline.prepared.Plan, "rows", bug)
+            monkeypatch.setattr(posenc.http.api.routes.encodings, "spec_job", bug)
         else:  # the endpoint called directly, then by FastAPI
             monkeypatch.setattr(posenc.api, "alibi_slopes", bug)
         r = c.request(method, path, json=body, headers={"X-Request-Id": "bug-1"})

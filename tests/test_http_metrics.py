@@ -4,7 +4,7 @@ import os
 import shutil
 
 import pytest
-from posenc.http.metrics import BUCKETS, Metrics
+from posenc.http.runtime.metrics import BUCKETS, Metrics
 from prometheus_client.parser import text_string_to_metric_families
 
 ROUTES = [("GET", "/v1/tables/{name}/rows/{position}"), ("POST", "/v1/sinusoidal")]
@@ -90,7 +90,7 @@ def test_reopening_keeps_counts_and_a_new_layout_starts_clean(tmp_path):
 def test_binary_server_counters_are_exported():
     """The native server's STATS become posenc_binary_* families; unreachable means up 0."""
     from posenc.client import ServerProcess, fetch_stats, server_argv
-    from posenc.http.metrics import render_binary
+    from posenc.http.runtime.metrics import render_binary
 
     assert _samples(render_binary(None)) == {("posenc_binary_up", ()): 0}
     server = ServerProcess(server_argv(port=0))

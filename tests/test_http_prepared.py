@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from posenc.config import ServiceConfig
 from posenc.http import create_app
-from posenc.http.prepared import MAX_PLANS, Prepared
+from posenc.http.pipeline.prepared import Prepared
 from posenc.tables import TableSpec
 from shm_support import published_config
 
@@ -123,14 +123,14 @@ def test_the_concurrency_limit_and_the_budget_refuse_as_the_general_path_does(ap
         service.in_flight = 0
     assert status == 429 and headers[b"retry-after"] == b"1"
     limit = service.budget.limit
-    service.budget.limit = 100  # the body fits, its answer does not
+    service.budget.limit = service.budget.cached + 100  # the body fits, its answer does not
     try:
         status, _, body = call(app)
     finally:
         service.budget.limit = limit
     assert status == 503 and orjson.loads(body)["error"]["code"] == "busy"
-    assert answered == [False, False] and service.budget.held == 0
-    assert call(app)[0] == 200 and service.budget.held == 0
+    assert answered == [False, False] and service.budget.held == service.budget.cached
+    assert call(app)[0] == 200 and service.budget.held == service.budget.cached
 
 
 def test_the_api_key_is_checked_on_this_path_too(answered):
@@ -162,21 +162,21 @@ def test_plans_follow_a_replaced_table(app, answered):
     assert answered == [True, True]
 
 
-def test_plans_are_bounded(app):
-    for n in range(MAX_PLANS + 10):  # as many request shapes as distinct queries
-        query = b"spec=%7B%22dim%22%3A" + str(2 + 2 * (n % 600)).encode() + b"%7D&dtype=" + \
-            (b"float32" if n < 600 else b"float64")
+def test_plans_are_bounded_in_bytes_and_held_in_the_budget(app):
+    plans, budget = app.prepared._plans, app.service.budget
+    for n in range(300):  # as many request shapes as distinct queries, wide ones
+        query = b"spec=%7B%22dim%22%3A" + str(4096 + 2 * n).encode() + b"%7D"
         assert call(app, query=query, body=np.array([1], "<i8").tobytes())[0] == 200
-    assert len(app.prepared._plans) <= MAX_PLANS
+    assert 0 < plans.held <= plans.cap and budget.cached >= plans.held
 
 
 def test_a_plans_output_bound_is_size_bound_for_any_row_count(app):
     """A plan keeps size_bound's two terms (it is linear in the row count) instead of calling it per
     request: the bound that the budget, the output cap and the streaming threshold see is the same."""
-    from posenc.http.responses import size_bound
+    from posenc.http.api.responses import size_bound
     for query in (SPEC_QUERY, SPEC_QUERY + b"&dtype=float16"):
         assert call(app, query=query, body=np.array([1], "<i8").tobytes())[0] == 200
-    plans = list(app.prepared._plans.values())
+    plans = [value for value, _ in app.prepared._plans._entries.values()]
     assert plans
     for plan in plans:
         for n in (0, 1, 2, 63, 300, 1 << 20):

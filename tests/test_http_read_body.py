@@ -4,9 +4,9 @@ that must wait is read under the deadline, with the same size cap, budget and di
 import asyncio
 
 import pytest
-from posenc.http.budget import MemoryBudget
-from posenc.http.errors import HttpError
-from posenc.http.limits import ClientGone, read_body, started
+from posenc.http.pipeline.budget import MemoryBudget
+from posenc.http.api.errors import HttpError
+from posenc.http.pipeline.limits import ClientGone, read_body, started
 
 SCOPE = {"headers": [(b"content-type", b"application/json")]}
 

@@ -16,8 +16,8 @@ import posenc
 import pytest
 from conftest import assert_matches_oracle
 from posenc import reference
-from posenc.http.launch import ServerProcess
-from posenc.http.server import Sidecar, Sidecars
+from posenc.http.runtime.launch import ServerProcess
+from posenc.http.runtime.server import Sidecar, Sidecars
 from prometheus_client.parser import text_string_to_metric_families
 
 RAW, NPY = "application/octet-stream", "application/x-npy"
@@ -304,12 +304,15 @@ class _Cycle:
     def on_response(self):
         self.completed += 1
 
+    def finish(self):  # the protocol's lingering close, as the holder calls it
+        self.transport.close()
+
 
 def test_the_head_holder_writes_head_and_body_together():
-    from posenc.http.protocol import _HeadHolder
+    from posenc.http.transport.protocol import _HeadHolder
 
     cycle = _Cycle()
-    holder = _HeadHolder(cycle)
+    holder = _HeadHolder(cycle, cycle)
     holder.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # before the response starts: straight through
     cycle.response_started = True
     holder.write(b"HEAD")
@@ -321,7 +324,7 @@ def test_the_head_holder_writes_head_and_body_together():
     assert cycle.completed == 1
     for ending in ("completed", "close"):  # no body write (HEAD), or a close: the head still goes out first
         cycle = _Cycle()
-        holder = _HeadHolder(cycle)
+        holder = _HeadHolder(cycle, cycle)
         cycle.response_started = True
         holder.write(b"HEAD")
         getattr(holder, ending)()

@@ -6,7 +6,9 @@ import tempfile
 
 import numpy as np
 import pytest
-from posenc.http.table_cache import TableCache, spec_key
+from posenc.http.pipeline.budget import MemoryBudget
+from posenc.http.runtime.caches import ByteCache
+from posenc.http.runtime.table_cache import TableCache, spec_key
 from posenc.shm import TableStore
 from posenc.tables import TableSpec
 
@@ -29,7 +31,7 @@ def store():
 
 def test_covering_follows_replacements_removals_and_attachments(store):
     store.publish("sin8", _spec(10))
-    cache = TableCache(store.root)
+    cache = TableCache(store.root, ByteCache(MemoryBudget(1 << 20), 1 << 16))
     key = spec_key(_spec(10))
     near, far = np.array([5.0]), np.array([50.0])
     assert cache.covering(key, near, F32) is None  # nothing attached yet

@@ -188,7 +188,7 @@ def test_reference_facts_the_readers_follow():
     """Behaviours recorded from transformers itself (model_reference.reference_facts)."""
     stablelm = posenc.RopeSpec.from_hf_config({"model_type": "stablelm", "rope_pct": 0.5})
     assert GOLDEN_FACTS["stablelm_rope_pct_0.5|partial_rotary_factor"] == 0.25  # HF ignores rope_pct
-    assert stablelm.partial_rotary_factor == 0.5  # posenc reads it (the README says so)
+    assert stablelm.partial_rotary_factor == 0.5  # posenc reads it (docs/model-families.md says so)
     cohere2 = posenc.RopeSpec.from_hf_config({"model_type": "cohere2", "hidden_size": 4096,
                                               "num_attention_heads": 32, "head_dim": 64})
     assert cohere2.head_dim == GOLDEN_FACTS["cohere2_head_dim_64|head_dim"] == 64

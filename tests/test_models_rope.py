@@ -6,7 +6,7 @@ the family's RotaryEmbedding + apply_rotary_pos_emb at positions 0, 1, 4095, 100
 The scores q_i . k_j of rotated fixed random vectors are what check the layout: a wrong
 pairing (half vs interleaved, wrong rotary slice) moves them by O(1).
 
-Tolerances (documented in the README's model table):
+Tolerances (documented in the model table of docs/model-families.md):
 * float64 (HF's code run with float64 dtypes): 1e-10 absolute on cos/sin, 1e-10 relative
   to the largest score -- both sides are float64; angles p * w at p = 1e5 round at ~1e-11.
 * float32 (HF as it runs): HF forms angles in float32, so its error grows with the position:

@@ -89,6 +89,22 @@ def test_length_dependent_scaling_uses_the_largest_position():
     assert_matches_oracle(cos, ref_cos, "float64", angle_max=500.0)
 
 
+def test_fractional_positions_give_seq_len_max_plus_one_literally():
+    """docs/protocol.md, M-RoPE: seq_len = max over the 3n positions + 1, not rounded (100.5 -> 101.5),
+    in the library and in the binary client's per-chunk frequencies alike."""
+    from posenc.client.inline import mrope_auxes
+
+    spec = posenc.RopeSpec(64, scaling={"rope_type": "dynamic", "factor": 2.0}, max_position_embeddings=64,
+                           mrope_section=[8, 12, 12])
+    pos = np.array([[0.0, 1.0, 2.0], [0.0, 1.0, 100.5], [0.0, 1.0, 2.0]])
+    cos, sin = posenc.rope_cos_sin(pos, spec, dtype="float64")
+    literal, _ = posenc.rope_cos_sin(pos, spec, dtype="float64", seq_len=101.5)
+    np.testing.assert_array_equal(cos, literal)
+    for rounded in (101.0, 102.0):
+        assert not np.array_equal(cos, posenc.rope_cos_sin(pos, spec, dtype="float64", seq_len=rounded)[0])
+    assert mrope_auxes(spec, pos) == mrope_auxes(spec, pos, seq_len=101.5) != mrope_auxes(spec, pos, seq_len=102.0)
+
+
 def test_spec_identity_and_the_keyword_only_section():
     """mrope_section is a spec keyword; inside a HF scaling dict (or as rope_type "mrope") it is refused,
     so a model whose config uses the key with another meaning (Qwen3-VL interleaves) cannot slip through."""

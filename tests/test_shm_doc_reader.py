@@ -3,6 +3,8 @@ standard library (struct, zlib) and numpy for the final view, and none of posenc
 document is complete, it reads every table posenc publishes exactly as `posenc.shm.attach`
 does and refuses every damaged segment with the words the document gives."""
 
+import hashlib
+import json
 import struct
 import zlib
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from posenc.shm import ShmError, TableStore, attach
-from shm_support import CORRUPTIONS, header_of, poke, rewrite_header, table_from
+from shm_support import CORRUPTIONS, header_of, poke, rewrite_header, rewrite_spec, run_c_reader, table_from
 
 pytest_plugins = ["shm_support"]
 
@@ -50,6 +52,16 @@ def valid_name(name: bytes) -> bool:
             and b"/" not in name)
 
 
+def spec_width(encoding: dict) -> int:
+    """*The spec JSON*: the width of a row from the encoding, by kind."""
+    if encoding["kind"] == "rope":
+        rotary_dim = int(encoding["head_dim"] * encoding.get("partial_rotary_factor", 1.0))
+        scaling = encoding.get("scaling") or {}
+        proportional = scaling.get("rope_type", scaling.get("type")) == "proportional"
+        return 2 * (encoding["head_dim"] // 2 if proportional else (rotary_dim + 1) // 2)
+    return encoding["n_heads"] if encoding["kind"] == "alibi" else encoding["dim"]
+
+
 class DocReader:
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -82,7 +94,8 @@ class DocReader:
         return None
 
     def validate(self, path: Path, verify: bool = True) -> tuple[dict, bytes]:
-        """*Validating a segment*, steps 1-8 and 10 (no spec parsing), in order."""
+        """*Validating a segment*, steps 1-10 in order (step 9 as far as *The spec JSON* lets a
+        reader check without knowing the encodings: the hash of the bytes, and the shape)."""
         raw = path.read_bytes()  # a copy: the acquire load of `state` is the read of this copy
         if len(raw) < 256:
             raise Refused(f"{path}: truncated")
@@ -119,6 +132,16 @@ class DocReader:
             raise Refused(f"{path}: header checksum mismatch")
         if any(raw[256 + spec_len:data_offset]):
             raise Refused(f"{path}: non-zero padding after the spec JSON")
+        spec_bytes = raw[256:256 + spec_len]
+        if hashlib.sha256(spec_bytes).hexdigest()[:16].encode() != spec_hash:
+            raise Refused(f"{path}: spec JSON does not match its hash")
+        try:
+            spec = json.loads(spec_bytes.decode("utf-8"))
+            shape = (spec["stop"] - spec["start"], spec_width(spec["encoding"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise Refused(f"{path}: unusable spec JSON ({exc})") from None
+        if shape != (rows, width) or spec["start"] != start or spec["dtype"] != {1: "float32", 2: "float64"}[dtype]:
+            raise Refused(f"{path}: header shape disagrees with its spec")
         data = raw[data_offset:]
         if verify and (crc32c(data) if checksum == 1 else zlib.crc32(data)) != data_crc:
             raise Refused(f"{path}: data checksum mismatch")
@@ -143,6 +166,10 @@ TABLES = [
     ({"kind": "sinusoidal", "dim": 24, "layout": "t2t"}, -40, 300, "float64", "crc32c"),
     ({"kind": "rope", "head_dim": 32, "scaling": {"rope_type": "linear", "factor": 2.0}}, 0, 257, "float32", "crc32"),
     ({"kind": "alibi", "n_heads": 12}, 0, 500, "float32", "crc32c"),
+    ({"kind": "rope", "head_dim": 96, "partial_rotary_factor": 0.4}, 0, 64, "float32", "crc32c"),  # rotary dim 38
+    ({"kind": "rope", "head_dim": 64, "partial_rotary_factor": 0.3}, 0, 64, "float64", "crc32c"),  # rotary dim 19
+    ({"kind": "rope", "head_dim": 64, "partial_rotary_factor": 0.25, "scaling": {"rope_type": "proportional"}},
+     5, 70, "float32", "crc32c"),
 ]
 
 
@@ -191,3 +218,63 @@ def test_the_doc_reader_and_posenc_pick_the_same_slot_and_agree_on_the_magic(shm
     for reader in (lambda: DocReader(shm_root).attach("t"), lambda: attach("t", root=shm_root)):
         with pytest.raises((Refused, ShmError), match="header names another table or generation"):
             reader()
+
+
+def test_the_spec_hash_is_over_the_stored_bytes_in_every_reader(shm_store, shm_root, shm_c_reader):
+    """A valid spec stored with one extra space and the hash of exactly its bytes is accepted by
+    posenc, the C header and the doc-only reader; the canonical form's hash over those bytes is
+    refused by all three with the same words."""
+    table = table_from({"kind": "sinusoidal", "dim": 16}, 0, 512)
+    shm_store.publish("t", table)
+    path = shm_root / "posenc.t.1"
+    spaced = table.canonical_json.replace('"dim":16', '"dim": 16').encode()
+    rewrite_spec(path, spaced)
+    digest = hashlib.sha256(spaced).hexdigest()[:16]
+    with attach("t", root=shm_root) as tbl:
+        assert tbl.spec == table and header_of(path)["spec_hash"] == digest != table.hash
+        expected = np.array(tbl.array)
+    fields, rows = DocReader(shm_root).attach("t")
+    assert fields["spec"] == spaced.decode() and fields["spec_hash"] == digest
+    np.testing.assert_array_equal(rows, expected)
+    status, lines = run_c_reader(shm_c_reader, "name", shm_root, "t", 1, 3)
+    assert status == 0 and f"hash={digest} " in lines[0], lines
+    rewrite_spec(path, spaced, spec_hash=table.hash)  # the re-serialised form's hash: not these bytes'
+    with pytest.raises(ShmError, match="spec JSON does not match its hash"):
+        attach("t", root=shm_root)
+    with pytest.raises(Refused, match="spec JSON does not match its hash"):
+        DocReader(shm_root).attach("t")
+    status, lines = run_c_reader(shm_c_reader, "name", shm_root, "t", 1)
+    assert status == 3 and "spec JSON does not match its hash" in lines[0], lines
+
+
+def _doc_tables() -> dict[str, list[list[str]]]:
+    """The key tables of docs/shm-format.md's *The spec JSON*: {heading line: first-column cells}."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "shm-format.md").read_text()
+    section = text[text.index("### The spec JSON"):text.index("### Rows")]
+    tables, heading, current = {}, "top", None
+    for line in section.splitlines():
+        if line.startswith("| key |") or line.startswith("| `rope_type` |"):
+            current = tables.setdefault(heading if line.startswith("| key |") else "rope_type", [])
+        elif line.startswith("| `") and current is not None:
+            current.append([cell.strip() for cell in line.strip("|").split("|")])
+        elif not line.startswith("|"):
+            current = None
+            if line.startswith("Encoding `kind` = "):
+                heading = line.split("`")[3]
+    return tables
+
+
+def test_the_documented_spec_keys_are_exactly_the_ones_posenc_accepts():
+    """*The spec JSON* is the normative list: every kind's keys, and each rope_type's scaling
+    keys, are exactly those of posenc's spec classes (the doc cannot drift from the code)."""
+    from posenc.encodings.rope_scaling import VARIANTS
+    from posenc.tables import ENCODINGS
+
+    tables = _doc_tables()
+    keys = {heading: {row[0].strip("`") for row in rows} for heading, rows in tables.items() if heading != "rope_type"}
+    assert keys.pop("top") == {"encoding", "start", "stop", "dtype", "seq_len"}
+    assert keys == {kind: {cls.POSITIONAL, *cls.KEYWORDS} for kind, cls in ENCODINGS.items()}
+    documented = {row[0].strip("`"): ({k.strip("` ") for k in row[1].split(",") if k.strip()},
+                                      {k.strip("` ") for k in row[2].split(",") if k.strip()})
+                  for row in tables["rope_type"]}
+    assert documented == {name: (set(v.KEYS["required"]), set(v.KEYS["optional"])) for name, v in VARIANTS.items()}

@@ -13,8 +13,8 @@ import pytest
 from posenc.errors import PosencError
 from posenc.shm import ShmError, TableStore, attach, checksum, list_tables
 from posenc.shm.registry import HEADER_BYTES, SLOT_BYTES
-from shm_support import (CORRUPTIONS, assert_table_rows, header_of, poke, python_worker, rewrite_header, run_c_reader,
-                         table_from)
+from shm_support import (CORRUPTIONS, assert_table_rows, header_of, poke, python_worker, rewrite_header, rewrite_spec,
+                         run_c_reader, table_from)
 
 pytest_plugins = ["shm_support"]
 
@@ -54,14 +54,24 @@ def test_start_plus_rows_overflowing_int64_never_yields_a_row(shm_store, shm_roo
         attach("t", root=shm_root, verify=False)
 
 
-def test_python_also_checks_the_spec_the_c_reader_does_not_parse(shm_store, shm_root, shm_c_reader):
-    _, path, header = _published(shm_store, shm_root)
+def test_python_also_parses_the_spec_the_c_reader_only_hashes(shm_store, shm_root, shm_c_reader):
+    """Both readers check the spec bytes against spec_hash; only Python parses them, so a spec
+    with the hash of its bytes that this version does not accept is refused by Python alone."""
+    table, path, header = _published(shm_store, shm_root)
     spec = path.read_bytes()[256:256 + header["spec_len"]]
     poke(path, 256, spec.replace(b'"dim":16', b'"dim":17'))
-    rewrite_header(path)  # a valid header CRC over the altered spec
+    rewrite_header(path)  # a valid header CRC over the altered spec, whose hash no longer matches
     with pytest.raises(ShmError, match="spec JSON does not match its hash"):
         attach("t", root=shm_root)
-    assert run_c_reader(shm_c_reader, "path", path, 1)[0] == 0  # documented: C checks structure only
+    status, lines = run_c_reader(shm_c_reader, "path", path, 1)
+    assert status == 3 and "spec JSON does not match its hash" in lines[0], lines
+    rewrite_spec(path, table.canonical_json.replace('"start":0', '"start":0,"colour":1').encode())
+    with pytest.raises(ShmError, match="unusable spec JSON .*colour"):
+        attach("t", root=shm_root)
+    rewrite_spec(path, table.canonical_json.replace('"start":0', '"start":0,"start":0').encode())
+    with pytest.raises(ShmError, match="unusable spec JSON .duplicate key 'start'"):
+        attach("t", root=shm_root)
+    assert run_c_reader(shm_c_reader, "path", path, 1)[0] == 0  # documented: C parses no JSON
 
 
 # ---- checksum algorithms -------------------------------------------------------------------
@@ -216,3 +226,25 @@ def test_the_lock_timeout_is_checked(shm_root, bad):
     with pytest.raises(PosencError) as err:
         TableStore(shm_root, lock_timeout_s=bad)
     assert err.value.field == "lock_timeout_s"
+
+
+def test_a_busy_slot_and_a_slot_generation_past_int64_use_the_same_words_in_every_reader(shm_store, shm_root,
+                                                                                          shm_c_reader):
+    """docs/shm-format.md: a slot left odd "stayed busy" (POSENC_SHM_EBUSY, ShmError "registry"),
+    one term in both readers; a found slot above 2^63 - 1 is a "corrupted slot"
+    (POSENC_SHM_EREGISTRY, ShmError "registry")."""
+    shm_store.publish("t", table_from(SIN, 0, 10))
+    registry = shm_root / "posenc-registry"
+    poke(registry, HEADER_BYTES + 8, struct.pack("<Q", 1 << 63))
+    with pytest.raises(ShmError, match="corrupted slot: 't' has generation 9223372036854775808") as err:
+        attach("t", root=shm_root)
+    assert err.value.field == "registry"
+    status, lines = run_c_reader(shm_c_reader, "name", shm_root, "t", 0)
+    assert status == 3 and lines[0].startswith("error -10 ") and "corrupted slot: 't' has generation" in lines[0]
+    poke(registry, HEADER_BYTES, struct.pack("<Q", 7))  # odd: a writer stopped between its two seq stores
+    with pytest.raises(ShmError, match="stayed busy") as err:
+        attach("t", root=shm_root)
+    assert err.value.field == "registry"
+    status, lines = run_c_reader(shm_c_reader, "name", shm_root, "t", 0)
+    assert status == 3 and lines[0].startswith("error -11 ") and "stayed busy" in lines[0], lines
+    poke(registry, HEADER_BYTES, struct.pack("<QQ", 8, 1))  # whole again, for the store's close()

@@ -162,11 +162,15 @@ def test_a_taken_name_fails_the_link_cleanly(shm_root, monkeypatch):
     with TableStore(shm_root) as store:
         store.prepare(table)
         squatter = shm_root / "posenc.t.1"
-        squatter.write_bytes(b"not ours")  # planted where the next generation's link goes
+
+        def plant(done, total):  # after generation 1 was allocated (a file there already would be skipped)
+            if not squatter.exists():
+                squatter.write_bytes(b"not ours")  # planted where this generation's link goes
+
         real_reclaim = TableStore.reclaim
         monkeypatch.setattr(TableStore, "reclaim", lambda self: 0)  # keep the planted file
         with pytest.raises(ShmError, match="cannot link a prepared segment"):
-            store.publish("t", table)
+            store.publish("t", table, progress=plant)
         monkeypatch.setattr(TableStore, "reclaim", real_reclaim)
         assert squatter.read_bytes() == b"not ours"
         assert sorted(os.listdir(shm_root)) == ["posenc-registry", "posenc.t.1"] and store.prepared_bytes == 0

@@ -204,3 +204,38 @@ def test_a_slot_left_odd_is_cleared_by_the_next_writer_and_its_table_reclaimed(s
             attach("t", root=shm_root)
         assert not (shm_root / f"posenc.t.{generation}").exists()
         assert store.publish("t", table_from(SIN, 0, 4)).generation == generation + 1  # republished
+
+
+def _poke_registry(root, offset, data):
+    fd = os.open(root / "posenc-registry", os.O_RDWR)
+    os.pwrite(fd, data, offset)
+    os.close(fd)
+
+
+def test_a_counter_set_back_inside_the_range_never_hands_out_a_generation_again(shm_root):
+    """docs/shm-format.md, *Generations*: before, next_generation = 1 handed out 1 again."""
+    with TableStore(shm_root) as store:
+        store.publish("t", table_from(SIN, 0, 4))
+        store.publish("t", table_from(SIN, 0, 5))  # generation 1 is unlinked: only 2 is on disk
+        assert store.publish("u", table_from(SIN, 0, 4)).generation == 3
+        for value in (1, 2, 3):
+            _poke_registry(shm_root, 24, struct.pack("<Q", value))
+            generation = store.publish("v", table_from(SIN, 0, 4)).generation
+            assert generation > 3, value  # above the directory's highest generation, whatever the counter
+        _poke_registry(shm_root, 24, struct.pack("<Q", 100))  # a counter above everything is kept
+        assert store.publish("w", table_from(SIN, 0, 4)).generation == 100
+
+
+def test_a_full_size_registry_whose_magic_is_zero_is_initialised_with_no_table(shm_root):
+    """docs/shm-format.md, *Reading the registry* step 3: readers saw no table in it, so the
+    writer that initialises it zeroes the slots too; before, the old slots came back."""
+    worker = python_worker(f"publish_same_name({str(shm_root)!r}, 't', 2, 8)")  # publishes and exits, as the CLI
+    generation = json.loads(worker.communicate(timeout=120)[0])["generations"][-1]
+    _poke_registry(shm_root, 0, bytes(8))
+    with pytest.raises(ShmError, match="no registry there yet"):
+        attach("t", root=shm_root)
+    with TableStore(shm_root) as store:
+        with pytest.raises(ShmError, match="no table named 't'"):
+            attach("t", root=shm_root)
+        assert not (shm_root / f"posenc.t.{generation}").exists()  # no longer named: reclaimed
+        assert store.publish("u", table_from(SIN, 0, 4)).generation == generation + 1  # counter above the old ones

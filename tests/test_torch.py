@@ -175,3 +175,22 @@ def test_cache_is_bounded():
     assert cache.nbytes <= cache.max_bytes and len(cache) <= 3
     module(x, torch.arange(2_000_000, 2_000_010)[None])  # beyond max_rows: computed, not cached
     assert cache.nbytes <= cache.max_bytes
+
+
+def test_a_model_cast_to_bfloat16_is_refused_naming_the_cast_inv_freq_and_the_remedy(models):
+    """Before: only "max difference 0.0177"; the cause is .to(torch.bfloat16) casting the stock
+    module's inv_freq buffer, and patching before the cast works."""
+    model = torch_models.copy.deepcopy(models[LLAMA]).to(torch.bfloat16)
+    assert model.model.rotary_emb.inv_freq.dtype == torch.bfloat16
+    with pytest.raises(posenc.PosencError) as err:
+        pt.patch_model(model)
+    message = str(err.value)
+    assert "inv_freq was cast to torch.bfloat16" in message and "patch_model before casting" in message
+    assert "torch_dtype=" in message
+    assert isinstance(model.model.rotary_emb, type(models[LLAMA].model.rotary_emb))  # nothing changed
+    patched = torch_models.copy.deepcopy(models[LLAMA])
+    pt.patch_model(patched)
+    patched.to(torch.bfloat16)  # the remedy the message gives
+    ids = torch.arange(4)[None]
+    cos, _ = patched.model.rotary_emb(torch.zeros(1, dtype=torch.bfloat16), ids)
+    assert cos.dtype == torch.bfloat16 and cos.shape[-2] == 4

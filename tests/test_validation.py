@@ -1,5 +1,7 @@
 """Every bad parameter raises a ValueError (PosencError) whose message and .field name it."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -117,3 +119,28 @@ def test_empty_positions_give_empty_tables():
 def test_huge_lengths_are_refused_before_allocating():
     with pytest.raises(posenc.OutputTooLarge):
         posenc.alibi_bias(1, 10**12, 1)
+
+
+def test_a_millisecond_timestamp_is_refused_saying_how_to_raise_the_limit_and_then_works(monkeypatch):
+    """Issue 26: 1.7e12 was refused by the 2**31 limit without saying how to raise it."""
+    import subprocess
+    import sys
+
+    from posenc import reference
+    from posenc.api.sinusoidal import shifted
+
+    stamps = np.array([1_700_000_000_123, 1_700_000_000_124], dtype=np.int64)
+    with pytest.raises(posenc.PosencError) as err:
+        posenc.sinusoidal(stamps, 8)
+    assert err.value.field == "positions"
+    for words in ("<= 2147483648, got 1.7e+12", "POSENC_MAX_ABS_POSITION=N", "posenc.LIMITS.max_abs_position = N",
+                  "2**53 = 9007199254740992", "0.0002 rad at 1.7e+12"):
+        assert words in str(err.value), str(err.value)
+    with pytest.raises(posenc.PosencError, match="position \\+ offset 2147483647: .*POSENC_MAX_ABS_POSITION=N"):
+        shifted(np.array([2.0]), 2**31 - 1)  # a spec's offset pushing a position past the limit
+    monkeypatch.setattr(posenc.LIMITS, "max_abs_position", 2**41)  # what the message says to do
+    rows = posenc.sinusoidal(stamps, 8, dtype="float64")
+    np.testing.assert_allclose(rows, reference.sinusoidal(stamps.astype(np.float64), 8), atol=1e-4)
+    proc = subprocess.run([sys.executable, "-c", "import posenc"], env={**os.environ, "POSENC_MAX_ABS_POSITION":
+                          str(2**60)}, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode != 0 and "POSENC_MAX_ABS_POSITION: must be <= 9007199254740992" in proc.stderr

@@ -161,7 +161,7 @@ POSENC_API int posenc_gather_rows(const void *table, int64_t n_table_rows, int64
 /* The JSON text of a C-contiguous float32 array of `ndim` dimensions (0 to 64; 0: one number),
  * byte for byte what orjson 3.13 prints for the same numpy array: nested lists without spaces,
  * NaN and +-inf as null, each number the shortest decimal that reads back as the same float32
- * (the closest such, ties to even digits), in orjson's notation (README, HTTP service, "Numbers in JSON").
+ * (the closest such, ties to even digits), in orjson's notation (docs/http.md, "Numbers in JSON").
  * An array without elements prints its empty lists ("[]", "[[],[]]" for shape (2, 0)).
  * Returns the text's length; or, when capacity < posenc_json_f32_capacity(shape, ndim), minus
  * that capacity (always at least 48, so never an error code), with nothing written; or

@@ -8,12 +8,13 @@
  *     posenc_shm_table t;
  *     int rc = posenc_shm_attach(&t, "/dev/shm", "sin128", POSENC_SHM_VERIFY);
  *     if (rc != POSENC_SHM_OK) { fprintf(stderr, "%s\n", t.error); return 1; }
- *     const float *row = posenc_shm_row(&t, 4096);      // NULL outside [t.start, t.stop)
+ *     const float *row = (const float *)posenc_shm_row(&t, 4096);  // NULL outside [t.start, t.stop)
  *     posenc_shm_detach(&t);
  *
  * A reader never writes, locks or unlinks anything; the mapping stays valid after the
  * service replaces or removes the table. Attaching makes every check of the doc's
- * "Validating a segment" list except the spec-JSON step (posenc_shm__check_segment), with
+ * "Validating a segment" list except parsing the spec JSON (posenc_shm__check_segment: it
+ * does check the spec bytes against spec_hash, a SHA-256 of those bytes), with
  * the same words as the Python reader; the data checksum is CRC-32 or CRC-32C as the
  * header's `checksum` field says (CRC-32C with AVX-512 VPCLMULQDQ or the SSE4.2 instruction
  * where available; posenc_shm_crc32c_begin/update/end compute it piece by piece, as a writer
@@ -78,7 +79,7 @@ enum {
     POSENC_SHM_EHEADER = -8,    /* inconsistent header, trailing bytes, padding or header CRC mismatch */
     POSENC_SHM_ECHECKSUM = -9,  /* data checksum mismatch */
     POSENC_SHM_EREGISTRY = -10, /* registry file unreadable or of an unknown layout */
-    POSENC_SHM_EBUSY = -11      /* registry slot stayed mid-update, or the table kept being replaced */
+    POSENC_SHM_EBUSY = -11      /* a registry slot stayed busy (odd seqlock), or the table kept being replaced */
 };
 
 typedef struct posenc_shm_table {
@@ -418,6 +419,68 @@ static inline uint32_t posenc_shm_checksum(uint32_t algorithm, const void *buf, 
     return posenc_shm_crc32(&c, 0, buf, n);
 }
 
+/* ---- SHA-256 of the spec JSON ---------------------------------------------------------- */
+
+/* SHA-256 (FIPS 180-4) of n bytes into out[32]. The header's spec_hash is the first 16 hex
+ * digits of the SHA-256 of the spec_len stored spec bytes exactly (docs/shm-format.md), so a
+ * reader with no JSON parser still checks the spec against its hash. Specs are small (a few
+ * hundred bytes): a plain implementation is fast enough for one pass per attach. */
+static inline void posenc_shm__sha256(const uint8_t *msg, size_t n, uint8_t out[32])
+{
+    static const uint32_t k[64] = {
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+        0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    size_t blocks = (n + 9 + 63) / 64; /* the message, 0x80, zeros, the 64-bit bit length */
+    for (size_t blk = 0; blk < blocks; blk++) {
+        uint8_t chunk[64];
+        for (size_t i = 0; i < 64; i++) {
+            size_t at = blk * 64 + i;
+            chunk[i] = at < n ? msg[at] : at == n ? 0x80 : 0;
+        }
+        if (blk == blocks - 1)
+            for (int i = 0; i < 8; i++) chunk[63 - i] = (uint8_t)(((uint64_t)n * 8u) >> (8 * i));
+        uint32_t w[64];
+        for (int i = 0; i < 16; i++)
+            w[i] = (uint32_t)chunk[4 * i] << 24 | (uint32_t)chunk[4 * i + 1] << 16 | (uint32_t)chunk[4 * i + 2] << 8 |
+                   chunk[4 * i + 3];
+#define POSENC_SHM__ROR(x, r) (((x) >> (r)) | ((x) << (32 - (r))))
+        for (int i = 16; i < 64; i++) {
+            uint32_t s0 = POSENC_SHM__ROR(w[i - 15], 7) ^ POSENC_SHM__ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+            uint32_t s1 = POSENC_SHM__ROR(w[i - 2], 17) ^ POSENC_SHM__ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+        }
+        uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+        for (int i = 0; i < 64; i++) {
+            uint32_t t1 = hh + (POSENC_SHM__ROR(e, 6) ^ POSENC_SHM__ROR(e, 11) ^ POSENC_SHM__ROR(e, 25)) +
+                          ((e & f) ^ (~e & g)) + k[i] + w[i];
+            uint32_t t2 = (POSENC_SHM__ROR(a, 2) ^ POSENC_SHM__ROR(a, 13) ^ POSENC_SHM__ROR(a, 22)) +
+                          ((a & b) ^ (a & c) ^ (b & c));
+            hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+        }
+#undef POSENC_SHM__ROR
+        h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+    }
+    for (int i = 0; i < 32; i++) out[i] = (uint8_t)(h[i / 4] >> (24 - 8 * (i % 4)));
+}
+
+/* True if the 16 hex digits at `hex` are the first 8 bytes of the SHA-256 of the n bytes at p. */
+static inline int posenc_shm__spec_hash_matches(const uint8_t *p, size_t n, const uint8_t *hex)
+{
+    static const char digits[] = "0123456789abcdef";
+    uint8_t digest[32];
+    posenc_shm__sha256(p, n, digest);
+    for (int i = 0; i < 8; i++)
+        if (hex[2 * i] != digits[digest[i] >> 4] || hex[2 * i + 1] != digits[digest[i] & 15]) return 0;
+    return 1;
+}
+
 /* ---- names and the registry ------------------------------------------------------------ */
 
 static inline int posenc_shm_valid_name(const char *name)
@@ -433,7 +496,7 @@ static inline int posenc_shm_valid_name(const char *name)
     return 1;
 }
 
-/* Seqlock read of one slot: generation + 64 name bytes. Returns 0, or -1 if it stayed mid-update. */
+/* Seqlock read of one slot: generation + 64 name bytes. Returns 0, or -1 if it stayed busy (odd counter). */
 static inline int posenc_shm__read_slot(const uint8_t *slot, uint64_t *generation, uint64_t name[8])
 {
     const uint64_t *w = (const uint64_t *)slot;
@@ -503,7 +566,8 @@ static inline int posenc_shm__lookup(posenc_shm_table *t, const char *dir, const
             int attempt = 0;
             while (posenc_shm__read_slot(slot, &gen, got) != 0) {
                 if (++attempt == 2000) {
-                    rc = posenc_shm__fail(t, POSENC_SHM_EBUSY, "%s: a slot stayed mid-update", path);
+                    rc = posenc_shm__fail(t, POSENC_SHM_EBUSY, "%s: a slot stayed busy (a writer is stuck mid-update)",
+                                          path);
                     break;
                 }
                 struct timespec ms = {0, 1000000};
@@ -546,7 +610,8 @@ static inline int posenc_shm__valid_name_field(const uint8_t *field)
     return posenc_shm_valid_name(name) && posenc_shm__zero(field + n, POSENC_SHM_NAME_MAX - n);
 }
 
-/* The checks of docs/shm-format.md "Validating a segment", in its order (steps 2-8), on a
+/* The checks of docs/shm-format.md "Validating a segment", in its order (steps 2-8 and the
+ * spec hash of step 9: SHA-256 of the stored spec bytes; a reader parses no JSON), on a
  * mapped file of `size` bytes whose state was read with an acquire load. */
 static inline int posenc_shm__check_segment(posenc_shm_table *t, const uint8_t *b, size_t size, uint32_t state,
                                             const char *path)
@@ -607,6 +672,9 @@ static inline int posenc_shm__check_segment(posenc_shm_table *t, const uint8_t *
         return posenc_shm__fail(t, POSENC_SHM_EHEADER, "%s: header checksum mismatch", path);
     if (!posenc_shm__zero(b + POSENC_SHM_HEADER_SIZE + spec_len, data_offset - POSENC_SHM_HEADER_SIZE - spec_len))
         return posenc_shm__fail(t, POSENC_SHM_EHEADER, "%s: non-zero padding after the spec JSON", path);
+    if (!posenc_shm__spec_hash_matches(b + POSENC_SHM_HEADER_SIZE, spec_len, b + 96))
+        return posenc_shm__fail(t, POSENC_SHM_EHEADER, "%s: spec JSON does not match its hash %.16s", path,
+                                (const char *)(b + 96));
     return POSENC_SHM_OK;
 }
 

@@ -66,7 +66,7 @@ size_t frame_describe_unanswered(const uint8_t *p, size_t avail, char *text, siz
     if (avail >= 4)
         snprintf(part, sizeof part, "%zu of the %u bytes of a frame", avail, posenc_load_u32(p));
     else if (avail)
-        snprintf(part, sizeof part, "%zu bytes of a frame header", avail);
+        snprintf(part, sizeof part, "%zu byte%s of a frame header", avail, avail == 1 ? "" : "s");
     if (whole)
         n = snprintf(text, cap, "%zu whole request%s%s%s", whole, whole == 1 ? "" : "s", sep, part);
     else

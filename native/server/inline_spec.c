@@ -123,7 +123,7 @@ int inline_spec_check_range(const struct inline_spec *s, const double *positions
             return POSENC_STATUS_POSITION_OUT_OF_RANGE;
         }
     }
-    if (n && !values_fit(s, wire_dtype)) {
+    if (!values_fit(s, wire_dtype)) { /* count 0 too: the spec itself cannot give finite rows */
         const char *field = s->scale && convert_fits(s->p.amplitude, wire_dtype) ? "scale" : "amplitude";
         snprintf(err, errlen, "spec.%s: |amplitude| %.17g times the largest |scale| %.17g overflows %s", field,
                  s->p.amplitude, s->max_scale, DTYPE_NAMES[wire_dtype]);

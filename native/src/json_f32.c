@@ -1,5 +1,5 @@
 /* posenc_json_f32: a C-contiguous float32 array as JSON text, byte for byte what orjson 3.13
- * prints for the same numpy array (posenc.http.codecs.json_data; README, HTTP service, "Numbers in JSON").
+ * prints for the same numpy array (posenc.http.codecs.json_data; docs/http.md, "Numbers in JSON").
  *
  * Each finite number is the shortest decimal that reads back as the same float32 (round to
  * nearest even), the one closest to the value among the shortest, in orjson's notation:

@@ -1,7 +1,7 @@
 """Every float32 bit pattern through libposenc's JSON printer and through orjson: the texts must be equal.
 
 Offline, not part of `make test` (2^32 numbers: about 10 minutes on two cores of the machine the
-README names). Run from a worktree after `make install`:
+docs/benchmarks.md names). Run from a worktree after `make install`:
 
     nice .venv/bin/python native/tools/json_f32_exhaustive.py [--workers 2] [--chunk-bits 24]
 

@@ -116,9 +116,7 @@ def as_positions(positions, field: str = "positions") -> np.ndarray:
             raise PosencError(field, f"must be finite; element {bad} is {out[bad]!r}")
         biggest = float(np.abs(out).max())
         if biggest > LIMITS.max_abs_position:
-            raise PosencError(
-                field, f"|position| must be <= {LIMITS.max_abs_position} (POSENC_MAX_ABS_POSITION), got {biggest:g}"
-            )
+            raise PosencError(field, LIMITS.position_refusal(biggest))
     return out
 
 

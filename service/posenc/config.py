@@ -29,8 +29,9 @@ DEFAULT_TOML = """\
 host = "127.0.0.1"
 port = 8000            # HTTP
 workers = 0            # 0 = number of cores
-binary_port = 8001     # native binary protocol (a later issue); 0 = off
-binary_socket = ""     # unix socket path for the binary protocol, "" = off
+binary_port = 8001     # posenc serve also runs posenc-server, the native binary protocol (docs/protocol.md),
+                       # on this TCP port of `host`, serving the same shm tables; 0 = no TCP listener
+binary_socket = ""     # ... and on this unix socket path, "" = none; both off: serve runs no binary server
 shm_dir = "/dev/shm"
 drain_timeout_s = 10   # SIGTERM: stop accepting, finish in-flight requests for at most this long
 header_timeout_s = 10  # a client must send the whole request head within this time (else 408)

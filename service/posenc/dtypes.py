@@ -3,6 +3,8 @@ and cast once at the end; half-precision types are never used for arithmetic."""
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -88,7 +90,7 @@ def midpoint_rows(rows: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
     16-bit `dtype` grid, and how many rows are: half_midpoints reduced per row, by one kernel
     pass on the bit patterns where the numpy version makes eight (the numpy one stays the
     oracle of the tests)."""
-    flat = rows.reshape(rows.shape[0], -1).view(np.uint32)
+    flat = rows.reshape(rows.shape[0], math.prod(rows.shape[1:])).view(np.uint32)  # not -1: no rows is valid
     out = np.empty(flat.shape[0], np.bool_)
     mant, emin = HALF_FORMATS[dtype]
     return out, half_midpoint_rows(flat, mant, emin, out)

@@ -12,7 +12,11 @@ from dataclasses import dataclass
 from .errors import OutputTooLarge, PosencError
 
 
-def _env_int(name: str, default: int) -> int:
+#: Integers are exact in float64 up to here, so no position limit may exceed it.
+MAX_EXACT_POSITION = 1 << 53
+
+
+def _env_int(name: str, default: int, maximum: int | None = None) -> int:
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -22,6 +26,8 @@ def _env_int(name: str, default: int) -> int:
         raise PosencError(name, f"must be an integer, got {raw!r}") from None
     if value < 1:
         raise PosencError(name, f"must be >= 1, got {value}")
+    if maximum is not None and value > maximum:
+        raise PosencError(name, f"must be <= {maximum}, got {value}")
     return value
 
 
@@ -39,9 +45,18 @@ class Limits:
     def from_env(cls) -> "Limits":
         return cls(
             max_output_bytes=_env_int("POSENC_MAX_OUTPUT_BYTES", cls.max_output_bytes),
-            max_abs_position=_env_int("POSENC_MAX_ABS_POSITION", cls.max_abs_position),
+            max_abs_position=_env_int("POSENC_MAX_ABS_POSITION", cls.max_abs_position, MAX_EXACT_POSITION),
             max_dim=_env_int("POSENC_MAX_DIM", cls.max_dim),
         )
+
+    def position_refusal(self, biggest: float) -> str:
+        """Why |position| `biggest` is refused and how to raise the limit, with the accuracy a
+        raised limit gives: millisecond timestamps (~1.7e12) are a legitimate reason to."""
+        return (f"|position| must be <= {self.max_abs_position}, got {biggest:g}. The limit is raised with the "
+                f"environment variable POSENC_MAX_ABS_POSITION=N (read at import) or "
+                f"posenc.LIMITS.max_abs_position = N, up to 2**53 = {MAX_EXACT_POSITION} (integers stay exact in "
+                f"float64); beyond 2**24 a float64 angle p*w carries about |p|*2**-53 rad of rounding "
+                f"({biggest * 2.0 ** -53:.1g} rad at {biggest:g})")
 
     def check_output(self, shape: tuple[int, ...], itemsize: int, field: str = "positions") -> None:
         n = itemsize

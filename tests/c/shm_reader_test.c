@@ -35,9 +35,29 @@ static int crc_self_test(void)
     return 1;
 }
 
+/* SHA-256 (the spec hash): FIPS 180-4's vectors, "" and lengths across the one/two padding-block
+ * boundary (55, 56, 64 bytes). */
+static int sha256_self_test(void)
+{
+    static const struct { const char *msg; size_t n; const char *hex; } vectors[] = {
+        {"", 0, "e3b0c44298fc1c14"},
+        {"abc", 3, "ba7816bf8f01cfea"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, "248d6a61d20638b8"},
+        {"0123456789012345678901234567890123456789012345678901234", 55, "f34d5a0f80c0cbf8"},
+        {"0123456789012345678901234567890123456789012345678901234567890123", 64, "9674d9e078535b7c"},
+    };
+    for (size_t i = 0; i < sizeof vectors / sizeof vectors[0]; i++)
+        if (!posenc_shm__spec_hash_matches((const uint8_t *)vectors[i].msg, vectors[i].n,
+                                           (const uint8_t *)vectors[i].hex)) {
+            printf("error sha256 self-test: vector %zu\n", i);
+            return 0;
+        }
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
-    if (!crc_self_test()) return 4;
+    if (!crc_self_test() || !sha256_self_test()) return 4;
     posenc_shm_table t;
     int rc, first;
     if (argc >= 5 && strcmp(argv[1], "name") == 0) {

@@ -235,7 +235,7 @@ def model_goldens() -> dict[str, np.ndarray]:
 
 
 def reference_facts() -> dict[str, np.ndarray]:
-    """Behaviours of the reference the README's model table states, recorded from transformers itself."""
+    """Behaviours of the reference the model table of docs/model-families.md states, recorded from transformers itself."""
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_apply_mscale
 
     stablelm = AutoConfig.for_model("stablelm", rope_pct=0.5)  # the legacy key is not read

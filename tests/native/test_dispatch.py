@@ -74,7 +74,7 @@ def test_forcing_a_path_this_cpu_cannot_run_raises_naming_posenc_isa():
     missing = [isa for isa in native.ISAS if isa not in native.available_isas()]
     if not missing:
         pytest.skip("this CPU runs every path, so none can be refused")
-    result = python("import posenc", POSENC_ISA=missing[0])
+    result = python("import posenc.native", POSENC_ISA=missing[0])
     assert result.returncode != 0
     assert f"PosencError: POSENC_ISA: {missing[0]} asks for a path this CPU cannot run" in result.stderr
     assert "detected: " in result.stderr
@@ -82,7 +82,7 @@ def test_forcing_a_path_this_cpu_cannot_run_raises_naming_posenc_isa():
 
 @needs_native
 def test_an_unknown_path_is_refused():
-    result = python("import posenc", POSENC_ISA="sse9")
+    result = python("import posenc.native", POSENC_ISA="sse9")
     assert result.returncode != 0
     assert "POSENC_ISA: sse9 is not a path; use one of avx512, avx2, scalar, auto" in result.stderr
 

@@ -203,8 +203,8 @@ def test_capacity_contract():
 def test_longest_number_fits_the_response_bound():
     """responses.JSON_CHARS: 16 characters (the longest float32, over all 2^32) and a separator per element
     (regression: the bound was 16 with the separator, so a row of such numbers overran it)."""
-    from posenc.http.codecs import json_data
-    from posenc.http.responses import json_data_bound
+    from posenc.http.api.codecs import json_data
+    from posenc.http.api.responses import json_data_bound
 
     longest = f32([0xB5EDADAF])
     assert json_text.json_f32(longest) == orjson_text(longest) == b"[-0.0000017708425]"

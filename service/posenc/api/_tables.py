@@ -7,7 +7,6 @@ never see which ran and a row never depends on the rest of its call.
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 import numpy as np
 
@@ -17,6 +16,7 @@ from ..encodings.columns import ColumnPlan
 from ..kernels import run_rows, sincos_rows
 from ..limits import LIMITS
 from ..native.library import plan_is_dense
+from ._memo import bytes_lru
 
 
 def fill_sincos(positions: np.ndarray, freqs: np.ndarray, amplitude: np.ndarray, flat: np.ndarray,
@@ -72,7 +72,7 @@ class SincosRows:
         return out if out.dtype is self.out_dtype else cast_output(out, self.out_dtype)
 
 
-@lru_cache(maxsize=256)
+@bytes_lru(8 << 20)
 def constant_amplitude(n: int, value: float) -> np.ndarray:
     """np.full(n, value), built once per (n, value) and shared, so never written: the amplitude
     of every frequency when they all share one (building it cost more than computing a row).

@@ -16,6 +16,7 @@ from ..encodings.rope import LAYOUTS, seq_len_for
 from ..errors import PosencError
 from ..kernels import rope_rotate_rows, run_rows, xpos_decay_rows
 from ..limits import LIMITS
+from ._memo import bytes_lru
 from ._tables import SincosRows, constant_amplitude, fill_cos_sin_pair, fill_sincos_crc32c
 
 
@@ -23,7 +24,7 @@ def as_rope_spec(spec, field: str = "spec") -> RopeSpec:
     return RopeSpec.coerce(spec, field)
 
 
-@lru_cache(maxsize=1024)
+@bytes_lru(8 << 20)
 def _inv_freq_cached(spec: RopeSpec, seq_len: float | None) -> tuple[np.ndarray, float]:
     inv, attention = spec.inv_freq(seq_len)
     inv.flags.writeable = False
@@ -117,7 +118,7 @@ def rope_table_at(positions: np.ndarray, spec: RopeSpec, seq_len: float | None, 
     return rope_rows_at(spec, seq_len, dtype)(positions, out)
 
 
-@lru_cache(maxsize=64)
+@bytes_lru(8 << 20)
 def rope_rows_at(spec: RopeSpec, seq_len: float | None, dtype: np.dtype) -> SincosRows:
     """rope_table_at's rows function for one (spec, seq_len, dtype): frequencies, attention
     factor and [cos | sin] layout bound once."""

@@ -60,6 +60,6 @@ def shifted(positions: np.ndarray, offset: int) -> np.ndarray:
         return positions
     moved = positions + float(offset)
     if moved.size and float(np.abs(moved).max()) > LIMITS.max_abs_position:
-        raise PosencError("positions", f"position + offset {offset} must be <= {LIMITS.max_abs_position} "
-                          "(POSENC_MAX_ABS_POSITION)")
+        raise PosencError("positions", f"position + offset {offset}: "
+                          + LIMITS.position_refusal(float(np.abs(moved).max())))
     return moved

@@ -28,67 +28,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..http.codecs import JSON, RAW, encode, json_printer
-from ..http.launch import ServerProcess, free_port
+from ..http.api.codecs import JSON, encode, json_printer
+from ..http.runtime.launch import ServerProcess, free_port
+from .http_cases import CASES, PAYLOAD_ENV, request_headers, service_config
 from .timing import machine_line, markdown_table
-
-TABLE_ROWS = 131072
-ROW_POSITION = 12345
-BATCH = 1024
-PAYLOAD_ENV = "POSENC_BARE_PAYLOADS"
-CASE_HEADER = "X-Bench-Case"
-_SPEC_QUERY = "spec=" + urllib.parse.quote('{"dim":128}')
-
-
-@dataclass(frozen=True)
-class Case:
-    label: str
-    method: str
-    path: str
-    accept: str | None = None
-    body: bytes = b""
-    content_type: str | None = None
-    encodings: int = 1  # rows answered per request
-
-
-def _positions(n: int) -> list[int]:
-    return [int(p) for p in np.random.default_rng(n).integers(0, TABLE_ROWS, n)]
-
-
-def _spec_json(n: int) -> bytes:
-    return json.dumps({"spec": {"dim": 128}, "positions": _positions(n)}).encode()
-
-
-def _int64(positions: list[int]) -> bytes:
-    return np.asarray(positions, "<i8").tobytes()
-
-
-_ROW = f"/v1/tables/sin128/rows/{ROW_POSITION}"
-CASES = {
-    "row-binary": Case("1 row, octet-stream (512 B)", "GET", _ROW, RAW),
-    "row-binary-float16": Case("1 row, octet-stream, `?dtype=float16` (cast once from float64 values)", "GET",
-                               _ROW + "?dtype=float16", RAW),
-    "row-json": Case("1 row, JSON", "GET", _ROW),
-    "batch": Case(f"{BATCH} rows, int64 in / float32 out (512 KiB)", "POST", "/v1/tables/sin128/rows", RAW,
-                  _int64(_positions(BATCH)), RAW, BATCH),
-    "spec1-json": Case("spec, 1 position, JSON in / out", "POST", "/v1/sinusoidal", None, _spec_json(1), JSON),
-    "spec1-binary": Case("spec, 1 position, int64 in / float32 out", "POST", f"/v1/sinusoidal?{_SPEC_QUERY}", RAW,
-                         _int64(_positions(1)), RAW),
-    "spec64-json": Case("spec, 64 positions, JSON in / out", "POST", "/v1/sinusoidal", None, _spec_json(64), JSON,
-                        64),
-    "spec64-binary": Case("spec, 64 positions, int64 in / float32 out (32 KiB)", "POST",
-                          f"/v1/sinusoidal?{_SPEC_QUERY}", RAW, _int64(_positions(64)), RAW, 64),
-    "rope1-json": Case("RoPE cos/sin computed, 1 position, JSON", "POST", "/v1/rope/cos_sin", None,
-                       json.dumps({"spec": {"head_dim": 128}, "positions": [ROW_POSITION]}).encode(), JSON),
-}
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default %(default)s)")
@@ -99,39 +47,6 @@ def add_arguments(parser) -> None:
                         help="no wrk, no sockets: the ASGI apps called in a loop, CPU time per request")
     parser.add_argument("--rounds", type=int, default=5, help="--in-process: rounds per case (best reported)")
     parser.add_argument("--requests", type=int, default=1000, help="--in-process: requests per round")
-
-
-# --- the bare ASGI app: the ceiling ---------------------------------------------------------------
-#: Case name -> (body, headers) the bare app answers with: what posenc answered that case with.
-PAYLOADS: dict[bytes, tuple[bytes, list[tuple[bytes, bytes]]]] = {}
-
-
-def _load_payloads() -> None:
-    directory = Path(os.environ[PAYLOAD_ENV])
-    for name in CASES:
-        meta = json.loads((directory / f"{name}.json").read_text())
-        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in meta["headers"]]
-        PAYLOADS[name.encode()] = ((directory / f"{name}.body").read_bytes(), headers)
-
-
-async def bare_app(scope, receive, send):
-    """Drain the request, answer the bytes and headers posenc answered this case with, nothing else."""
-    if scope["type"] != "http":
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            _load_payloads()
-            await send({"type": "lifespan.startup.complete"})
-            await receive()
-        await send({"type": "lifespan.shutdown.complete"})
-        return
-    more = True
-    while more:
-        more = (await receive()).get("more_body", False)
-    case = next((v for k, v in scope["headers"] if k == CASE_HEADER.lower().encode()), b"row-binary")
-    body, headers = PAYLOADS.get(case, PAYLOADS[b"row-binary"])
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [*headers, (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
 
 
 # --- driving wrk ------------------------------------------------------------------------------------
@@ -149,15 +64,6 @@ def ensure_wrk() -> str:
     if not found:
         raise SystemExit("posenc bench http needs wrk: apt-get install wrk (Debian/Ubuntu)")
     return found
-
-
-def request_headers(name: str, case: Case) -> dict[str, str]:
-    headers = {CASE_HEADER: name}
-    if case.accept:
-        headers["Accept"] = case.accept
-    if case.content_type:
-        headers["Content-Type"] = case.content_type
-    return headers
 
 
 def _fetch_payloads(url: str, directory: Path) -> None:
@@ -210,7 +116,7 @@ def _ms(text: str) -> float:
 def _bare_server(directory: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    argv = ["taskset", "-c", "0", sys.executable, "-m", "uvicorn", "posenc.bench.http:bare_app", "--port", str(port),
+    argv = ["taskset", "-c", "0", sys.executable, "-m", "uvicorn", "posenc.bench.http_cases:bare_app", "--port", str(port),
             "--loop", "uvloop", "--http", "httptools", "--no-access-log", "--no-server-header", "--log-level",
             "warning"]
     process = subprocess.Popen(argv, env={**os.environ, PAYLOAD_ENV: str(directory)})
@@ -225,19 +131,13 @@ def _bare_server(directory: Path) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("the bare ASGI server did not start")
 
 
-def service_config(shm_dir: str) -> str:
-    return (f'[server]\nworkers = 1\nbinary_port = 0\nshm_dir = "{shm_dir}"\n\n[limits]\nmax_concurrency = 4096\n\n'
-            f'[[tables]]\nname = "sin128"\nencoding = {{ kind = "sinusoidal", dim = 128 }}\n'
-            f'start = 0\nstop = {TABLE_ROWS}\ndtype = "float32"\n')
-
-
 def run(args) -> str:
     cases = [name.strip() for name in args.cases.split(",") if name.strip()]
     unknown = sorted(set(cases) - set(CASES))
     if unknown:
         raise SystemExit(f"unknown cases {unknown}; choose from {list(CASES)}")
     if args.in_process:
-        from . import http_inprocess  # it imports this module's cases and bare app
+        from . import http_inprocess  # imported only when asked: it loads the app in this process
         return http_inprocess.run(cases, args.rounds, args.requests)
     if (os.cpu_count() or 1) < 2:
         raise SystemExit("posenc bench http pins the server and wrk to different CPUs: it needs 2")

@@ -37,9 +37,9 @@ from uvicorn.server import ServerState
 
 from ..config import ServiceConfig
 from ..http.app import create_app
-from ..http.protocol import GuardedHttpToolsProtocol
+from ..http.transport.protocol import GuardedHttpToolsProtocol
 from ..shm import TableStore
-from . import http as wire
+from . import http_cases as wire
 from .timing import machine_line, markdown_table
 
 #: (server name, protocol class) of the runs through an HTTP protocol, after the ASGI-only runs.

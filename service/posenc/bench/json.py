@@ -15,7 +15,7 @@ import numpy as np
 import orjson
 
 from .. import native
-from ..http.codecs import NATIVE_JSON, json_data, json_printer
+from ..http.api.codecs import NATIVE_JSON, json_data, json_printer
 from ..native import json_text
 from .timing import machine_line, markdown_table, measure
 

@@ -36,7 +36,7 @@ from typing import Self
 from ..client.process import REPO_BINARY, pinned, start_server
 from ..encodings import SinusoidalSpec
 from ..errors import PosencError
-from ..http.launch import free_port
+from ..http.runtime.launch import free_port
 from ..shm import TableStore
 from ..tables import TableSpec
 from .timing import machine_line, markdown_table

@@ -1,5 +1,5 @@
-"""Write a bench's markdown into the README between its markers, so the tables there are the
-bench commands' own output, never retyped: `<!-- bench: SUITE -->` ... `<!-- /bench: SUITE -->`."""
+"""Write a bench's markdown into a page between its markers (docs/benchmarks.md holds them), so the tables
+there are the bench commands' own output, never retyped: `<!-- bench: SUITE -->` ... `<!-- /bench: SUITE -->`."""
 
 from __future__ import annotations
 

@@ -14,8 +14,6 @@ import os
 import sys
 from pathlib import Path
 
-import orjson
-
 from ..errors import PosencError
 
 EXIT = {"correct": 0, "warning": 1, "broken": 3}
@@ -53,6 +51,8 @@ def _mapped(path: str):
 
 
 def run(args) -> int:
+    import orjson
+
     from ..audit import audit_bytes, to_text
     from ..audit.gguf import audit_gguf, is_gguf
 

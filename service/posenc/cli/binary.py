@@ -10,8 +10,6 @@ import argparse
 import os
 from pathlib import Path
 
-from .. import config as service_config
-from ..client.process import service_argv
 from ..errors import PosencError
 
 
@@ -29,6 +27,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from .. import config as service_config
+    from ..client.process import service_argv
+
     config = service_config.load(args.config).with_overrides(host=args.host, binary_port=args.port,
                                                               binary_socket=args.unix, shm_dir=args.shm_dir)
     argv = service_argv(config, threads=args.threads)

@@ -5,11 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
-from .. import alibi_slopes, rope_cos_sin, sinusoidal, t5_relative_position_bucket
-from ..encodings import RopeSpec
-
 LLAMA_31_8B = {
     "model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
     "rope_theta": 500000.0,
@@ -25,6 +20,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    import numpy as np
+
+    from .. import alibi_slopes, rope_cos_sin, sinusoidal, t5_relative_position_bucket
+    from ..encodings import RopeSpec
+
     np.set_printoptions(precision=6, suppress=True, linewidth=110)
     print("sinusoidal(positions=[0, 1, 1000000], dim=8):")
     print(sinusoidal([0, 1, 1_000_000], 8))

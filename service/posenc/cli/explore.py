@@ -1,13 +1,14 @@
-"""`posenc explore`: open the explorer page of a running service (or start one and open it)."""
+"""`posenc explore`: open the explorer page of a running service (or start one and open it).
+
+urllib.request (with http.client, email and ssl), webbrowser and subprocess are imported when
+the command runs: at the top of this module they would be most of what every `posenc --help`
+imports.
+"""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-import webbrowser
 
 
 def register(sub) -> None:
@@ -19,6 +20,9 @@ def register(sub) -> None:
 
 
 def answers(url: str) -> bool:
+    import urllib.error
+    import urllib.request
+
     try:
         with urllib.request.urlopen(f"{url}/healthz", timeout=1.0) as response:
             return response.status == 200
@@ -27,6 +31,9 @@ def answers(url: str) -> bool:
 
 
 def run(args) -> int:
+    import subprocess
+    import webbrowser
+
     url = args.url.rstrip("/")
     server = None
     if not answers(url) and args.serve:

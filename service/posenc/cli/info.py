@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-import platform
-
-import numba
-import numpy as np
-
-from .. import __version__, native
-from ..kernels import threads
-from ..limits import LIMITS
+from .. import __version__
 
 
 def register(sub) -> None:
@@ -19,6 +12,8 @@ def register(sub) -> None:
 
 def native_line() -> str:
     """Which path runs: the dispatcher's choice, or why the numba kernels run instead."""
+    from .. import native
+
     if native.ACTIVE is None:
         return f"unavailable, {native.STATUS}: numba kernels everywhere"
     return (f"{native.ACTIVE.name} (runnable here: {', '.join(native.available_isas())}; "
@@ -26,6 +21,18 @@ def native_line() -> str:
 
 
 def lines() -> list[tuple[str, str]]:
+    """The rows `posenc info` prints. What they need is imported here, not with the module: besides
+    keeping `posenc --help` quick, it makes a POSENC_ISA the CPU cannot run a PosencError that
+    `main` reports (`posenc: error: POSENC_ISA: ...`, exit 2)."""
+    import platform
+
+    import numba
+    import numpy as np
+
+    from .. import native
+    from ..kernels import threads
+    from ..limits import LIMITS
+
     return [
         ("posenc", __version__),
         ("python", platform.python_version()),

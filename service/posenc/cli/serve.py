@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import config as service_config
-
 
 def register(sub) -> None:
     p = sub.add_parser("serve", help="run the HTTP service (tables built once into shared memory)")
@@ -17,7 +15,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..http.server import serve
+    from .. import config as service_config
+    from ..http.runtime.server import serve
 
     config = service_config.load(args.config).with_overrides(host=args.host, port=args.port, workers=args.workers)
     return serve(config)

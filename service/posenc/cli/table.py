@@ -1,7 +1,8 @@
 """`posenc table build|ls|rm|verify`: manage shared-memory tables from the shell.
 
 Tables built here outlive the command (it does not `close()` its store), so other
-processes can attach them; `posenc table rm` removes them.
+processes can attach them; `posenc table rm` removes them. Each action imports the store,
+the checkpoint readers and the model readers (numpy, numba) itself, when it runs.
 """
 
 from __future__ import annotations
@@ -10,15 +11,14 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .. import checkpoint
 from ..errors import PosencError
-from ..models import from_hf_config
-from ..models.tables import context_length, layer_tables
-from ..shm import ShmError, TableStore, attach, list_tables
+from ..shm.locks import LOCK_TIMEOUT_S
 from ..shm.paths import check_name
-from ..shm.registry import LOCK_TIMEOUT_S
-from ..tables import TableSpec
+
+if TYPE_CHECKING:
+    from ..tables import TableSpec
 
 
 def register(sub) -> None:
@@ -102,6 +102,8 @@ def load_json(text: str) -> dict:
 
 def table_spec(spec: dict, positions: str | None, dtype: str | None, seq_len: float | None) -> TableSpec:
     """A TableSpec from a table spec dict or an encoding spec dict, plus overrides."""
+    from ..tables import TableSpec
+
     base = dict(spec) if "encoding" in spec else {"encoding": spec}
     if positions is not None:
         base["start"], base["stop"] = parse_positions(positions)
@@ -140,6 +142,9 @@ class ProgressBar:
 
 def config_tables(config: dict, args) -> tuple[dict[str | None, TableSpec], dict[str, str]]:
     """One table per computable layer type of the model (keyed None when the model has only one)."""
+    from ..models import from_hf_config
+    from ..models.tables import context_length, layer_tables
+
     model = from_hf_config(config)
     if args.layer_type is not None:
         model.get(args.layer_type, field_name="layer-type")
@@ -159,6 +164,9 @@ def config_tables(config: dict, args) -> tuple[dict[str | None, TableSpec], dict
 
 def checkpoint_table(args) -> TableSpec:
     """The learned table in a .safetensors / .npy file; --config supplies the family's LearnedSpec."""
+    from .. import checkpoint
+    from ..models import from_hf_config
+
     spec = None
     if args.config is not None:
         model = from_hf_config(load_json(args.config))
@@ -182,6 +190,8 @@ def checkpoint_table(args) -> TableSpec:
 
 def build_plan(args) -> tuple[dict[str | None, TableSpec], dict[str, str]]:
     """({layer type or None: table}, {layer type: why it was skipped}) for `posenc table build`."""
+    from .. import checkpoint
+
     if Path(args.spec).suffix in checkpoint.FORMATS:
         return {None: checkpoint_table(args)}, {}
     for option in ("tensor", "offset", "config"):
@@ -196,6 +206,8 @@ def build_plan(args) -> tuple[dict[str | None, TableSpec], dict[str, str]]:
 
 
 def run_build(args) -> int:
+    from ..shm import TableStore
+
     tables, skipped = build_plan(args)
     named = {}
     for layer_type, table in tables.items():
@@ -237,6 +249,8 @@ def spec_summary(spec: dict) -> str:
 
 
 def run_ls(args) -> int:
+    from ..shm import list_tables
+
     infos = list_tables(args.root)
     if args.json:
         for info in infos:
@@ -252,6 +266,8 @@ def run_ls(args) -> int:
 
 
 def run_rm(args) -> int:
+    from ..shm import TableStore
+
     store = TableStore(args.root, lock_timeout_s=args.lock_timeout)
     for name in args.names:
         store.remove(name)
@@ -260,6 +276,8 @@ def run_rm(args) -> int:
 
 
 def run_verify(args) -> int:
+    from ..shm import ShmError, attach, list_tables
+
     names = args.names or sorted({i.name for i in list_tables(args.root) if i.state == "READY"})
     failed = 0
     for name in names:

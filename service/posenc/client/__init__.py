@@ -13,7 +13,7 @@ pipelining) and HTTP (`HttpClient`, `AsyncHttpClient`: binary formats, numpy arr
 from .address import DEFAULT_ADDRESS, parse_address
 from .aio import AsyncClient
 from .calls import TableRef
-from .http import AsyncHttpClient, HttpClient, HttpError
+from .http import AsyncHttpClient, HttpClient, HttpError, ServiceUnreachable
 from .process import ServerProcess, server_argv, server_binary, service_argv, start_server
 from .protocol import ProtocolError, ServerError, Status
 from .sync import Client, Pipeline
@@ -37,6 +37,7 @@ __all__ = [
     "ProtocolError",
     "ServerError",
     "ServerProcess",
+    "ServiceUnreachable",
     "Status",
     "TableRef",
     "fetch_stats",

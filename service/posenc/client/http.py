@@ -11,6 +11,8 @@ Positions travel as raw little-endian int64 (float64 when fractional) and arrays
 raw bytes (`Accept: application/octet-stream`, dtype and shape in the X-Posenc-* headers), read
 into numpy without a copy (read-only arrays). Requests with an `hf_config` go as JSON bodies.
 A 4xx/5xx raises `HttpError`, a `PosencError` with the server's `code`, `field` and `status`.
+A service that cannot be reached (nothing listening, a timeout, a dropped connection) raises
+`ServiceUnreachable`, a `PosencError` naming the address, never a bare httpx exception.
 """
 
 from __future__ import annotations
@@ -37,6 +39,17 @@ class HttpError(PosencError):
     def __init__(self, status: int, code: str, field: str | None, message: str):
         super().__init__(field or "request", message)
         self.status, self.code = status, code
+
+
+class ServiceUnreachable(PosencError):
+    """No answer from the service at `url` (field "base_url"): the connection was refused or
+    timed out, or the transport failed mid-request. `cause` is the httpx exception."""
+
+    def __init__(self, url: str, cause: httpx.TransportError):
+        what = "cannot connect" if isinstance(cause, httpx.ConnectError | httpx.ConnectTimeout) else "no answer"
+        super().__init__("base_url", f"{what} to the posenc service at {url} ({type(cause).__name__}: {cause}); "
+                         "is `posenc serve` running and listening there?")
+        self.url, self.cause = url, cause
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -147,6 +160,22 @@ class _Requests:
         return "POST", path, {}, json.dumps(doc).encode(), {"content-type": "application/json"}
 
     @staticmethod
+    def audit(arrays, config: dict | None, start: int | None, layer_type: str | None):
+        """One file in the body: bytes as given (.npy, .npz or .safetensors), or a dict of named
+        arrays ("cos"/"sin", "q"/"q_rot", or one cache) as an .npz; the rest in the query."""
+        if isinstance(arrays, (bytes, bytearray, memoryview)):
+            body = bytes(arrays)
+        elif isinstance(arrays, dict):
+            buffer = io.BytesIO()
+            np.savez(buffer, **{name: np.asarray(array) for name, array in arrays.items()})
+            body = buffer.getvalue()
+        else:
+            raise PosencError("arrays", "must be a dict of named arrays or a file's bytes, got "
+                              f"{type(arrays).__name__}")
+        query = {"config": config, "start": start, "layer_type": layer_type}
+        return "POST", "/v1/audit", query, body, {"content-type": RAW, "accept": "application/json"}
+
+    @staticmethod
     def apply(x, fields: dict):
         buffer = io.BytesIO()
         np.save(buffer, np.ascontiguousarray(x), allow_pickle=False)
@@ -170,8 +199,14 @@ class HttpClient:
                  timeout: float = 30.0, transport: httpx.BaseTransport | None = None):
         self._http = httpx.Client(base_url=base_url, headers=_headers(api_key), timeout=timeout, transport=transport)
 
+    def _request(self, method, path, query, body, headers) -> httpx.Response:
+        try:
+            return self._http.request(method, path, params=_query(query), content=body, headers=headers)
+        except httpx.TransportError as exc:
+            raise ServiceUnreachable(str(self._http.base_url), exc) from exc
+
     def _send(self, method, path, query, body, headers):
-        return _decode(self._http.request(method, path, params=_query(query), content=body, headers=headers))
+        return _decode(self._request(method, path, query, body, headers))
 
     def row(self, table: str, position: int) -> np.ndarray:
         return self._send(*_Requests.row(table, position))
@@ -193,9 +228,8 @@ class HttpClient:
         return self._send(*_Requests.apply(x, fields))
 
     def rope_inv_freq(self, spec=None, *, hf_config=None, table=None, seq_len=None) -> tuple[np.ndarray, float]:
-        method, path, query, body, headers = _Requests.json_call("/v1/rope/inv_freq", {
-            "spec": _spec_dict(spec), "hf_config": hf_config, "table": table, "seq_len": seq_len})
-        response = self._http.request(method, path, content=body, headers=headers)
+        response = self._request(*_Requests.json_call("/v1/rope/inv_freq", {
+            "spec": _spec_dict(spec), "hf_config": hf_config, "table": table, "seq_len": seq_len}))
         inv = _decode(response)  # float64 [n_freq]; the factor travels in a header with binary responses
         return inv, float(response.headers["x-posenc-attention-factor"])
 
@@ -212,6 +246,24 @@ class HttpClient:
 
     def tables(self) -> list[dict]:
         return self._send("GET", "/v1/tables", {}, None, {"accept": "application/json"})["tables"]
+
+    def model_positions(self, hf_config: dict) -> dict:
+        """POST /v1/models/positions: every position encoding the model of a config.json uses,
+        by layer type ({"model_type", "reader", "layer_types": {name: {kind, spec, layers, apply, notes}}})."""
+        method, path, query, body, headers = _Requests.json_call("/v1/models/positions", {"hf_config": hf_config})
+        return self._send(method, path, query, body, {**headers, "accept": "application/json"})
+
+    def audit(self, arrays, *, config: dict | None = None, start: int | None = None,
+              layer_type: str | None = None) -> dict:
+        """POST /v1/audit: the report (a dict) on a RoPE cos/sin cache, or q before and after
+        rotation. `arrays`: {"cos": ..., "sin": ...} (or {"q": ..., "q_rot": ...}, or one cache
+        array) sent as an .npz, or a .npy/.npz/.safetensors file's bytes; `config` the model's
+        config.json to check against, `start` the position of the first row."""
+        return self._send(*_Requests.audit(arrays, config, start, layer_type))
+
+    def info(self) -> dict:
+        """GET /info: versions, kernel path, limits, timeouts and READY tables of the instance."""
+        return self._send("GET", "/info", {}, None, {"accept": "application/json"})
 
     def close(self) -> None:
         self._http.close()
@@ -232,7 +284,11 @@ class AsyncHttpClient:
                                        transport=transport)
 
     async def _send(self, method, path, query, body, headers):
-        return _decode(await self._http.request(method, path, params=_query(query), content=body, headers=headers))
+        try:
+            response = await self._http.request(method, path, params=_query(query), content=body, headers=headers)
+        except httpx.TransportError as exc:
+            raise ServiceUnreachable(str(self._http.base_url), exc) from exc
+        return _decode(response)
 
     async def row(self, table: str, position: int) -> np.ndarray:
         return await self._send(*_Requests.row(table, position))

@@ -199,26 +199,6 @@ class RopeSpec(Canonical):
         return (f"RopeSpec(head_dim={self.head_dim}, base={self.base:g}, "
                 f"partial_rotary_factor={self.partial_rotary_factor:g}{extra})")
 
-    @classmethod
-    def from_hf_config(cls, config: dict, *, strict: bool = True) -> "RopeSpec":
-        """The one RoPE a HF model uses, from its `config.json` (as a dict).
-
-        The shortcut for `posenc.from_hf_config(config)` when the model has exactly one RoPE
-        layer type; a model with several (Gemma-3, ModernBERT) or none (BLOOM) raises a
-        `PosencError` naming the choices: use `posenc.from_hf_config(config)[layer_type].spec`."""
-        from ..models import from_hf_config
-
-        model = from_hf_config(config, strict=strict)
-        ropes = model.of_kind(cls.KIND)
-        if len(ropes) == 1:
-            return next(iter(ropes.values())).spec
-        if ropes:
-            raise PosencError("layer_type", f"this {model.model_type} model has several RoPE layer types "
-                              f"{list(ropes)}; use posenc.from_hf_config(config)[layer_type].spec")
-        kinds = sorted({entry.spec.KIND for entry in model.encodings.values()})
-        raise PosencError("config", f"this {model.model_type} model uses no RoPE (it uses {', '.join(kinds)}); "
-                          "use posenc.from_hf_config(config)")
-
 
 def _as_mrope_section(value, n_freq: int) -> tuple[int, ...]:
     """Chunk sizes (>= 0) that add up to n_freq, as torch.split needs them."""

@@ -75,6 +75,9 @@ class SinusoidalSpec(Canonical):
             scale = tuple(float(v) for v in scale)
         if target_std is not None:
             target_std = as_float(target_std, "target_std", exclusive_minimum=0.0, maximum=MAX_FACTOR)
+            if layout == "t2t" and dim < 2:  # t2t's one column is zero: no factor gives it an RMS
+                raise PosencError("target_std", "needs a sin or cos column; layout 't2t' with dim 1 has only "
+                                  "its zero column")
         offset = as_int(offset, "offset", minimum=0, maximum=LIMITS.max_abs_position)
         for name, value in (("dim", dim), ("base", base), ("layout", layout), ("min_timescale", min_timescale),
                             ("max_timescale", max_timescale), ("scale", scale), ("target_std", target_std),

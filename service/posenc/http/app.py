@@ -14,12 +14,13 @@ from fastapi import FastAPI
 
 from .. import __version__
 from ..config import ServiceConfig
-from . import errors, openapi, protocol
-from .asgi import ServiceApp
-from .compress import GzipJson
-from .routes import ROUTERS, docs
-from .routes.models import ModelPositionsRequest
-from .schemas import (
+from .api import errors, openapi
+from .transport import protocol
+from .pipeline.asgi import ServiceApp
+from .api.compress import GzipJson
+from .api.routes import ROUTERS, docs
+from .api.routes.models import ModelPositionsRequest
+from .api.schemas import (
     AlibiBiasRequest,
     AlibiSlopesRequest,
     RopeApplyRequest,
@@ -30,7 +31,7 @@ from .schemas import (
     T5BucketsRequest,
     TableCreateRequest,
 )
-from .service import Service
+from .runtime.service import Service
 
 #: How `posenc serve` hands its resolved config and run directory to worker processes.
 STATE_ENV = "POSENC_SERVE_STATE"
@@ -65,7 +66,7 @@ def create_app(config: ServiceConfig | None = None, *, run_dir: str | None = Non
 
     config.check_serveable()
     api = FastAPI(title="posenc", version=__version__, description=DESCRIPTION, lifespan=lifespan, docs_url=None,
-                  redoc_url=None)
+                  redoc_url=None, redirect_slashes=False)  # a redirect would be built from the Host header
     for router in ROUTERS:
         api.include_router(router)
     docs.install(api)

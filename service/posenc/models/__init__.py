@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..args import json_type
+from ..encodings import RopeSpec
 from ..errors import PosencError
 from .positions import LayerPositions, ModelPositions
 
@@ -41,5 +42,27 @@ def from_hf_config(config: dict, *, strict: bool = True) -> ModelPositions:
 
     return READERS.get(model_type, READERS["__generic__"])(config, strict)
 
+
+def rope_spec_from_hf_config(cls, config: dict, *, strict: bool = True) -> RopeSpec:
+    """The one RoPE a HF model uses, from its `config.json` (as a dict): `RopeSpec.from_hf_config`.
+
+    The shortcut for `posenc.from_hf_config(config)` when the model has exactly one RoPE
+    layer type; a model with several (Gemma-3, ModernBERT) or none (BLOOM) raises a
+    `PosencError` naming the choices: use `posenc.from_hf_config(config)[layer_type].spec`.
+    It lives with the readers it calls and is attached to RopeSpec here, so that the spec
+    module never imports the models (which import the specs)."""
+    model = from_hf_config(config, strict=strict)
+    ropes = model.of_kind(cls.KIND)
+    if len(ropes) == 1:
+        return next(iter(ropes.values())).spec
+    if ropes:
+        raise PosencError("layer_type", f"this {model.model_type} model has several RoPE layer types "
+                          f"{list(ropes)}; use posenc.from_hf_config(config)[layer_type].spec")
+    kinds = sorted({entry.spec.KIND for entry in model.encodings.values()})
+    raise PosencError("config", f"this {model.model_type} model uses no RoPE (it uses {', '.join(kinds)}); "
+                      "use posenc.from_hf_config(config)")
+
+
+RopeSpec.from_hf_config = classmethod(rope_spec_from_hf_config)
 
 __all__ = ["READERS", "LayerPositions", "ModelPositions", "from_hf_config", "reader"]

@@ -1,6 +1,6 @@
 """A figure as data: panels of series, reference lines, shaded bands or a heatmap, each number the
 library computed. Two renderers draw the same `Figure`: matplotlib for `posenc plot` (PNG/SVG
-files, `render.py`) and Vega-Lite for the explorer page (interactive: zoom, hover, export,
+files, `mpl.py`) and Vega-Lite for the explorer page (interactive: zoom, hover, export,
 `vega.py`); `Figure.to_dict()` is the data behind it (the page's CSV/JSON export, the tests)."""
 
 from __future__ import annotations

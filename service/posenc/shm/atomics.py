@@ -8,6 +8,7 @@ x86-64 (TSO) plain stores already are ordered, but the compiler and weakly order
 
 from __future__ import annotations
 
+from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import zlib
 
+from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 import numba as nb
 import numpy as np
 

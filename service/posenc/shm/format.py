@@ -12,6 +12,7 @@ order the doc lists them; native/include/posenc_shm.h makes the same ones with t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 import zlib
@@ -19,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..encodings.canonical import spec_hash
 from ..tables import TableSpec
 from . import checksum
 from .errors import ShmError
@@ -89,8 +89,8 @@ def pack_header(table: TableSpec, name: str, generation: int, created_ns: int, w
     offset = data_offset_for(len(spec_json))
     header = _LAYOUT.pack(MAGIC, VERSION, BUILDING, 0, 0, DTYPE_CODES[table.dtype], table.np_dtype.itemsize,
                           table.rows, table.width, table.start, offset, table.nbytes,
-                          generation, created_ns, writer_pid, len(spec_json), table.hash.encode(), name.encode(),
-                          algorithm)
+                          generation, created_ns, writer_pid, len(spec_json), stored_spec_hash(spec_json).encode(),
+                          name.encode(), algorithm)
     return (header + bytes(HEADER_SIZE - len(header)) + spec_json).ljust(offset, b"\0")
 
 
@@ -186,16 +186,32 @@ def check_complete(buffer, header: Header, where: str) -> None:
         raise ShmError("segment", f"{where}: non-zero padding after the spec JSON")
 
 
+def stored_spec_hash(spec_json: bytes) -> str:
+    """The `spec_hash` of a segment: first 16 hex digits of SHA-256 of the stored spec bytes
+    exactly. Over the bytes, not a re-serialised form, so a reader in any language (the C
+    header included) checks it without parsing JSON; posenc writes `TableSpec.canonical_json`,
+    whose digest is `TableSpec.hash`."""
+    return hashlib.sha256(spec_json).hexdigest()[:16]
+
+
+def _no_duplicate_keys(pairs: list) -> dict:
+    """json.loads hook: a key given twice is refused (readers in other languages may keep the first)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
 def spec_of(buffer, header: Header, where: str) -> TableSpec:
     """The TableSpec stored in the segment, checked against the header's hash and shape."""
+    raw = bytes(buffer[HEADER_SIZE:HEADER_SIZE + header.spec_len])
+    if stored_spec_hash(raw) != header.spec_hash:
+        raise ShmError("segment", f"{where}: spec JSON does not match its hash {header.spec_hash}")
     try:
-        spec = json.loads(bytes(buffer[HEADER_SIZE:HEADER_SIZE + header.spec_len]))
-        if spec_hash(spec) != header.spec_hash:
-            raise ShmError("segment", f"{where}: spec JSON does not match its hash {header.spec_hash}")
-        table = TableSpec.from_dict(spec)
-    except ShmError:
-        raise
-    except ValueError as exc:  # bad JSON, or a spec this version of posenc rejects (PosencError)
+        table = TableSpec.from_dict(json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys))
+    except ValueError as exc:  # bad UTF-8 or JSON, or a spec this version of posenc rejects (PosencError)
         raise ShmError("segment", f"{where}: unusable spec JSON ({exc})") from None
     if (table.rows, table.width, table.start, table.dtype) != (header.rows, header.width, header.start, header.dtype):
         raise ShmError("segment", f"{where}: header shape disagrees with its spec")

@@ -1,4 +1,5 @@
-"""Who holds a file's lock: the holders of an flock, as /proc/locks lists them (Linux).
+"""How long a writer waits for the registry lock, and who holds a file's lock: the holders of an
+flock, as /proc/locks lists them (Linux).
 
 Used in the error a writer raises when the registry lock stays taken: the pid (and command
 name) tells an operator what to stop. Holders in another pid namespace show as pid 0 or
@@ -11,6 +12,9 @@ import os
 from pathlib import Path
 
 PROC_LOCKS = Path("/proc/locks")
+#: How long a writer waits for the registry lock before it gives up (TableStore(lock_timeout_s=)).
+#: Here, in a module that imports nothing heavy, so `posenc table --help` can show it at once.
+LOCK_TIMEOUT_S = 10.0
 
 
 def holder_pids(fd: int, locks_text: str | None = None) -> list[int]:

@@ -19,12 +19,13 @@ import threading
 import time
 from pathlib import Path
 
+from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 import numba as nb
 import numpy as np
 
 from .atomics import fence_acquire, fence_release, load_acquire, store_release
 from .errors import ShmError
-from .locks import describe_holders
+from .locks import LOCK_TIMEOUT_S, describe_holders
 from .paths import MAX_GENERATION, NAME_MAX, REGISTRY_FILE, segment_file, segment_files
 from .segment import close_mapping
 
@@ -42,8 +43,6 @@ _NAME_WORDS = NAME_MAX // 8
 #: Spins on one slot before a reader gives up and sleeps (a writer holds a slot odd for nanoseconds).
 _SPINS = 100_000
 _BUSY_TIMEOUT_S = 2.0
-#: How long a writer waits for the registry lock before it gives up (TableStore(lock_timeout_s=)).
-LOCK_TIMEOUT_S = 10.0
 
 NOT_FOUND, BUSY = -1, -2
 
@@ -234,12 +233,18 @@ class RegistryWriter(_Registry):
         self._words = np.frombuffer(self._mapping, dtype=np.uint64)
 
     def _initialise(self, mode: int) -> None:
-        """Zeroed slots, the header, and the magic last (readers ignore a file without it)."""
+        """Zeroed slots, the header, and the magic last (readers ignore a file without it).
+
+        Runs under the lock whenever the magic is zero, whatever the file's size: a creator that
+        died before storing the magic, or a full-size registry whose magic was zeroed. Its slots
+        are zeroed too: readers saw no table in a registry without a magic, so none comes back
+        (the tables it named must be published again; reclaim deletes their files)."""
         os.fchmod(self._fd, mode)
         try:
             os.posix_fallocate(self._fd, 0, SIZE)  # grows and zero-fills; never shrinks a mapped file
         except OSError as exc:
             raise ShmError("registry", f"cannot create {self.path} ({SIZE} bytes): {exc.strerror}") from None
+        os.pwrite(self._fd, bytes(SIZE - HEADER_BYTES), HEADER_BYTES)
         # Generations never repeat, even across a registry that was deleted and created again.
         first, _ = self._first_unused_generation({})
         os.pwrite(self._fd, _HEADER.pack(bytes(8), VERSION, CAPACITY, SLOT_BYTES, 0,
@@ -322,15 +327,19 @@ class RegistryWriter(_Registry):
                            ) from None
 
     def allocate_generation(self) -> int:
-        """The next generation (1..MAX_GENERATION). A counter outside that range (corrupted, or
-        pushed there by a planted file name) is recomputed from what is in use, so it recovers
-        as soon as the offending file is gone; exhaustion is a clear error, never an overflow."""
-        generation = int(self._words[_NEXT_GENERATION_WORD])
-        if not 1 <= generation <= MAX_GENERATION:
-            generation, holder = self._first_unused_generation(self.entries())
-            if generation > MAX_GENERATION:
-                raise ShmError("registry", f"generation numbers are exhausted in {self.root}: {holder} has the "
-                               f"highest one ({MAX_GENERATION}); remove it")
+        """The next generation: the larger of `next_generation` (when it is within
+        1..MAX_GENERATION) and 1 + the highest generation in use (segment files on disk and the
+        registry's slots). Checking what is in use on every allocation is what keeps generations
+        from being reused when the counter was set back inside the valid range (damage, a
+        restored copy): it then continues above the directory's highest generation, not at 1.
+        A counter outside the range is recomputed the same way, so it recovers as soon as the
+        offending file is gone; exhaustion is a clear error, never an overflow."""
+        counter = int(self._words[_NEXT_GENERATION_WORD])
+        first_unused, holder = self._first_unused_generation(self.entries())
+        generation = max(counter if 1 <= counter <= MAX_GENERATION else 0, first_unused)
+        if generation > MAX_GENERATION:
+            raise ShmError("registry", f"generation numbers are exhausted in {self.root}: {holder} has the "
+                           f"highest one ({MAX_GENERATION}); remove it")
         self._words[_NEXT_GENERATION_WORD] = generation + 1  # at most 2**63: fits the u64 counter
         return generation
 

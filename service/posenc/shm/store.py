@@ -16,9 +16,10 @@ from .checksum import DEFAULT as DEFAULT_CHECKSUM, code_of as checksum_code
 from .errors import ShmError
 from .format import segment_size
 from .listing import TableInfo, describe_fd, list_tables
+from .locks import LOCK_TIMEOUT_S
 from .paths import check_name, resolve_root, segment_file, segment_files
 from .prepared import PreparedSegment
-from .registry import LOCK_TIMEOUT_S, RegistryWriter
+from .registry import RegistryWriter
 
 
 class TableStore:

@@ -96,7 +96,24 @@ def _probe(stock: nn.Module, exact: ExactRotaryEmbedding, layer_type: str | None
             return arrangement
         errors[arrangement] = f"max difference {err:.3g}"
     raise PosencError("model", f"posenc's positions for layer type {layer_type!r} do not reproduce the stock "
-                      f"{type(stock).__name__} at positions {PROBE_POSITIONS} ({errors}); not patched")
+                      f"{type(stock).__name__} at positions {PROBE_POSITIONS} ({errors}); not patched"
+                      + _cast_inv_freq_hint(stock))
+
+
+def _cast_inv_freq_hint(stock: nn.Module) -> str:
+    """Why a probe failed when the stock module's inverse frequencies are not float32:
+    `model.to(torch.bfloat16)` casts every floating buffer, `inv_freq` included, so the stock
+    angles are p times a bf16-rounded frequency (differences of ~1e-2 at p = 11) and no
+    correct spec can match them. The config is fine; the cast is the difference."""
+    cast = {name: buffer.dtype for name, buffer in stock.named_buffers()
+            if name.endswith("inv_freq") and buffer.is_floating_point() and buffer.dtype.itemsize < 4}
+    if not cast:
+        return ""
+    dtypes = sorted({str(dtype) for dtype in cast.values()})
+    return (f". The stock module's {', '.join(sorted(cast))} was cast to {', '.join(dtypes)} (model.to(...) casts "
+            "buffers too), so its angles use rounded frequencies: that, not the config, is the difference. Call "
+            "patch_model before casting the model (the exact module's rows stay exact in any dtype), or load it "
+            "with torch_dtype=... instead of .to(), which keeps inv_freq in float32")
 
 
 def patch_model(model: nn.Module, *, table=None, shm_root=None, cache: CosSinCache | None = None) -> PatchReport:

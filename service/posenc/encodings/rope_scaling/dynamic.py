@@ -1,7 +1,7 @@
 """Dynamic NTK: the base grows with the sequence length beyond max_position_embeddings.
 
 Stateless here: the result depends only on `seq_len` (HF's module keeps the largest
-length it has seen; see README "Dynamic NTK and LongRoPE are stateless")."""
+length it has seen; see docs/library.md, "Dynamic NTK and LongRoPE are stateless")."""
 
 from ...errors import PosencError
 from ._common import default_inv_freq, factor_at_least_one, require

@@ -1,0 +1,95 @@
+"""Rows of a named shared-memory table: batches by POST, single rows by GET.
+
+GET /v1/tables/{name}/rows/{position} is normally answered by the raw-ASGI fast path
+(`http.fastpath`) before FastAPI; the route here documents it and answers what the fast
+path passes on (other queries, negative positions, errors), with the same encoder.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import Response
+
+from ....dtypes import output_dtype
+from ....errors import PosencError
+from ....shm import Table
+from ..calls import read_call, respond, service_of
+from ..codecs import negotiate
+from ..errors import HttpError
+from ..openapi import array_responses, request_body
+from ..schemas import TABLE_NAME_PATTERN, Dtype, RowsRequest
+from ...runtime.table_cache import serves_dtype
+
+router = APIRouter(prefix="/v1/tables", tags=["tables"])
+_NAME = Path(description="Table name (GET /v1/tables).", examples=["sin128"], min_length=1, max_length=64,
+             pattern=TABLE_NAME_PATTERN)
+#: A position as the path may spell it: an optional minus and 1..19 digits (no "+5", no 5000 digits).
+POSITION_PATTERN = r"^-?[0-9]{1,19}$"
+
+
+async def named_table(request: Request, name: str, kind: str | None = None) -> Table:
+    table = await service_of(request).table(name)
+    if kind is not None and table.spec.kind != kind:
+        raise PosencError("table", f"table {name!r} holds {table.spec.kind} encodings, not {kind}")
+    return table
+
+
+def dtype_for(table: Table, dtype) -> np.dtype:
+    """The requested output dtype (default the table's), refusing one wider than the table stores."""
+    out = table.spec.np_dtype if dtype is None else output_dtype(dtype)
+    if not serves_dtype(table, out):
+        raise PosencError("dtype", f"table {table.name!r} stores {table.spec.dtype}; {out.name} output would "
+                          "claim precision it does not have (ask /v1 for a computed answer)")
+    return out
+
+
+async def rows_response(request: Request, media: str, table: Table, positions, dtype) -> Response:
+    dtype = dtype_for(table, dtype)
+    response = await respond(request, media,
+                             lambda: table.spec.cast_rows(table.lookup(positions), positions, dtype),
+                             int(np.size(positions)) * table.spec.width, gathered=True)
+    service_of(request).metrics.table(hit=True)  # once answered: see _from_spec_or_table
+    return response
+
+
+@router.post("/{name}/rows", summary="Rows of a table for many positions", responses=array_responses(),
+             openapi_extra=request_body(RowsRequest, binary=True))
+async def table_rows(request: Request, name: Annotated[str, _NAME]) -> Response:
+    """[n, width] for integer positions in [start, stop); positions as JSON, int64 raw or .npy."""
+    call = await read_call(request, RowsRequest, "positions")
+    if "positions" not in call.arrays:
+        raise PosencError("positions", "is required")
+    table = await named_table(request, name)
+    return await rows_response(request, call.media, table, call.arrays["positions"], call.params.dtype)
+
+
+def _only_dtype_in_query(request: Request) -> None:
+    """A typo (`dtyp=`) or a second dtype is refused, as on every other route, not silently ignored."""
+    keys = [key for key, _ in request.query_params.multi_items()]
+    for key in keys:
+        if key != "dtype":
+            raise HttpError("invalid_parameter", f"unknown query parameter {key!r}: this route takes dtype only", key)
+    if len(keys) > 1:
+        raise HttpError("invalid_parameter", "query parameter 'dtype' is given more than once", "dtype")
+
+
+@router.get("/{name}/rows/{position}", summary="One row of a table (the hot path)", responses=array_responses())
+async def table_row(request: Request, name: Annotated[str, _NAME],
+                    position: Annotated[str, Path(description="Absolute position (an integer).",
+                                                  pattern=POSITION_PATTERN, examples=["4095"])],
+                    dtype: Annotated[Dtype | None, Query(description="Output dtype, default the table's.")] = None
+                    ) -> Response:
+    """One row, shape [width]. Without query parameters (or with dtype only) this is served by the raw-ASGI
+    fast path."""
+    _only_dtype_in_query(request)
+    media = negotiate(request.headers.get("accept"))
+    table = await named_table(request, name)
+    out = dtype_for(table, dtype)
+    at = [int(position)]  # a list: out-of-int64 positions are refused, not overflowed
+    response = await respond(request, media, lambda: table.spec.cast_rows(table.lookup(at), at, out)[0],
+                             table.spec.width, gathered=True)
+    service_of(request).metrics.table(hit=True)  # after the answer, as every table hit is counted
+    return response

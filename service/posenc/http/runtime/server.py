@@ -1,0 +1,135 @@
+"""`posenc serve`: build the tables once, run uvicorn workers over them, clean up on the way out.
+
+The parent process warms the kernels (so workers load numba's cache instead of all compiling),
+publishes every configured table into shared memory, starts the sidecar processes, then runs
+uvicorn (uvloop, httptools with connection guards; N worker processes that each attach the
+tables read-only and warm up before serving). SIGTERM or Ctrl-C stops accepting, lets
+in-flight requests finish for up to `drain_timeout_s`, stops the sidecars, removes the tables
+the workers created over HTTP and unlinks the configured ones.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import logging.config
+import math
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import uvicorn
+from uvicorn.config import LOGGING_CONFIG
+
+from ...client.process import service_argv
+from ...config import ServiceConfig
+from ...shm import TableStore
+from ..app import STATE_ENV, serve_state
+from .ledger import cleanup_created_tables
+from ..transport.protocol import GuardedHttpToolsProtocol
+from .service import make_run_dir
+from .warmup import warm_kernels
+
+log = logging.getLogger("posenc.serve")
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """A process run next to the HTTP workers for the service's lifetime."""
+
+    name: str
+    argv: tuple[str, ...]
+
+
+#: Seconds a worker may take to answer the uvicorn supervisor's liveness ping.
+WORKER_HEALTHCHECK_S = 60
+
+
+def sidecars_for(config: ServiceConfig) -> list[Sidecar]:
+    """The processes `posenc serve` supervises besides uvicorn: the native binary-protocol
+    server when [server] binary_port or binary_socket is set (it serves the same shm tables)."""
+    argv = service_argv(config)
+    return [] if argv is None else [Sidecar("binary", tuple(argv))]
+
+
+class Sidecars:
+    """Start sidecars after the tables are published; stop them after HTTP has drained."""
+
+    def __init__(self, sidecars: Sequence[Sidecar]):
+        self.sidecars = list(sidecars)
+        self.processes: list[subprocess.Popen] = []
+
+    def start(self) -> None:
+        for sidecar in self.sidecars:
+            log.info("starting sidecar %s: %s", sidecar.name, " ".join(sidecar.argv))
+            self.processes.append(subprocess.Popen(sidecar.argv))
+
+    def stop(self, timeout_s: float) -> None:
+        """SIGTERM each, wait up to timeout_s in all, SIGKILL whatever is left."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + timeout_s
+        for sidecar, process in zip(self.sidecars, self.processes):
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("sidecar %s did not stop within %g s; killing it", sidecar.name, timeout_s)
+                process.kill()
+                process.wait()
+        self.processes = []
+
+
+def _log_config() -> dict:
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["posenc"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config
+
+
+def publish_tables(store: TableStore, config: ServiceConfig) -> None:
+    for table in config.tables:
+        started = time.perf_counter()
+        info = store.publish(table.name, table.spec)
+        log.info("published table %s: %s x %s %s (%.1f MiB) in %.2f s", table.name, info.shape[0], info.shape[1],
+                 info.dtype, info.nbytes / 2**20, time.perf_counter() - started)
+
+
+def serve(config: ServiceConfig, sidecars: Sequence[Sidecar] | None = None) -> int:
+    """Run the service in this process until SIGTERM/SIGINT; returns the exit status."""
+    config.check_serveable()
+    logging.config.dictConfig(_log_config())
+    # SIGTERM behaves like Ctrl-C: uvicorn drains and returns; during setup it unwinds the finally below.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    run_dir = make_run_dir()
+    os.environ[STATE_ENV] = serve_state(config, str(run_dir))
+    supervisor = Sidecars(sidecars_for(config) if sidecars is None else sidecars)
+    store = None
+    try:
+        warm_kernels()
+        store = TableStore(config.server.shm_dir)
+        publish_tables(store, config)
+        supervisor.start()
+        server = config.server
+        uvicorn.run("posenc.http.app:create_app", factory=True, host=server.host, port=server.port,
+                    workers=server.worker_count, loop="uvloop", http=GuardedHttpToolsProtocol, lifespan="on",
+                    timeout_keep_alive=max(1, round(server.keep_alive_s)),
+                    timeout_graceful_shutdown=math.ceil(server.drain_timeout_s),
+                    # A worker loads its numba kernels before serving; on a busy node that can hold the GIL
+                    # past uvicorn's 5 s ping, and the supervisor would kill and restart a healthy worker.
+                    timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
+                    access_log=False,  # the app writes its own, with the request id (posenc.http.pipeline.asgi)
+                    log_config=_log_config(), server_header=False)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        supervisor.stop(config.server.drain_timeout_s)
+        removed = cleanup_created_tables(run_dir, config.server.shm_dir)
+        if store is not None:
+            store.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        log.info("stopped; removed %d configured and %d created tables", len(config.tables), len(removed))
+    return 0
