@@ -27,9 +27,14 @@ if TYPE_CHECKING:  # the names as type checkers and IDEs see them; at run time _
     from .limits import LIMITS
     from .models import LayerPositions, ModelPositions, from_hf_config
 
-# Where each public name lives, in __all__'s order; then the submodules the eager import bound as a
+# The public names (a literal, for static readers), where each lives; then the submodules the eager import bound as a
 # side effect, which callers use as `posenc.native`, `posenc.kernels`, ... without importing them.
-__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+__all__ = ["LIMITS", "LayerPositions", "ModelPositions", "OutputTooLarge", "PosencError",
+           "QuantizedSlopes", "RopeAlibi", "RopeAlibiSpec", "RopeSpec", "LearnedSpec", "SinusoidalSpec",
+           "T5BucketSpec", "alibi_bias", "alibi_slopes", "alibi_slopes_uint8", "from_hf_config",
+           "rope_alibi", "rope_apply", "rope_cos_sin", "rope_inv_freq", "sinusoidal", "t5_position_bias",
+           "t5_relative_position_bucket", "xpos_scale"]
+__getattr__, __dir__ = lazy_exports(__name__, {
     "LIMITS": "limits", "LayerPositions": "models", "ModelPositions": "models", "OutputTooLarge": "errors",
     "PosencError": "errors", "QuantizedSlopes": "api", "RopeAlibi": "api", "RopeAlibiSpec": "api",
     "RopeSpec": "encodings", "LearnedSpec": "encodings", "SinusoidalSpec": "encodings",

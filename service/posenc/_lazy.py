@@ -15,15 +15,20 @@ from types import ModuleType
 
 
 def lazy_exports(package: str, sources: dict[str, str], submodules: tuple[str, ...] = ()):
-    """(`__all__`, `__getattr__`, `__dir__`) for the package named `package`.
+    """(`__getattr__`, `__dir__`) for the package named `package`.
 
-    `sources` maps each public name, in `__all__` order, to the submodule that defines it.
+    `sources` maps each public name to the submodule that defines it; the package's literal
+    `__all__` (a literal so that static readers, such as the API reference's mkdocstrings,
+    see the exports) must name exactly these, which is checked here at import.
     `submodules` are the submodules the package's eager import bound as attributes as a side
     effect, which callers came to rely on (`import posenc; posenc.kernels.threads()`): they
     stay reachable and listed. `dir()` lists what a plain module listed: its dunders, the
     public names, and the submodules (listed or already imported), not this machinery.
     """
     namespace = sys.modules[package].__dict__
+    if sorted(namespace.get("__all__", ())) != sorted(sources):
+        raise ImportError(f"{package}.__all__ and its lazy sources disagree: "
+                          f"{sorted(set(namespace.get('__all__', ())) ^ set(sources))}")
 
     def __getattr__(name: str):
         if name in sources:
@@ -41,4 +46,4 @@ def lazy_exports(package: str, sources: dict[str, str], submodules: tuple[str, .
                  or name.startswith("__") and name not in ("__getattr__", "__dir__")}
         return sorted(bound | set(sources) | set(submodules))
 
-    return list(sources), __getattr__, __dir__
+    return __getattr__, __dir__

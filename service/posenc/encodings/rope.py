@@ -150,6 +150,15 @@ class RopeSpec(Canonical):
         """True for the variants whose frequencies depend on seq_len (dynamic, longrope)."""
         return self.rope_type in ("dynamic", "longrope")
 
+    @classmethod
+    def from_hf_config(cls, config: dict, *, strict: bool = True) -> "RopeSpec":
+        """The one RoPE a HF model uses, from its `config.json`: posenc.models' reading
+        (`rope_spec_from_hf_config`). Imported at call time: the models package builds on the
+        encodings, never the other way round at import."""
+        from ..models import rope_spec_from_hf_config
+
+        return rope_spec_from_hf_config(config, strict=strict)
+
     def inv_freq(self, seq_len: float | None = None) -> tuple[np.ndarray, float]:
         """(inv_freq float64[n_freq], attention_factor) for this spec at `seq_len`."""
         if seq_len is not None:

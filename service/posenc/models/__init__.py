@@ -43,16 +43,16 @@ def from_hf_config(config: dict, *, strict: bool = True) -> ModelPositions:
     return READERS.get(model_type, READERS["__generic__"])(config, strict)
 
 
-def rope_spec_from_hf_config(cls, config: dict, *, strict: bool = True) -> RopeSpec:
+def rope_spec_from_hf_config(config: dict, *, strict: bool = True) -> RopeSpec:
     """The one RoPE a HF model uses, from its `config.json` (as a dict): `RopeSpec.from_hf_config`.
 
     The shortcut for `posenc.from_hf_config(config)` when the model has exactly one RoPE
     layer type; a model with several (Gemma-3, ModernBERT) or none (BLOOM) raises a
     `PosencError` naming the choices: use `posenc.from_hf_config(config)[layer_type].spec`.
-    It lives with the readers it calls and is attached to RopeSpec here, so that the spec
-    module never imports the models (which import the specs)."""
+    It lives with the readers it calls; RopeSpec.from_hf_config imports it at call time, so
+    the spec module never imports the models (which import the specs) at import."""
     model = from_hf_config(config, strict=strict)
-    ropes = model.of_kind(cls.KIND)
+    ropes = model.of_kind(RopeSpec.KIND)
     if len(ropes) == 1:
         return next(iter(ropes.values())).spec
     if ropes:
@@ -63,6 +63,5 @@ def rope_spec_from_hf_config(cls, config: dict, *, strict: bool = True) -> RopeS
                       "use posenc.from_hf_config(config)")
 
 
-RopeSpec.from_hf_config = classmethod(rope_spec_from_hf_config)
 
-__all__ = ["READERS", "LayerPositions", "ModelPositions", "from_hf_config", "reader"]
+__all__ = ["READERS", "LayerPositions", "ModelPositions", "from_hf_config", "reader", "rope_spec_from_hf_config"]

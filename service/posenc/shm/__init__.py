@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # the names as type checkers and IDEs see them; at run time _
     from .reader import Table, attach
     from .store import TableStore
 
-__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+__all__ = ["ShmError", "Table", "TableInfo", "TableStore", "attach", "list_tables"]
+__getattr__, __dir__ = lazy_exports(__name__, {
     "ShmError": "errors", "Table": "reader", "TableInfo": "listing", "TableStore": "store",
     "attach": "reader", "list_tables": "listing",
 })
