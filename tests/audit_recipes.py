@@ -109,3 +109,45 @@ def attention_twice(spec, n) -> dict:
     cos, sin = posenc.rope_cos_sin(np.arange(n), spec, dtype="float64")
     attention = posenc.rope_inv_freq(spec)[1]
     return {"cos": half(cos * attention).astype(F32), "sin": half(sin * attention).astype(F32)}
+
+
+def float64_angles(n: int, dim: int, base: float) -> dict:
+    """A float64 cache the way careful code builds it: float64 inv_freq = base ** -(2i/d), p * inv_freq
+    and cos/sin in float64; the angle carries a few ulp of its own rounding (~4e-13 at 131072)."""
+    inv = base ** -(np.arange(0, dim, 2, dtype=np.float64) / dim)
+    angle = np.arange(n, dtype=np.float64)[:, None] * inv[None, :]
+    return {"cos": half(np.cos(angle)), "sin": half(np.sin(angle))}
+
+
+def hf_rope(config_dict: dict, n: int, *, dtype=None, seq_len: int | None = None) -> dict:
+    """transformers' LlamaRotaryEmbedding as a model runs it: `module.to(dtype)` (which rounds the
+    inv_freq buffer to that dtype) and x in that dtype; seq_len, if given, is the length the
+    dynamic module last grew to (a forward over seq_len positions first)."""
+    import torch
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    cfg = LlamaConfig(**{k: v for k, v in config_dict.items() if k not in ("architectures", "model_type")})
+    rope = LlamaRotaryEmbedding(cfg)
+    torch_dtype = torch.float32 if dtype is None else dtype
+    rope = rope.to(torch_dtype)
+    x = torch.zeros(1, n, 8, dtype=torch_dtype)
+    if seq_len is not None:
+        rope(x, torch.arange(seq_len)[None])
+    cos, sin = rope(x, torch.arange(n)[None])
+    to_np = (lambda t: t.float().numpy().astype(ml_dtypes.bfloat16)) if torch_dtype == torch.bfloat16 else \
+        (lambda t: t.numpy())
+    return {"cos": to_np(cos[0]), "sin": to_np(sin[0])}
+
+
+def at_seq_len(spec, n, seq_len) -> dict:
+    """A length-dependent spec (dynamic NTK, LongRoPE) computed for `seq_len` (None: at init, as the module
+    is built), whatever n is."""
+    inv, attention = posenc.rope_inv_freq(spec, seq_len=seq_len)
+    angle = np.outer(np.arange(n, dtype=np.float64), inv)
+    return {"cos": half(np.cos(angle) * attention).astype(F32), "sin": half(np.sin(angle) * attention).astype(F32)}
+
+
+def random_angles(n, k, seed=0) -> dict:
+    angle = np.random.default_rng(seed).uniform(-np.pi, np.pi, (n, k))
+    return {"cos": half(np.cos(angle)).astype(F32), "sin": half(np.sin(angle)).astype(F32)}

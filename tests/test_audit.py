@@ -271,3 +271,125 @@ def test_several_layer_types_pick_the_matching_one():
     assert causes(report) == ["truncated"]  # right values, 4096 of 32768 rows
     report = audit_arrays(exact(local, np.arange(4096)), GEMMA3, layer_type="full_attention")
     assert primary(report) == "wrong_base"
+
+
+# --- Issue 25: never confidently wrong, every row seen -------------------------------------------------------------
+LONG = 131072
+
+
+def test_correct_float64_cache_is_correct():
+    """float64 p * inv_freq carries a few ulp of its angle (4.5e-13 at 131072): that is correct, not broken."""
+    from audit_recipes import float64_angles
+
+    cfg = config("llama-3.1-8b", rope_scaling=None)
+    report = audit_arrays(float64_angles(LONG, 128, 5e5), cfg)
+    assert causes(report) == ["correct"], report["findings"]
+
+
+DYNAMIC = config("llama-3.1-8b", rope_scaling={"rope_type": "dynamic", "factor": 2.0}, rope_theta=10000.0,
+                 max_position_embeddings=4096)
+
+
+def test_hf_dynamic_ntk_grown_to_the_cache_length():
+    """HF's dynamic module at 16384 positions grows its frequencies to seq_len 16384: right, only float32 angles."""
+    from audit_recipes import hf_rope
+
+    pytest.importorskip("transformers")
+    report = audit_arrays(hf_rope(DYNAMIC, N), DYNAMIC)
+    assert causes(report) == ["float32_angles"], report["findings"]
+
+
+@pytest.mark.parametrize("seq_len", [None, 8192])  # never grew (init), grew to another length
+def test_dynamic_ntk_at_another_length(seq_len):
+    from audit_recipes import at_seq_len
+
+    spec = posenc.RopeSpec.from_hf_config(DYNAMIC)
+    report = audit_arrays(at_seq_len(spec, N, seq_len), DYNAMIC)
+    assert primary(report) == "wrong_length_variant", report["findings"]
+    assert report["status"] == "broken" and report["expected"]["seq_len"] == N
+
+
+def test_longrope_short_factor_beyond_the_original_length():
+    from audit_recipes import at_seq_len
+
+    phi3 = config("phi-3-mini-128k")
+    spec = posenc.RopeSpec.from_hf_config(phi3)
+    report = audit_arrays(at_seq_len(spec, 8192, None), phi3)  # short factors over 8192 rows (> 4096)
+    assert primary(report) == "wrong_length_variant", report["findings"]
+    assert "short_factor" in report["diagnosis"]["evidence"]
+    good = audit_arrays(at_seq_len(spec, 8192, 8192), phi3)
+    assert causes(good) == ["truncated"]  # long factors: right values, 8192 of 131072 rows
+
+
+@pytest.mark.parametrize("with_config", [True, False])
+def test_inv_freq_rounded_to_bfloat16(with_config):
+    """`model.to(torch.bfloat16)` rounds the HF module's inv_freq buffer to bfloat16 (so does candle)."""
+    import torch
+
+    from audit_recipes import hf_rope
+
+    cfg = config("llama-3.1-8b", max_position_embeddings=4096, rope_scaling=None)
+    report = audit_arrays(hf_rope(cfg, 4096, dtype=torch.bfloat16), cfg if with_config else None)
+    assert primary(report) == "bf16_inv_freq", report["findings"]
+    assert "bf16_storage" in causes(report)
+
+
+
+def _long_exact():
+    cfg = config("llama-3.1-8b")
+    return cfg, exact(posenc.RopeSpec.from_hf_config(cfg), np.arange(LONG))
+
+
+@pytest.mark.parametrize("damage", ["nan", "inf", "sign", "sign_second_copy", "above_one"])
+def test_every_row_is_checked(damage):
+    cfg, cache = _long_exact()
+    cos = cache["cos"].copy()
+    row = 70001
+    if damage == "nan":
+        cos[row, 3] = np.nan
+    elif damage == "inf":
+        cos[row, 3] = np.inf
+    elif damage == "sign":
+        cos[row, 5] = -cos[row, 5]
+    elif damage == "sign_second_copy":
+        cos[row, 64 + 5] = -cos[row, 64 + 5]
+    else:
+        cos[row, 7] = 1.5
+    report = audit_arrays({"cos": cos, "sin": cache["sin"]}, cfg)
+    assert report["status"] == "broken", report["findings"]
+    assert str(row) in report["diagnosis"]["evidence"]
+    expected = "corrupt_rows" if damage in ("nan", "inf", "above_one") else "no_known_cause"
+    assert primary(report) == expected
+    worst = next(r for r in report["error_by_position"] if r["from"] <= row < r["to"])
+    assert worst["max_abs_error"] > 0.1 and worst["rows_checked"] == 65536  # every row of [65536, 131072)
+
+
+def test_random_angles_name_no_cause():
+    from audit_recipes import random_angles
+
+    report = audit_arrays(random_angles(4096, 64))
+    assert causes(report) == ["no_known_cause"], report["findings"]
+    assert report["diagnosis"]["confidence"] == "low"
+
+
+def test_q_length_is_not_a_cache_length():
+    cfg = config("llama-3.1-8b")  # max_position_embeddings 131072
+    q = np.random.default_rng(3).normal(size=(1, 2, 2048, 128)).astype(np.float32)
+    rotated = posenc.rope_apply(q, np.arange(2048), posenc.RopeSpec.from_hf_config(cfg))
+    assert causes(audit_arrays({"q": q, "q_rot": rotated}, cfg)) == ["correct"]
+
+
+def test_hf_float32_angles_stored_in_float16():
+    """float32 angles' error (~1e-3 at 16384) barely above float16's rounding: still explained, not unknown."""
+    pytest.importorskip("transformers")
+    report = audit_arrays(stored(hf_llama(LLAMA, N), np.float16), LLAMA)
+    assert causes(report) == ["float32_angles", "fp16_storage"], report["findings"]
+
+
+def test_meta_freqs_cis_in_complex64():
+    """Meta's llama: torch.polar(ones, outer(t, inv_freq)) in float32, saved as complex64."""
+    torch = pytest.importorskip("torch")
+    inv = torch.from_numpy(posenc.rope_inv_freq(LLAMA_SPEC)[0].astype(np.float32))
+    freqs = torch.outer(torch.arange(N, dtype=torch.float32), inv)
+    freqs_cis = torch.polar(torch.ones_like(freqs), freqs).numpy()
+    assert causes(audit_arrays({"freqs_cis": freqs_cis}, LLAMA)) == ["float32_angles"]

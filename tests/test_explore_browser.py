@@ -1,8 +1,9 @@
 """The explorer in a real browser: headless Debian Chromium (driven over the DevTools protocol by
 Playwright, never a downloaded browser) against a real `posenc serve` on 127.0.0.1. Every view
-loads with real data for the Llama-3.1 table `make run` serves and for pasted Qwen2-YaRN, Gemma-3 and Phi-3
-configs; the audit runs on a dropped file; bad input shows a clear error. No console errors, no
-request to anything but the service; screenshots go to build/test-artifacts/explore/."""
+draws (Vega, vendored) the chosen source for the Llama-3.1 table `make run` serves and for pasted Qwen2-YaRN,
+Gemma-3 and Phi-3 configs, two sources side by side, the state in the URL; parameters redraw their view;
+figures export as PNG/SVG/CSV/JSON; the audit runs on a dropped file; bad input shows one clear error.
+No console errors, no request to anything but the service; screenshots go to build/test-artifacts/explore/."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "-
          "--disable-component-update", "--disable-sync"]
 VIEWS = ("heatmap", "spectrum", "decay", "alibi", "precision")
 CONFIGS = {"qwen2-yarn": config("qwen2-7b-yarn"), "gemma-3": GEMMA3, "phi-3": config("phi-3-mini-128k")}
-TIMEOUT_MS = 30_000
+GEMMA3_4B = config("gemma-3-4b")  # linear x8: trained 16384, extended 131072
+TIMEOUT_MS = 90_000
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium not installed (make browser)")
@@ -77,8 +79,10 @@ class Browser:
         kwargs = {} if selector else {"full_page": True}
         target.screenshot(path=str(ARTIFACTS / f"{name}.png"), **kwargs)
 
-    def assert_clean(self):
-        assert self.console_errors == []
+    def assert_clean(self, nothing_to_draw: int = 0):
+        """No console error but Chromium's note on each 422 a view answered "nothing to draw" with."""
+        assert self.console_errors == ["Failed to load resource: the server responded with a status of 422 "
+                                       "(Unprocessable Entity)"] * nothing_to_draw, self.console_errors
         foreign = [u for u in self.requests if not (u.startswith(self.origin + "/") or u.startswith("data:"))]
         assert foreign == [], foreign
         assert self.requests, "the page made no request at all"
@@ -95,43 +99,117 @@ def context():
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def figure_panels(browser: Browser, view: str) -> int:
+def slot_states(browser: Browser, view: str) -> list[str]:
+    return browser.page.evaluate(
+        f"[...document.querySelectorAll('.view[data-figure={view}] .slot')].map(e => e.dataset.state)")
+
+
+def summary(browser: Browser, view: str, slot: str = "a") -> str:
+    return browser.page.inner_text(f".view[data-figure={view}] .slot[data-slot={slot}] .summary")
+
+
+def canvas_width(browser: Browser, view: str, slot: str = "a") -> int:
     return int(browser.page.evaluate(
-        f"document.querySelector('.view[data-figure={view}] .summary').textContent.split('\\n').length"))
+        f"(document.querySelector('.view[data-figure={view}] .slot[data-slot={slot}] canvas') || {{width: 0}}).width"))
 
 
 def test_every_view_for_the_llama_table(server, context):
     browser = Browser(context, server.url)
     browser.open()
-    assert browser.page.input_value("#table") == "llama3.1-8b"
+    assert browser.page.input_value(".source[data-slot=a] .table") == "llama3.1-8b"
     browser.draw()
-    assert browser.view_states() == {v: "drawn" for v in VIEWS}
-    spectrum = browser.page.inner_text(".view[data-figure=spectrum] .summary")
-    assert "llama3" in spectrum and "within 8192" in spectrum
-    assert "below 1 nat" in browser.page.inner_text(".view[data-figure=alibi] .summary")
-    for view in VIEWS:  # every figure arrived as an SVG image that the browser decoded
-        width = browser.page.evaluate(f"document.querySelector('.view[data-figure={view}] img').naturalWidth")
-        assert width > 100, view
+    states = browser.view_states()
+    assert states == {**{v: "drawn" for v in VIEWS}, "alibi": "empty"}, states
+    assert "llama3" in summary(browser, "spectrum") and "within the trained 8192" in summary(browser, "spectrum")
+    # The ALiBi view draws the chosen source or says it has nothing to draw (never 32 default heads).
+    assert "nothing to draw" in browser.page.inner_text(".view[data-figure=alibi] .note")
+    # The heatmap is the table's own RoPE, not a base-10000 sinusoid.
+    assert "RoPE [cos | sin], llama3, base 500000" in summary(browser, "heatmap")
+    for view in ("heatmap", "spectrum", "decay", "precision"):  # drawn by Vega on a wide canvas
+        assert canvas_width(browser, view) > 900, view
     browser.shot("llama-table")
     browser.shot("spectrum-llama", ".view[data-figure=spectrum]")
     browser.shot("precision-llama", ".view[data-figure=precision]")
-    browser.shot("alibi", ".view[data-figure=alibi]")
-    browser.assert_clean()
+    browser.assert_clean(nothing_to_draw=1)
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_every_view_for_a_pasted_config(server, context, name):
     browser = Browser(context, server.url)
     browser.open()
-    browser.page.check("input[name=source][value=config]")
-    browser.page.fill("#config", json.dumps(CONFIGS[name], indent=1))
+    browser.page.check("input[name=source-a][value=config]")
+    browser.page.fill(".source[data-slot=a] .config", json.dumps(CONFIGS[name], indent=1))
     browser.draw()
-    assert browser.view_states() == {v: "drawn" for v in VIEWS}
+    states = browser.view_states()
+    assert {v: states[v] for v in VIEWS if v != "alibi"} == {v: "drawn" for v in VIEWS if v != "alibi"}, states
     rope_layer_types = len(posenc.from_hf_config(CONFIGS[name]).of_kind("rope"))
-    assert figure_panels(browser, "spectrum") == rope_layer_types  # one panel per layer type
+    assert len(summary(browser, "spectrum").split("\n")) == rope_layer_types  # one panel per layer type
+    if name == "gemma-3":
+        assert "?" not in summary(browser, "spectrum")
     browser.shot(f"config-{name}")
     browser.shot(f"spectrum-{name}", ".view[data-figure=spectrum]")
-    browser.assert_clean()
+    browser.assert_clean(nothing_to_draw=1)
+
+
+def test_two_sources_side_by_side_and_state_in_the_url(server, context):
+    browser = Browser(context, server.url)
+    browser.open()
+    browser.page.check("input[name=source-a][value=config]")
+    browser.page.fill(".source[data-slot=a] .config", json.dumps(CONFIGS["qwen2-yarn"]))
+    browser.page.fill(".source[data-slot=b] .config", json.dumps(GEMMA3_4B))
+    browser.page.check("input[name=source-b][value=config]")  # a change draws at once
+    browser.page.wait_for_selector("body[data-state=drawn]", timeout=TIMEOUT_MS)
+    browser.page.locator(".view[data-figure=spectrum] .slot[data-slot=b] canvas").wait_for(timeout=TIMEOUT_MS)
+    assert slot_states(browser, "spectrum") == ["drawn", "drawn"]
+    assert "within the trained 16384" in summary(browser, "spectrum", "b")  # Gemma-3 linear x8
+    browser.shot("side-by-side")
+    browser.shot("spectrum-side-by-side", ".view[data-figure=spectrum]")
+    url = browser.page.url
+    assert "#" in url
+    other = Browser(context, server.url)
+    other.page.goto(url)  # the shared link draws the same page
+    other.page.wait_for_selector("body[data-state=drawn]", timeout=TIMEOUT_MS)
+    assert other.page.input_value(".source[data-slot=b] .config") == json.dumps(GEMMA3_4B)
+    assert summary(other, "spectrum", "b") == summary(browser, "spectrum", "b")
+    browser.assert_clean(nothing_to_draw=2)  # ALiBi, for A and B
+    other.assert_clean(nothing_to_draw=2)
+
+
+def test_parameters_redraw_their_view_and_figures_export(server, context, tmp_path):
+    browser = Browser(context, server.url)
+    browser.open()
+    browser.draw()
+    before = summary(browser, "precision")
+    browser.page.fill(".view[data-figure=precision] input[name=max_position]", "65536")
+    browser.page.locator(".view[data-figure=precision] .summary", has_text="1..65536").wait_for(timeout=TIMEOUT_MS)
+    assert summary(browser, "precision") != before
+    slot = ".view[data-figure=precision] .slot[data-slot=a]"
+    for what in ("png", "svg", "csv", "json"):
+        with browser.page.expect_download() as info:
+            browser.page.click(f"{slot} button[data-export={what}]")
+        path = tmp_path / info.value.suggested_filename
+        info.value.save_as(path)
+        data = path.read_bytes()
+        assert {"png": data[:8] == b"\x89PNG\r\n\x1a\n", "svg": b"<svg" in data[:400],
+                "csv": data.startswith(b"panel,series,x,y"), "json": b'"panels"' in data}[what], what
+    doc = json.loads((tmp_path / "precision-a.json").read_text())
+    worst = doc["summary"]["panels"][0]["worst_error"]["float32 angles (HF)"]
+    ys = [y for s in doc["panels"][0]["series"] if s["name"] == "float32 angles (HF)" for y in s["y"]]
+    assert worst["error"] == max(ys)  # the export is the library's numbers behind the figure
+    # Hovering a figure shows the values under the pointer.
+    box = browser.page.locator(f"{slot} canvas").bounding_box()
+    shown = False
+    for fx in (0.2, 0.35, 0.5, 0.65, 0.8):  # along the float16 cache's flat line, then anywhere
+        for fy in [i / 40 for i in range(8, 34)]:
+            browser.page.mouse.move(box["x"] + box["width"] * fx, box["y"] + box["height"] * fy)
+            if browser.page.locator("#vg-tooltip-element.visible").count():
+                shown = True
+                break
+        if shown:
+            break
+    assert shown and "position" in browser.page.inner_text("#vg-tooltip-element")
+    browser.shot("precision-hover", ".view[data-figure=precision]")
+    browser.assert_clean(nothing_to_draw=1)
 
 
 def test_audit_a_dropped_file(server, context, tmp_path):
@@ -144,36 +222,49 @@ def test_audit_a_dropped_file(server, context, tmp_path):
     path.write_bytes(buf.getvalue())
     browser = Browser(context, server.url)
     browser.open()
-    browser.page.fill("#config", json.dumps(llama))
+    browser.page.check("input[name=source-a][value=config]")
+    browser.page.fill(".source[data-slot=a] .config", json.dumps(llama))
     browser.page.set_input_files("#audit-file", str(path))
     browser.page.wait_for_selector("body[data-audit=done]", timeout=TIMEOUT_MS)
     report = browser.page.inner_text("#audit-report")
     assert report.startswith("BROKEN: positions rounded to bfloat16") and "fix:" in report
-    assert browser.page.evaluate("document.querySelector('#audit-figure').naturalWidth") > 100
+    assert "4096 rows checked" in report
+    assert browser.page.evaluate("document.querySelector('#audit-view canvas').width") > 300
     browser.shot("audit", "#audit")
-    browser.assert_clean()
-
-
-def test_bad_input_shows_clear_errors(server, context, tmp_path):
-    browser = Browser(context, server.url)
-    browser.open()
-    browser.page.check("input[name=source][value=config]")
-    browser.page.fill("#config", "{not json")
-    browser.page.click("#draw")
-    assert "not valid JSON" in browser.page.inner_text("#source-error")
-    browser.page.fill("#config", json.dumps({"model_type": "llama", "rope_theta": -5}))
-    browser.draw()
-    assert browser.view_states() == {v: "error" for v in VIEWS}
-    message = browser.page.inner_text(".view[data-figure=spectrum] .error")
-    assert "config.rope_theta" in message and "must be > 1" in message
+    # The audited cache can be compared with the config in every view.
+    browser.page.check("input[name=source-b][value=audited]")
+    browser.page.wait_for_selector("body[data-state=drawn]", timeout=TIMEOUT_MS)
+    browser.page.locator(".view[data-figure=spectrum] .slot[data-slot=b] canvas").wait_for(timeout=TIMEOUT_MS)
+    assert "audited cache" in summary(browser, "spectrum", "b")
+    # A second, bad file: the previous report and figure go, the error shows.
     bad = tmp_path / "bad.npy"
     bad.write_bytes(b"\x93NUMPY this is not an array")
     browser.page.set_input_files("#audit-file", str(bad))
     browser.page.wait_for_selector("body[data-audit=error]", timeout=TIMEOUT_MS)
+    assert browser.page.inner_text("#audit-report") == "" and browser.page.locator("#audit-view canvas").count() == 0
     assert "not a valid .npy" in browser.page.inner_text("#audit-error")
-    browser.shot("errors")
-    # The only console lines are Chromium's notes on the 4xx answers themselves.
     assert all("status of 4" in line for line in browser.console_errors), browser.console_errors
+    browser.console_errors.clear()
+    browser.assert_clean()
+
+
+def test_bad_input_shows_one_clear_error(server, context):
+    browser = Browser(context, server.url)
+    browser.open()
+    browser.page.check("input[name=source-a][value=config]")
+    browser.page.fill(".source[data-slot=a] .config", "{not json")
+    browser.page.click("#draw")
+    assert "not valid JSON" in browser.page.inner_text("#source-error")
+    browser.page.fill(".source[data-slot=a] .config", json.dumps({"model_type": "llama", "rope_theta": -5}))
+    browser.draw()
+    message = browser.page.inner_text("#source-error")
+    assert "config.rope_theta" in message and "must be > 1" in message
+    assert browser.view_states() == {v: "error" for v in VIEWS}
+    shown = browser.page.evaluate("[...document.querySelectorAll('.error')].filter(e => e.textContent.includes("
+                                  "'rope_theta')).length")
+    assert shown == 1  # once, not in every panel
+    assert len(browser.console_errors) == 1 and "status of 4" in browser.console_errors[0]  # one request
+    browser.shot("errors")
     browser.console_errors.clear()
     browser.assert_clean()
 

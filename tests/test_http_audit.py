@@ -3,6 +3,7 @@ specs and configs, and a 4xx naming the field for each kind of bad input."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 
@@ -15,6 +16,7 @@ from safetensors.numpy import save
 import posenc
 from posenc.config import ServiceConfig
 from posenc.http import create_app
+from posenc.plots.sources import spec_from_dict
 
 from audit_recipes import bf16_positions, config, exact
 
@@ -105,9 +107,53 @@ def test_bad_audit_requests(client, kwargs, status, field):
     error_of(client.post("/v1/audit", **kwargs), status, field)
 
 
-def test_audit_body_over_the_limit_is_413(client):
-    big = npy(np.zeros((2, BODY_LIMIT // 8, 1), np.float32))
-    error_of(client.post("/v1/audit", content=big, headers={"content-type": "application/x-npy"}), 413, "body")
+def small_config(root: str) -> ServiceConfig:
+    """An audit body limit of 10 MiB and a budget of 12 MiB: a multipart body and its parsed file do not fit."""
+    return ServiceConfig.from_dict({"server": {"shm_dir": root, "body_timeout_s": 2.0},
+                                    "limits": {"max_body_bytes": 1 << 20, "max_output_bytes": 1 << 20,
+                                               "max_audit_body_bytes": 10 << 20, "max_buffered_bytes": 12 << 20},
+                                    "tables": []})
+
+
+@contextlib.contextmanager
+def small_client():
+    """Started after the test's arrays are built: while it runs, the library's output cap is its 1 MiB."""
+    with published_config("posenc-audit-small-", small_config) as (cfg, _), TestClient(create_app(cfg)) as c:
+        yield c
+
+
+def test_audit_body_over_its_limit_is_413():
+    big = npy(np.zeros((2, (10 << 20) // 8, 1), np.float32))
+    with small_client() as c:
+        error_of(c.post("/v1/audit", content=big, headers={"content-type": "application/x-npy"}), 413, "body")
+
+
+def test_other_routes_keep_the_general_limit(client):
+    body = b"0" * (BODY_LIMIT + 1)
+    error_of(client.post("/explore/figures/spectrum", content=body, headers={"content-type": "application/json"}),
+             413, "body")
+
+
+def test_parsed_file_is_charged_to_the_budget():
+    cache = npy(stack(exact(SPEC, np.arange(8192))))  # 8 MiB of body, 8 MiB more once parsed: over 12 MiB
+    with small_client() as c:
+        error_of(c.post("/v1/audit", files={"file": ("c.npy", cache)}), 503, None)
+
+
+@pytest.mark.parametrize("rows", [8192, 131072])  # the README's worked example; the documented limit
+def test_long_float32_pairs_are_audited(client, rows):
+    """Over the general 4 MiB body limit of this service, under the audit's own (136 MiB by default)."""
+    spec = posenc.RopeSpec.from_hf_config(config("llama-3.1-8b"))
+    body = npy(stack(exact(spec, np.arange(rows))))
+    assert len(body) > BODY_LIMIT
+    r = client.post("/v1/audit", content=body, params={"config": json.dumps(config("llama-3.1-8b"))},
+                    headers={"content-type": "application/x-npy"})
+    assert r.status_code == 200, r.text[:300]
+    doc = r.json()
+    assert doc["rows_checked"] == rows and doc["status"] in ("correct", "warning")  # truncated below 131072
+    if rows == 8192:  # the explorer's upload: multipart
+        r = client.post("/v1/audit", files={"file": ("c.npy", body)})
+        assert r.status_code == 200 and r.json()["status"] == "correct", r.text[:300]
 
 
 def test_page_and_assets_are_local(client):
@@ -125,14 +171,33 @@ def test_page_and_assets_are_local(client):
 
 @pytest.mark.parametrize("figure", ["heatmap", "spectrum", "decay", "alibi", "precision"])
 @pytest.mark.parametrize("source", [{"table": "llama"}, {"config": config("qwen2-7b-yarn")},
-                                    {"config": config("phi-3-mini-128k")}, {"table": "alibi8"}])
+                                    {"config": config("phi-3-mini-128k")}, {"table": "alibi8"},
+                                    {"config": config("bloom-560m")}])
 def test_every_figure_for_tables_and_configs(client, figure, source):
-    r = client.post(f"/explore/figures/{figure}", json={"source": source, "params": {}})
-    assert r.status_code == 200, r.text
-    doc = r.json()
-    assert doc["svg"].lstrip().startswith("<?xml") and "<svg" in doc["svg"]
-    assert "<script" not in doc["svg"]
-    assert isinstance(doc["summary"], dict)
+    """Every view draws the chosen source, as SVG or as the page's Vega-Lite spec; a source without the
+    encodings a view draws is a 422 naming the source (never a default drawn in its place)."""
+    kinds = {spec.KIND for spec in _encodings(source).values()}
+    wanted = {"heatmap": {"rope", "sinusoidal"}, "alibi": {"alibi"}}.get(figure, {"rope"})
+    for fmt in ("svg", "vega"):
+        r = client.post(f"/explore/figures/{figure}", json={"source": source, "params": {}, "format": fmt})
+        if not kinds & wanted:
+            assert "has no" in error_of(r, 422, "source")["message"]
+            continue
+        assert r.status_code == 200, r.text
+        doc = r.json()
+        if fmt == "svg":
+            assert doc["svg"].lstrip().startswith("<?xml") and "<svg" in doc["svg"] and "<script" not in doc["svg"]
+        else:
+            assert doc["vega"]["hconcat"] and doc["data"]["panels"]
+        assert isinstance(doc["summary"], dict)
+
+
+def _encodings(source: dict) -> dict:
+    """layer type -> spec of a test source (tables as this module's service serves them)."""
+    if "table" in source:
+        table = {"llama": ROPE_TABLE, "alibi8": ALIBI_TABLE}[source["table"]]
+        return {table["name"]: spec_from_dict(table["encoding"], "spec")}
+    return {name: entry.spec for name, entry in posenc.from_hf_config(source["config"]).encodings.items()}
 
 
 def test_spectrum_summary_counts_full_turns(client):

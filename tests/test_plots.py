@@ -60,9 +60,11 @@ def test_precision_data_shows_posenc_exact_and_float32_angles_not(name):
 @pytest.mark.parametrize("kind", ["heatmap", "spectrum", "decay", "alibi", "precision"])
 def test_cli_plot_writes_png_and_svg(kind, tmp_path):
     png, svg = tmp_path / f"{kind}.png", tmp_path / f"{kind}.svg"
-    assert main(["plot", kind, "--config", str(CONFIGS / "qwen2-7b-yarn.json"), "--out", str(png)]) == 0
+    model = "bloom-560m" if kind == "alibi" else "qwen2-7b-yarn"
+    assert main(["plot", kind, "--config", str(CONFIGS / f"{model}.json"), "--out", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    spec = json.dumps({"kind": "rope", "head_dim": 64, "base": 1e4, "label": "small"})
+    spec = json.dumps({"kind": "alibi", "n_heads": 12} if kind == "alibi" else
+                      {"kind": "rope", "head_dim": 64, "base": 1e4, "label": "small"})
     assert main(["plot", kind, "--spec", spec, "--spec", spec, "--out", str(svg)]) == 0
     assert b"<svg" in svg.read_bytes()
 
@@ -118,3 +120,93 @@ def test_posenc_audit_runs_as_a_command(tmp_path):
     path = _save(tmp_path / "c.npy", exact(posenc.RopeSpec(64), np.arange(1, 1025)))
     out = subprocess.run([sys.executable, "-m", "posenc.cli", "audit", path], capture_output=True, text=True)
     assert out.returncode == 3 and "positions do not start at 0" in out.stdout
+
+
+# --- Issue 25: the explorer's figures draw the chosen source, with the library's numbers -------------------------
+GEMMA3_4B = config("gemma-3-4b")
+
+
+def test_linear_scaling_max_position_is_the_extended_length():
+    """Gemma-3 (linear x8, max_position_embeddings 131072): trained 16384, extended 131072 (not 131072 / 1M)."""
+    from posenc.plots import figure
+
+    fig = figure("spectrum", {"config": GEMMA3_4B})
+    linear = [p for p in fig.summary["panels"] if p["rope_type"] == "linear"]
+    assert linear and all((p["trained_context"], p["extended_context"]) == (16384, 131072) for p in linear)
+    rules = {r.label: r.value for p in fig.panels for r in p.rules}
+    assert rules["trained 16384"] == 16384 and rules["extended 131072"] == 131072
+    assert not any(v == 1048576 for v in rules.values())
+
+
+def test_precision_summary_is_the_worst_error_not_the_last_position():
+    """bfloat16 positions are exact at 2^20 but ~2 off before it: the summary reports the worst and where."""
+    from posenc.plots import figure
+
+    spec = posenc.RopeSpec.from_hf_config(config("llama-3.1-8b"))
+    data = precision_data(spec, 1 << 20)
+    worst = data["worst"]["bfloat16 positions"]
+    assert worst["error"] == max(data["series"]["bfloat16 positions"]) and worst["error"] > 1.0
+    assert worst["position"] < 1 << 20 and data["at_max"]["bfloat16 positions"] < 0.1  # float32 angles only
+    text = figure("precision", {"config": config("llama-3.1-8b")}).summary["panels"][0]["text"]
+    assert f"bfloat16 positions {worst['error']:.1e} (at {worst['position']})" in text
+
+
+def test_heatmap_draws_the_sources_rope_tables():
+    from posenc.plots import figure
+
+    fig = figure("heatmap", {"config": GEMMA3_4B}, {"positions": 64})
+    specs = posenc.from_hf_config(GEMMA3_4B).of_kind("rope")
+    assert len(fig.panels) == len(specs)
+    for panel, (name, entry) in zip(fig.panels, specs.items()):
+        cos, sin = posenc.rope_cos_sin(np.arange(64), entry.spec, dtype="float64")
+        z = np.asarray(panel.heat.z)
+        assert z.shape == (64, 2 * cos.shape[1]) and np.allclose(z, np.concatenate([cos, sin], axis=1), atol=1e-6)
+
+
+def test_alibi_draws_the_sources_heads_and_refuses_a_source_without_alibi():
+    from posenc.errors import PosencError
+    from posenc.plots import figure
+
+    bloom = config("bloom-560m")
+    heads = posenc.from_hf_config(bloom).of_kind("alibi")
+    (name, entry), = heads.items()
+    fig = figure("alibi", {"config": bloom})
+    drawn = fig.summary["variants"][name]
+    assert drawn["n_heads"] == entry.spec.n_heads != 32
+    assert np.allclose(drawn["slopes"], posenc.alibi_slopes(entry.spec.n_heads, variant=entry.spec.variant))
+    with pytest.raises(PosencError) as info:
+        figure("alibi", {"config": config("llama-3.1-8b")})
+    assert info.value.field == "source" and "no alibi" in info.value.message
+
+
+def test_cli_heatmap_uses_the_config(tmp_path):
+    out = tmp_path / "h.json"
+    assert main(["plot", "heatmap", "--config", str(CONFIGS / "llama-3.1-8b.json"), "--param", "positions=32",
+                 "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    z = np.asarray(doc["data"]["panels"][0]["heat"]["z"])
+    cos, sin = posenc.rope_cos_sin(np.arange(32), posenc.RopeSpec.from_hf_config(config("llama-3.1-8b")),
+                                   dtype="float64")
+    assert np.allclose(z, np.concatenate([cos, sin], axis=1), atol=1e-6)
+    assert doc["vega"]["hconcat"][0]["layer"][0]["mark"]["type"] == "rect"
+
+
+def test_unknown_param_is_an_error(tmp_path, capsys):
+    assert main(["plot", "heatmap", "--param", "foo=1", "--out", str(tmp_path / "x.png")]) == 2
+    err = capsys.readouterr().err
+    assert "foo" in err and "positions" in err
+
+
+def test_spec_without_a_length_says_so():
+    _, summary = render("spectrum", {"spec": {"kind": "rope", "head_dim": 64}})
+    text = summary["panels"][0]["text"]
+    assert "?" not in text and "no max_position_embeddings" in text
+
+
+def test_vega_spec_carries_the_librarys_numbers():
+    spec = posenc.RopeSpec.from_hf_config(config("llama-3.1-8b"))
+    drawn, _ = render("spectrum", {"config": config("llama-3.1-8b")}, fmt="vega")
+    values = drawn["vega"]["hconcat"][0]["layer"][0]["data"]["values"]
+    after = [v["y"] for v in values if v["series"] == "llama3"]
+    assert np.allclose(after, 2 * math.pi / posenc.rope_inv_freq(spec)[0])
+    assert drawn["vega"]["hconcat"][0]["layer"][0]["params"][0]["bind"] == "scales"  # zoom and pan

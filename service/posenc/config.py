@@ -43,6 +43,7 @@ cors_origins = []      # browser origins allowed to call the API (CORS); [] = CO
 
 [limits]
 max_body_bytes = 8388608       # request body, checked while reading (413)
+max_audit_body_bytes = 142606336  # POST /v1/audit's body: a 131072 x 128 float32 cos/sin pair (128 MiB) + 8 MiB
 max_head_bytes = 65536         # request line + headers (431)
 max_positions = 1048576        # positions (or relative positions) in one request (413)
 max_output_bytes = 268435456   # any response array (413)
@@ -117,6 +118,8 @@ class ServerConfig:
 @dataclass(frozen=True)
 class LimitsConfig:
     max_body_bytes: int = 8 << 20
+    #: POST /v1/audit alone: a 131072-row x 128 float32 cos/sin pair (128 MiB) and 8 MiB for the rest of the body.
+    max_audit_body_bytes: int = 136 << 20
     max_head_bytes: int = 64 << 10
     max_positions: int = 1 << 20
     max_output_bytes: int = 256 << 20

@@ -17,8 +17,8 @@ MAX_HEADER_BYTES = 4096
 
 def parse_npy(data: bytes, what: str = "file") -> np.ndarray:
     """The array in `data` (a read-only view of it), or ValueError saying what is wrong."""
-    fp = io.BytesIO(data)
-    try:
+    fp = io.BytesIO(bytes(memoryview(data)[:MAX_HEADER_BYTES + 16]))  # the header only: `data` may be a
+    try:  # memory-mapped file of hundreds of MB, read later in chunks by whoever uses the array
         version = np.lib.format.read_magic(fp)
         reader = _HEADER_READERS.get(version)
         if reader is None:

@@ -1,16 +1,21 @@
 """The audit: measure the cache, settle which spec it was built from, then name what is wrong.
 
-1. observe: layout, storage grid, attention factor, per-column frequency, offset of row 0;
-2. reference: the config's spec for the best-matching layer type (if a config is given) and the
-   spec inferred from the frequencies; the first one under which some way of computing the
-   values reproduces the cache is the one the cache was built from;
-3. findings: structure (layout, rotary dim, base, scaling, attention factor, offset, length,
-   storage) against the config, and precision (which way of computing reproduces the values);
-4. the error against the exact values, by position range.
+1. observe (a sample of rows): layout, storage grid, attention factor, per-column frequency,
+   offset of row 0;
+2. candidates, in order: the config's spec for the best-matching layer type at the length the
+   cache claims (start + rows: what a dynamic NTK or LongRoPE model computes for it), the same
+   spec at the other lengths a framework may have used (init; a fitted dynamic-NTK length), and
+   the spec inferred from the frequencies;
+3. the first candidate under which a way of computing *explains* the sample (precision.judge) is
+   checked on every row (scan); the first that explains every row is what the cache was built from;
+4. findings: only causes that explain the error are named (structure against the config, the
+   length variant, the precision cause); corrupt rows are named on their own; when nothing
+   explains the cache, `no_known_cause` says what was measured instead.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,9 +25,10 @@ from ..errors import PosencError
 from ..models import from_hf_config
 from . import structure
 from .findings import Finding
-from .infer import Inferred, infer_spec, match_score
+from .infer import Inferred, fit_base, infer_spec, match_score
 from .observe import Cache, Observation, observe
-from .precision import Precision, exact_cos_sin, float32_inv_freq, judge, range_max, row_error
+from .precision import Grounds, Precision, float32_inv_freq, judge, range_max
+from .scan import Scan, scan, shown
 
 
 @dataclass(frozen=True)
@@ -35,8 +41,17 @@ class Expected:
     attention: float
 
 
-def expected_entries(config: dict, layer_type: str | None, rows: int, start: int) -> list[Expected]:
-    """Every RoPE layer type of the config (length-dependent variants at init and at the cache's length)."""
+@dataclass(frozen=True)
+class Candidate:
+    spec: RopeSpec
+    inv: np.ndarray
+    attention: float
+    source: str  # "config" | "length" (the config's spec at another length) | "inferred"
+    note: str = ""  # for "length": what length the values were computed for
+
+
+def expected_entries(config: dict, layer_type: str | None, claimed: float) -> list[Expected]:
+    """Every RoPE layer type of the config, length-dependent variants at the length the cache claims."""
     model = from_hf_config(config)
     entries = model.of_kind("rope")
     if not entries:
@@ -47,31 +62,72 @@ def expected_entries(config: dict, layer_type: str | None, rows: int, start: int
     out = []
     for name, entry in entries.items():
         spec = entry.spec
-        lengths = (None, float(start + rows)) if spec.length_dependent else (None,)
-        for seq_len in lengths:
-            inv, attention = spec.inv_freq(seq_len)
-            out.append(Expected(name, spec, entry.apply, seq_len, inv, attention))
+        seq_len = claimed if spec.length_dependent else None
+        inv, attention = spec.inv_freq(seq_len)
+        out.append(Expected(name, spec, entry.apply, seq_len, inv, attention))
+    return out
+
+
+def _dynamic_length(spec: RopeSpec, omega: np.ndarray) -> float | None:
+    """The seq_len whose dynamic-NTK base the fitted frequencies have (None: at or below max_position_embeddings)."""
+    base, _ = fit_base(omega)
+    d, factor, max_len = spec.rotary_dim, spec.scaling_params["factor"], spec.max_position_embeddings
+    if not (math.isfinite(base) and base > spec.base * (1 + 1e-6)) or factor <= 1:
+        return None
+    s = max_len * ((base / spec.base) ** ((d - 2) / d) + factor - 1) / factor
+    return float(round(s)) if math.isfinite(s) and s > max_len else None
+
+
+def length_alternatives(expected: Expected, obs: Observation, claimed: float) -> list[Candidate]:
+    """The config's length-dependent spec at the lengths a framework may have computed it for instead."""
+    spec = expected.spec
+    if not spec.length_dependent:
+        return []
+    if spec.rope_type == "dynamic":
+        trained = spec.max_position_embeddings
+        options = [(None, f"dynamic NTK's frequencies before it grows (seq_len <= max_position_embeddings "
+                          f"{trained}: plain RoPE at base {spec.base:g})")]
+        fitted = _dynamic_length(spec, obs.omega)
+        if fitted is not None:
+            options.append((fitted, f"dynamic NTK's frequencies at seq_len {fitted:g}"))
+        need = f"a cache of {claimed:g} positions needs them at seq_len {claimed:g} (HF recomputes them as the " \
+               "sequence grows past max_position_embeddings)"
+    else:
+        original = spec.original_max_position_embeddings
+        if claimed > original:
+            options = [(None, f"LongRoPE's short_factor frequencies (HF uses them up to "
+                              f"original_max_position_embeddings {original})")]
+            need = f"a cache of {claimed:g} positions needs long_factor"
+        else:
+            options = [(float(original + 1), "LongRoPE's long_factor frequencies")]
+            need = f"a cache of {claimed:g} positions (within original_max_position_embeddings {original}) needs " \
+                   "short_factor"
+    out = []
+    for seq_len, what in options:
+        inv, attention = spec.inv_freq(seq_len)
+        if inv.shape == expected.inv.shape and np.array_equal(inv, expected.inv):
+            continue
+        out.append(Candidate(spec, inv, attention, "length", f"the values are {what}; {need}"))
     return out
 
 
 @dataclass
 class Reference:
-    """The spec the values were built from, and how they were computed."""
+    """The spec the values were built from, how they were computed, and the check of every row."""
 
-    spec: RopeSpec
-    inv: np.ndarray
-    attention: float
+    candidate: Candidate
+    grounds: Grounds
     precision: Precision
-    source: str  # "config" | "inferred"
+    scan: Scan
+    explained: bool  # the precision cause explains every non-corrupt row
 
+    @property
+    def spec(self) -> RopeSpec:
+        return self.candidate.spec
 
-def _positions(obs: Observation, start: int, offset: float) -> np.ndarray:
-    return start + offset + obs.sample.astype(np.float64)
-
-
-def _judge(obs: Observation, spec: RopeSpec, inv: np.ndarray, attention: float, positions) -> Precision:
-    inv32 = float32_inv_freq(inv, spec.base, spec.rotary_dim, spec.rope_type)
-    return judge(obs.cos, obs.sin, positions, inv, inv32, attention, obs.grid, obs.floor)
+    @property
+    def source(self) -> str:
+        return self.candidate.source
 
 
 def _attention_for(obs: Observation, expected: float) -> float:
@@ -80,20 +136,31 @@ def _attention_for(obs: Observation, expected: float) -> float:
         obs.attention
 
 
-def choose_reference(obs: Observation, candidates: list[tuple[RopeSpec, np.ndarray, float, str]],
-                     positions: np.ndarray) -> Reference:
+def choose_reference(cache: Cache, obs: Observation, candidates: list[Candidate], offset: float,
+                     against: tuple[np.ndarray, float] | None) -> Reference:
+    """The first candidate whose precision cause explains the sample and then every row; else the one
+    that came closest (explained the sample but not every row, or the smallest excess over its tolerance)."""
+    positions = cache.start + offset + obs.sample.astype(np.float64)
     tried = []
-    for spec, inv, attention, source in candidates:
-        if inv.shape[0] != obs.n_freq:
+    for cand in candidates:
+        if cand.inv.shape[0] != obs.n_freq:
             continue
-        precision = _judge(obs, spec, inv, _attention_for(obs, attention), positions)
-        ref = Reference(spec, inv, _attention_for(obs, attention), precision, source)
-        if precision.cause != "no_known_cause":
-            return ref
-        tried.append(ref)
+        grounds = Grounds(cand.inv, float32_inv_freq(cand.inv, cand.spec.rotary_dim, cand.spec.rope_type),
+                          _attention_for(obs, cand.attention), obs.grid, obs.floor)
+        precision = judge(obs.cos, obs.sin, positions, grounds)
+        if precision.cause == "no_known_cause":
+            tried.append(((1, min(precision.over.values())), cand, grounds, precision, None))
+            continue
+        checked = scan(cache, obs, grounds, offset, precision.cause, against)
+        if checked.violations.size == 0:
+            return Reference(cand, grounds, precision, checked, True)
+        tried.append(((0, checked.violations.size), cand, grounds, precision, checked))
     if not tried:
         raise PosencError("cache", "no spec with this many frequencies to compare with")
-    return min(tried, key=lambda r: float(r.precision.exact_error.max()))
+    _, cand, grounds, precision, checked = min(tried, key=lambda t: t[0])
+    if checked is None:
+        checked = scan(cache, obs, grounds, offset, "correct", against)
+    return Reference(cand, grounds, precision, checked, False)
 
 
 @dataclass
@@ -107,47 +174,82 @@ class AuditResult:
     findings: list[Finding]
     error_ranges: list[dict]
     error_against: str
-    positions: np.ndarray  # the sampled rows' nominal positions (start + row)
+
+
+def _unexplained(obs: Observation, ref: Reference, inferred: Inferred, offset: float) -> Finding:
+    """no_known_cause with what was measured: where the rows go wrong, and the structure the fit found."""
+    measured = (f"measured: layout {obs.layout}, {obs.n_freq} frequencies ({inferred.description}"
+                f"{'' if inferred.score <= 1 else ', approximate'}), attention factor {obs.attention:.6g}, "
+                f"row 0 at position {obs.offset:+.6g}")
+    checked = ref.scan
+    if ref.precision.cause != "no_known_cause" and checked.violations.size:
+        bad = checked.violations
+        worst = float(checked.exact_error[bad].max())
+        return Finding("no_known_cause", f"{bad.size} of {checked.rows} rows are off the values every other row "
+                       f"fits ({ref.precision.cause}, {ref.source} spec): rows {shown(bad)}, by up to "
+                       f"{worst:.2g}; {measured}", "low")
+    return Finding("no_known_cause", f"{ref.precision.evidence}; {measured}", "low")
+
+
+def _corrupt(checked: Scan) -> list[Finding]:
+    if not checked.corrupt:
+        return []
+    parts = [f"{kind} in rows {shown(rows)}" for kind, rows in checked.corrupt.items()]
+    return [Finding("corrupt_rows", f"{checked.corrupt_rows.size} of {checked.rows} rows cannot be the cos and "
+                    "sin of an angle: " + "; ".join(parts))]
+
+
+def explained_findings(obs: Observation, cache: Cache, ref: Reference, expected: Expected | None,
+                       inferred: Inferred, offset: float) -> list[Finding]:
+    """The causes that explain the error, given that `ref` explains every row."""
+    findings = structure.layout_findings(obs, expected.apply if expected else None)
+    if ref.source == "length":
+        findings.append(Finding("wrong_length_variant", ref.candidate.note))
+    elif expected is not None and ref.source != "config":
+        findings += structure.frequency_findings(obs, expected.spec, inferred)
+    findings += structure.attention_findings(obs, expected.attention if expected else None, inferred)
+    findings += structure.offset_findings(offset, cache.start, expected is not None)
+    if expected is not None and cache.noise is None:  # a rotated q's length is not a cache's length
+        findings += structure.length_findings(obs, cache.start, expected.spec)
+    precision = ref.precision
+    if precision.cause != "correct":
+        findings.append(Finding(precision.cause, precision.evidence, precision.confidence))
+    return findings
 
 
 def audit_cache(cache: Cache, config: dict | None = None, *, layer_type: str | None = None) -> AuditResult:
     obs = observe(cache)
     offset = structure.nearest_integer(obs.offset)
     inferred = infer_spec(obs.omega, obs.omega_tol)
-    expected = None
+    claimed = float(cache.start + obs.rows)  # the length the cache stands for (HF: max(position_ids) + 1)
+    expected, candidates = None, []
     if config is not None:
-        entries = expected_entries(config, layer_type, obs.rows, cache.start)
+        entries = expected_entries(config, layer_type, claimed)
         expected = min(entries, key=lambda e: (e.inv.shape[0] != obs.n_freq,
                                                match_score(obs.omega, obs.omega_tol, e.inv)))
-    true_positions = _positions(obs, cache.start, offset)
-    candidates = []
-    if expected is not None:
-        candidates.append((expected.spec, expected.inv, expected.attention, "config"))
-    candidates.append((inferred.spec, *inferred.spec.inv_freq(), "inferred"))
-    reference = choose_reference(obs, candidates, true_positions)
+        candidates.append(Candidate(expected.spec, expected.inv, expected.attention, "config"))
+        candidates += length_alternatives(expected, obs, claimed)
+    for guess in (inferred.simplest, inferred):  # a simple spec a rounding explains beats per-frequency factors
+        if guess is not None:
+            candidates.append(Candidate(guess.spec, *guess.spec.inv_freq(), "inferred"))
+    against = (expected.inv, expected.attention) if expected is not None and expected.inv.shape[0] == obs.n_freq \
+        else None
+    reference = choose_reference(cache, obs, candidates, offset, against)
 
-    findings = structure.layout_findings(obs, expected.apply if expected else None)
-    if expected is not None and reference.source != "config":
-        findings += structure.frequency_findings(obs, expected.spec, inferred)
-    findings += structure.attention_findings(obs, expected.attention if expected else None, inferred)
-    findings += structure.offset_findings(offset, cache.start, expected is not None)
-    if expected is not None:
-        findings += structure.length_findings(obs, cache.start, expected.spec)
+    findings = _corrupt(reference.scan)
+    if reference.explained:
+        findings += explained_findings(obs, cache, reference, expected, inferred, offset)
+    else:
+        findings.append(_unexplained(obs, reference, inferred, offset))
     if cache.noise is None:
         findings += structure.storage_findings(obs, cache.dtype)
-    precision = reference.precision
-    if precision.cause != "correct":
-        findings.append(Finding(precision.cause, precision.evidence, precision.confidence))
     if not findings:
-        findings.append(Finding("correct", precision.evidence, severity="info"))
+        findings.append(Finding("correct", f"{reference.precision.evidence}; all {obs.rows} rows checked",
+                                severity="info"))
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: order[f.severity])
-
-    nominal = cache.start + obs.sample.astype(np.float64)
-    if expected is not None and expected.inv.shape[0] == obs.n_freq:
-        c, s = exact_cos_sin(nominal, expected.inv, expected.attention)
-        err, against = row_error(obs.cos, obs.sin, c, s), f"the config's exact values ({expected.layer_type})"
-    else:
-        err, against = precision.exact_error, "the exact values of the inferred spec"
-    return AuditResult(obs, cache, offset, inferred, expected, reference, findings, range_max(err, nominal),
-                       against, nominal)
+    against_name = f"the config's exact values ({expected.layer_type})" if against is not None else \
+        f"the exact values of the {reference.source} spec"
+    nominal = cache.start + np.arange(obs.rows, dtype=np.float64)
+    return AuditResult(obs, cache, offset, inferred, expected, reference, findings,
+                       range_max(reference.scan.against_error, nominal), against_name)

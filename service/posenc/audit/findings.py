@@ -1,8 +1,10 @@
 """The causes the audit can name, each with its one-sentence fix, and the `Finding` it reports.
 
 A finding is one named cause with the evidence that points to it and how sure the audit is:
-"high" when a simulation of that cause reproduces the cache (or the config contradicts it
-outright), "medium" when only the shape of the error or a guess without a config points to it.
+"high" when a simulation of that cause explains the cache (docs/audit.md says what "explains"
+means) and takes away nearly all of its error, or the config contradicts it outright; "medium"
+when the explanation leaves more, or it is a guess without a config; "low" only for
+`no_known_cause`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,13 @@ CAUSES: dict[str, tuple[str, str]] = {
         "angles formed in bfloat16",
         "Compute inv_freq and p * inv_freq in float32 at least (float64 for long context), never in the bfloat16 "
         "model dtype."),
+    "bf16_inv_freq": (
+        "inv_freq rounded to bfloat16 (error grows with position)",
+        "Keep the inv_freq buffer in float32: `model.to(torch.bfloat16)` casts it too (register it as float32 after "
+        "the cast, or build it at forward time), and candle-style bfloat16 frequencies lose 3 significant digits."),
+    "fp16_inv_freq": (
+        "inv_freq rounded to float16 (error grows with position)",
+        "Keep the inv_freq buffer in float32: `model.half()` casts it too (re-create it as float32 after the cast)."),
     "fp16_angles": (
         "angles formed in float16",
         "Compute inv_freq and p * inv_freq in float32 at least (float64 for long context), never in float16."),
@@ -68,6 +77,15 @@ CAUSES: dict[str, tuple[str, str]] = {
     "position_offset": (
         "positions do not start at 0",
         "Row p of the cache must hold position p: build it from arange(0, n), not arange(1, n + 1)."),
+    "wrong_length_variant": (
+        "length-dependent scaling computed for another length",
+        "Build the frequencies for the length the cache covers: dynamic NTK at seq_len = the cache's rows (HF grows "
+        "them with the sequence), LongRoPE's long_factor once the cache extends past "
+        "original_max_position_embeddings (posenc.rope_inv_freq(spec, seq_len=rows))."),
+    "corrupt_rows": (
+        "rows that are not the cos and sin of any angle",
+        "Rebuild the cache: some rows hold NaN/infinite values, values beyond the attention factor, or cos^2 + sin^2 "
+        "off the attention factor squared (memory corruption, a bad slice or write, an uninitialised buffer)."),
     "truncated": (
         "cache shorter than max_position_embeddings",
         "Build the cache for max_position_embeddings rows (or grow it on demand) so long prompts do not index "

@@ -20,6 +20,8 @@ from ..errors import PosencError
 
 #: Every framework keeps inv_freq in float32: a frequency that close to the spec's reproduces it.
 FLOAT32_INV_FREQ = 1e-6
+#: How far (relative) a fitted base may be from a round one that is tried when nothing reproduces the frequencies.
+LOOSE_BASE = 0.02
 #: Trained lengths tried for YaRN and Llama-3 when there is no config.
 TRAINED_LENGTHS = (2048, 4096, 8192, 16384, 32768, 65536)
 #: Llama-3 (low_freq_factor, high_freq_factor) pairs tried.
@@ -31,6 +33,8 @@ class Inferred:
     spec: RopeSpec
     score: float  # max over columns of |ln(omega / inv)| / tolerance; <= 1 reproduces every frequency
     description: str
+    simplest: Inferred | None = None  # when this is the per-frequency last resort: the best simple spec, whose
+    # frequencies a rounding of inv_freq (bfloat16 buffers) may have moved off the fit
 
 
 def nice_base(base: float) -> float:
@@ -103,4 +107,20 @@ def infer_spec(omega: np.ndarray, tol: np.ndarray) -> Inferred:
     per_freq = _candidate(omega, tol, "per-frequency factors (LongRoPE-like)", head_dim, base,
                           {"rope_type": "longrope", "long_factor": factors, "short_factor": factors, "factor": 1.0},
                           TRAINED_LENGTHS[0])
-    return per_freq if per_freq is not None and per_freq.score < best.score else best
+    if per_freq is None or per_freq.score >= best.score:
+        return best
+    return Inferred(per_freq.spec, per_freq.score, per_freq.description, _rounded_base(best, omega, tol) or best)
+
+
+def _rounded_base(best: Inferred, omega: np.ndarray, tol: np.ndarray) -> Inferred | None:
+    """The best simple spec at the round base near its fit: frequencies rounded to 16 bits move the fitted
+    base by up to ~1% (too far for `nice_base`), and the round one is what the model was built with."""
+    fitted = best.spec.base
+    for digits in (1, 2):
+        nice = float(f"{fitted:.{digits - 1}e}")
+        if abs(fitted / nice - 1) <= LOOSE_BASE and nice != fitted:
+            spec = best.spec
+            return _candidate(omega, tol, best.description.replace(f"{fitted:g}", f"{nice:g}"), spec.head_dim, nice,
+                              None if spec.rope_type == "default" else spec.scaling,
+                              spec.original_max_position_embeddings)
+    return None

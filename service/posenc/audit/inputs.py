@@ -153,8 +153,7 @@ def to_cache(arrays: dict[str, np.ndarray], start: int = 0) -> Cache:
     if arr.dtype.kind == "c":
         if arr.ndim != 2:
             raise PosencError(name, f"a complex cache (freqs_cis) must be [n, d/2], got {arr.shape}")
-        return Cache(arr.real.astype(np.float64), arr.imag.astype(np.float64), _dtype_name(arr.real), "complex",
-                     start)
+        return Cache(arr.real, arr.imag, _dtype_name(arr.real), "complex", start)  # views: read in chunks
     if arr.ndim == 3 and arr.shape[0] == 2:
         return _pair(arr[0], arr[1], "[cos, sin] stacked", start)
     if arr.ndim == 2 and arr.shape[1] % 2 == 0:

@@ -26,13 +26,15 @@ SAMPLED_ROWS = 4096
 GRIDS = (("bfloat16", np.dtype(ml_dtypes.bfloat16), 7), ("float16", np.dtype(np.float16), 10),
          ("float32", np.dtype(np.float32), 23), ("float64", np.dtype(np.float64), 52))
 MANTISSA = {name: bits for name, _, bits in GRIDS}
+#: The share of sampled rows that may be corrupt (reported by the scan) before the values are not a cache at all.
+CORRUPT_FRACTION = 0.01
 
 
 @dataclass
 class Cache:
     """A cos/sin cache as given: cos and sin [n, w] of one dtype, row r holding position start + r."""
 
-    cos: np.ndarray
+    cos: np.ndarray  # any float dtype, possibly a view of a memory-mapped file: read in chunks, never whole
     sin: np.ndarray
     dtype: str  # the dtype the values arrived in ("float32", "bfloat16", ...)
     source: str  # how they arrived: "cos/sin", "cos_sin_cache", "complex", "q rotation (half)", ...
@@ -54,7 +56,7 @@ class Observation:
     omega_tol: np.ndarray  # relative uncertainty of each
     offset: float  # fitted position of row 0, relative to Cache.start
     fit_rows: int  # rows the fit used (stops at the first repeated row)
-    sample: np.ndarray  # row indices the error checks use
+    sample: np.ndarray  # row indices the judgement uses (sampled rows that are not corrupt; the scan sees all)
     cos: np.ndarray  # [len(sample), n_freq] float64, one column per frequency
     sin: np.ndarray
     notes: list[str] = field(default_factory=list)
@@ -62,7 +64,8 @@ class Observation:
 
 def _compact(cos: np.ndarray, sin: np.ndarray, layout: str | None) -> tuple[str, np.ndarray, np.ndarray, float]:
     """(layout, cos, sin, mismatch) with one column per frequency: halves [c|c] and pairs [c0 c0 c1 c1 ..]
-    folded. Copies that differ by a little (noise added after duplicating) still count, by `mismatch`."""
+    folded. Copies that differ by a little (noise added after duplicating) still count, by `mismatch`;
+    so do layouts whose copies disagree in a few rows only (corrupt rows: the scan reports them)."""
     w = cos.shape[1]
     if layout is not None or w % 2 or w < 2:
         return layout or "compact", cos, sin, 0.0
@@ -71,8 +74,8 @@ def _compact(cos: np.ndarray, sin: np.ndarray, layout: str | None) -> tuple[str,
     best = None
     for name, (a, b) in views.items():
         with np.errstate(invalid="ignore"):
-            gap = float(max(np.abs(cos[:, a].astype(np.float64) - cos[:, b]).max(),
-                            np.abs(sin[:, a].astype(np.float64) - sin[:, b]).max()))
+            per_row = np.maximum(np.abs(cos[:, a] - cos[:, b]).max(axis=1), np.abs(sin[:, a] - sin[:, b]).max(axis=1))
+        gap = float(np.quantile(np.where(np.isnan(per_row), np.inf, per_row), 1 - CORRUPT_FRACTION))
         if best is None or gap < best[0]:
             best = (gap, name, a)
     gap, name, a = best
@@ -166,24 +169,30 @@ def observe(cache: Cache) -> Observation:
     if n < MIN_ROWS or width < 1:
         raise PosencError("cache", f"needs at least {MIN_ROWS} rows and one column, got shape {cos.shape}")
     rows = sample_rows(n)
-    layout, c, s, mismatch = _compact(cos[rows], sin[rows], cache.layout)
+    layout, c, s, mismatch = _compact(np.asarray(cos[rows], dtype=np.float64), np.asarray(sin[rows], dtype=np.float64),
+                                      cache.layout)
     notes = [f"the {layout} copies of each frequency differ by up to {mismatch:.1e}"] if mismatch else []
-    cf = np.asarray(c, dtype=np.float64)
-    sf = np.asarray(s, dtype=np.float64)
-    if not (np.isfinite(cf).all() and np.isfinite(sf).all()):
-        raise PosencError("cache", "holds NaN or infinite values")
-    grid = "float64" if cache.noise is not None else storage_grid(cf, sf, dtype=cache.dtype)
+    cf, sf = c, s
+    finite = np.isfinite(cf).all(axis=1) & np.isfinite(sf).all(axis=1)
+    if finite.mean() < 1 - CORRUPT_FRACTION:
+        raise PosencError("cache", f"{np.sum(~finite)} of {rows.size} sampled rows hold NaN or infinite values")
+    grid = "float64" if cache.noise is not None else storage_grid(cf[finite], sf[finite], dtype=cache.dtype)
     amplitude = np.sqrt(cf * cf + sf * sf)
-    attention = float(np.median(amplitude))
+    attention = float(np.median(amplitude[finite]))
     floor = cache.noise if cache.noise is not None else abs(attention) * 2.0 ** -MANTISSA[grid]
     eps = floor / 2
-    if attention <= 0 or np.abs(amplitude / attention - 1).max() > 0.05:
+    with np.errstate(invalid="ignore"):
+        steady = finite & (np.abs(amplitude / attention - 1) <= 0.05).all(axis=1) if attention > 0 else finite & False
+    if attention <= 0 or steady.mean() < 1 - CORRUPT_FRACTION:
         raise PosencError("cache", "cos^2 + sin^2 is not constant: these are not the cos and sin of one angle "
                           "(check which array is which, and that a single array is [cos | sin])")
     prefix = int(np.searchsorted(rows, min(n, FIT_ROWS)))  # the contiguous head of `rows`
-    clean = _first_repeat(cf[:prefix], sf[:prefix])
+    unsteady = np.flatnonzero(~steady[:prefix])
+    prefix_ok = int(unsteady[0]) if unsteady.size else prefix
+    clean = _first_repeat(cf[:prefix_ok], sf[:prefix_ok])
     if clean < prefix:
-        notes.append(f"row {clean} repeats row {clean - 1}: the frequency fit uses rows 0..{clean - 1}")
+        why = f"row {clean} repeats row {clean - 1}" if clean < prefix_ok else f"row {clean} is corrupt"
+        notes.append(f"{why}: the frequency fit uses rows 0..{clean - 1}")
     clean = max(clean, MIN_ROWS)
     phase = np.arctan2(sf[:clean], cf[:clean])
     omega, intercept, tol, _ = fit_frequencies(phase, eps * 2)
@@ -192,6 +201,5 @@ def observe(cache: Cache) -> Observation:
                           "hold position start + r)")
     offset = fit_offset(omega, intercept - omega * cache.start)  # relative to the declared start
     return Observation(rows=n, width=width, layout=layout, n_freq=cf.shape[1], grid=grid, floor=floor,
-                       attention=attention,
-                       omega=omega, omega_tol=tol, offset=offset, fit_rows=clean, sample=rows, cos=cf, sin=sf,
-                       notes=notes)
+                       attention=attention, omega=omega, omega_tol=tol, offset=offset, fit_rows=clean,
+                       sample=rows[steady], cos=cf[steady], sin=sf[steady], notes=notes)

@@ -1,14 +1,16 @@
 """How the values were formed: simulate each known way of computing a cache and see which one
-reproduces the user's.
+explains the user's.
 
 Every hypothesis takes the same frequencies, attention factor and positions (the ones the
 structure checks settled on) and computes cos/sin the way a framework does: float64 angles
-(exact), float32 angles (HF, the textbook numpy recipe), positions rounded to bfloat16/float16,
-angles formed in bfloat16/float16. Each is rounded to the cache's storage grid and compared
-with the cache row by row. A hypothesis *reproduces* the cache when its residual is a small
-fraction of the exact one; float32 angles, whose last bits depend on the library's pow and cos,
-may instead match by the *shape* of the error: the same size as the simulation's error, range by
-range, over the positions where it rises above the storage rounding.
+(exact), float32 angles (HF, the textbook numpy recipe), inv_freq rounded to bfloat16/float16
+(`model.to(torch.bfloat16)`), positions rounded to bfloat16/float16, angles formed in
+bfloat16/float16. Each is rounded to the cache's storage grid and compared with the cache
+element by element against a tolerance (`tolerance`) made of the storage rounding and the
+rounding freedom of the way that hypothesis forms its angle: another library's pow, product
+order or cos may move a float32 angle by a few float32 ulp of itself, a float64 one by a few
+float64 ulp. A hypothesis *explains* the cache when every element is within that tolerance and
+it takes away most of the error the exact values leave (docs/audit.md, "What explains means").
 """
 
 from __future__ import annotations
@@ -24,18 +26,34 @@ from .observe import GRIDS
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
+U64, U32 = 2.0 ** -53, 2.0 ** -24
+#: Ulps of its own angle (in the dtype it is formed in) another implementation may differ by: inv_freq
+#: computed with that dtype's pow and scaling arithmetic is a few ulp off (HF's float32 Llama-3 smoothing band:
+#: up to 3), and the product rounds once more.
+ANGLE_ULPS = 8.0
+#: A cause explains only when its simulation leaves at most this fraction of the exact values' error.
+EXPLAINED_FRACTION = 0.5
+#: ... and "high" confidence when it leaves at most this fraction.
+HIGH_FRACTION = 0.1
 #: Position ranges of the error table: [0, 256), [256, 1024), ... powers of 4 (bfloat16 aliasing starts at 256).
 RANGE_EDGES = (0, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 2 ** 62)
 
 
-def _round(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def round_to(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         return x.astype(dtype).astype(np.float64)
 
 
-def float32_inv_freq(inv: np.ndarray, base: float, rotary_dim: int, rope_type: str) -> np.ndarray:
-    """inv_freq as HF computes it: float32 `1 / base ** (arange(0, d, 2) / d)` (other variants: float32 of exact)."""
-    if rope_type in ("default", "ntk", "dynamic"):
+def storage_dtype(grid: str) -> np.dtype:
+    return {name: dt for name, dt, _ in GRIDS}[grid]
+
+
+def float32_inv_freq(inv: np.ndarray, rotary_dim: int, rope_type: str) -> np.ndarray:
+    """inv_freq as HF computes it: float32 `1 / base ** (arange(0, d, 2) / d)` for the variants that are a
+    plain power of a base (default, static and dynamic NTK: the base is the effective one, read back from
+    `inv`, so a dynamic spec grown to a length uses its grown base); other variants: float32 of the exact."""
+    if rope_type in ("default", "ntk", "dynamic") and inv.shape[0] > 1 and rotary_dim > 2:
+        base = float(inv[1]) ** (-rotary_dim / 2.0)
         exponent = np.arange(0, rotary_dim, 2, dtype=np.int64).astype(F32) / F32.type(rotary_dim)
         return (F32.type(1.0) / (F32.type(base) ** exponent)).astype(F32)
     return inv.astype(F32)
@@ -45,16 +63,21 @@ def float32_inv_freq(inv: np.ndarray, base: float, rotary_dim: int, rope_type: s
 class Hypothesis:
     cause: str  # a findings.CAUSES key
     label: str  # the legend of the precision figure
+    angle_unit: float  # unit roundoff of the dtype the angle is formed in: its rounding freedom
+    value_unit: float  # unit roundoff cos/sin are computed in, before storage
 
 
 HYPOTHESES = (
-    Hypothesis("correct", "float64 angles (exact)"),
-    Hypothesis("float32_angles", "float32 angles"),
-    Hypothesis("bf16_positions", "bfloat16 positions"),
-    Hypothesis("fp16_positions", "float16 positions"),
-    Hypothesis("bf16_angles", "bfloat16 angles"),
-    Hypothesis("fp16_angles", "float16 angles"),
+    Hypothesis("correct", "float64 angles (exact)", U64, U64),
+    Hypothesis("float32_angles", "float32 angles", U32, U32),
+    Hypothesis("bf16_inv_freq", "bfloat16 inv_freq", U32, U32),
+    Hypothesis("fp16_inv_freq", "float16 inv_freq", U32, U32),
+    Hypothesis("bf16_positions", "bfloat16 positions", U32, U32),
+    Hypothesis("fp16_positions", "float16 positions", U32, U32),
+    Hypothesis("bf16_angles", "bfloat16 angles", U32, U32),
+    Hypothesis("fp16_angles", "float16 angles", U32, U32),
 )
+BY_CAUSE = {h.cause: h for h in HYPOTHESES}
 
 
 def exact_cos_sin(positions: np.ndarray, inv: np.ndarray, attention: float) -> tuple[np.ndarray, np.ndarray]:
@@ -71,6 +94,9 @@ def simulate(cause: str, positions: np.ndarray, inv: np.ndarray, inv32: np.ndarr
     with np.errstate(over="ignore", invalid="ignore"):
         if cause == "float32_angles":
             angle = np.outer(p.astype(F32), inv32).astype(F32)
+        elif cause in ("bf16_inv_freq", "fp16_inv_freq"):
+            grid = BF16 if cause == "bf16_inv_freq" else F16
+            angle = np.outer(p.astype(F32), inv32.astype(grid).astype(F32)).astype(F32)
         elif cause in ("bf16_positions", "fp16_positions"):
             grid = BF16 if cause == "bf16_positions" else F16
             angle = np.outer(p.astype(grid).astype(F32), inv32).astype(F32)
@@ -80,6 +106,23 @@ def simulate(cause: str, positions: np.ndarray, inv: np.ndarray, inv32: np.ndarr
         cos, sin = np.cos(angle).astype(F32), np.sin(angle).astype(F32)
     a = F32.type(attention)
     return (cos * a).astype(np.float64), (sin * a).astype(np.float64)
+
+
+def tolerance(hyp: Hypothesis, positions: np.ndarray, inv: np.ndarray, attention: float,
+              floor: float) -> np.ndarray:
+    """[n, n_freq]: how far a cache built the hypothesis' way may lie from its simulation: the storage
+    rounding `floor`, plus ANGLE_ULPS ulps of the angle p * inv_i in the dtype it is formed in, plus two
+    roundings of cos/sin in the dtype they are computed in."""
+    a = abs(attention)
+    angle = np.abs(np.asarray(positions, dtype=np.float64))[:, None] * np.abs(inv)[None, :]
+    return floor + a * (ANGLE_ULPS * hyp.angle_unit * angle + 2 * hyp.value_unit)
+
+
+def elementwise(cos, sin, ref_cos, ref_sin) -> np.ndarray:
+    """[n, k] max of |cos - ref_cos| and |sin - ref_sin|, NaN as infinity."""
+    with np.errstate(invalid="ignore"):
+        err = np.maximum(np.abs(cos - ref_cos), np.abs(sin - ref_sin))
+    return np.where(np.isnan(err), np.inf, err)
 
 
 def range_max(err_rows: np.ndarray, positions: np.ndarray) -> list[dict]:
@@ -95,62 +138,100 @@ def range_max(err_rows: np.ndarray, positions: np.ndarray) -> list[dict]:
     return out
 
 
-def row_error(cos, sin, ref_cos, ref_sin) -> np.ndarray:
-    with np.errstate(invalid="ignore"):
-        err = np.maximum(np.abs(cos - ref_cos).max(axis=1), np.abs(sin - ref_sin).max(axis=1))
-    return np.where(np.isnan(err), np.inf, err)
-
-
 @dataclass
 class Precision:
-    cause: str  # the hypothesis that reproduces the cache, or "no_known_cause"
+    cause: str  # the hypothesis that explains the cache, or "no_known_cause"
     confidence: str
     evidence: str
     floor: float  # the storage rounding bound
-    exact_error: np.ndarray  # per sampled row: |cache - exact| (the reference the structure checks chose)
-    simulated_error: dict  # label -> per-row |simulation - exact| (what that framework gets)
+    exact_error: np.ndarray  # per checked row: max |cache - exact|
+    simulated_error: dict  # label -> per-row max |simulation - exact| (what that framework gets)
     residual: dict  # cause -> worst |cache - simulation|
+    over: dict  # cause -> worst |cache - simulation| / tolerance (<= 1: within its tolerance everywhere)
 
 
-def judge(cos: np.ndarray, sin: np.ndarray, positions: np.ndarray, inv: np.ndarray, inv32: np.ndarray,
-          attention: float, grid: str, floor: float) -> Precision:
-    storage = {name: dt for name, dt, _ in GRIDS}[grid]
-    floor = floor + 1e-300
-    exact_c, exact_s = (_round(x, storage) for x in simulate("correct", positions, inv, inv32, attention))
-    exact_err = row_error(cos, sin, exact_c, exact_s)
-    simulated, residual = {}, {}
+@dataclass(frozen=True)
+class Grounds:
+    """What a judgement stands on: the frequencies, the attention factor and the storage of the cache."""
+
+    inv: np.ndarray
+    inv32: np.ndarray
+    attention: float
+    grid: str
+    floor: float
+
+
+def judge(cos: np.ndarray, sin: np.ndarray, positions: np.ndarray, grounds: Grounds,
+          skip: np.ndarray | None = None) -> Precision:
+    """Which hypothesis explains the rows given (cos/sin [n, n_freq] at `positions`); rows in `skip`
+    (corrupt ones, reported on their own) are left out of the decision."""
+    storage = storage_dtype(grounds.grid)
+    keep = np.ones(len(positions), bool) if skip is None else ~skip
+    raw_c, raw_s = simulate("correct", positions, grounds.inv, grounds.inv32, grounds.attention)
+    exact_c, exact_s = round_to(raw_c, storage), round_to(raw_s, storage)
+    exact_elem = elementwise(cos, sin, exact_c, exact_s)
+    simulated, residual, over = {}, {}, {}
     for hyp in HYPOTHESES:
-        c, s = (_round(x, storage) for x in simulate(hyp.cause, positions, inv, inv32, attention))
-        simulated[hyp.label] = row_error(c, s, exact_c, exact_s)
-        residual[hyp.cause] = row_error(cos, sin, c, s)
-    worst_exact = float(exact_err.max())
-    base = dict(floor=floor, exact_error=exact_err, simulated_error=simulated,
-                residual={k: float(v.max()) for k, v in residual.items()})
-    if worst_exact <= floor:
-        return Precision("correct", "high", f"every checked row is within {floor:.1e} of the exact value "
-                         f"(the {grid} rounding)", **base)
-    # Direct reproduction: the simulation leaves a small fraction of the exact residual.
-    direct = sorted((float(residual[h.cause].max()), h.cause) for h in HYPOTHESES[1:])
-    best_resid, best = direct[0]
-    if best_resid <= max(floor, 0.1 * worst_exact):
-        confidence = "high" if best_resid <= max(4 * floor, 0.01 * worst_exact) else "medium"
-        return Precision(best, confidence, f"simulating it reproduces the cache to {best_resid:.1e} "
-                         f"(against {worst_exact:.1e} from the exact values)", **base)
-    # Shape match for float32 angles: the same error size range by range where it rises above the floor.
-    shape = _profile_match(exact_err, simulated["float32 angles"], positions, floor)
-    if shape is not None:
-        ranges, spread = shape
-        confidence = "high" if ranges >= 3 else "medium"
-        return Precision("float32_angles", confidence, f"the error grows with position like float32 angles do: "
-                         f"within a factor {spread:.1f} of the simulation in {ranges} position ranges", **base)
-    return Precision("no_known_cause", "low", f"error up to {worst_exact:.1e}; no simulated cause reproduces it "
-                     f"(best: {best} leaves {best_resid:.1e})", **base)
+        if hyp.cause == "correct":  # against the unrounded values: `floor` covers the storage rounding
+            c, s = raw_c, raw_s
+        else:
+            c, s = (round_to(x, storage) for x in
+                    simulate(hyp.cause, positions, grounds.inv, grounds.inv32, grounds.attention))
+        simulated[hyp.label] = elementwise(c, s, exact_c, exact_s).max(axis=1)
+        resid = elementwise(cos, sin, c, s)[keep]
+        tol = tolerance(hyp, positions[keep], grounds.inv, grounds.attention, grounds.floor)
+        residual[hyp.cause] = float(resid.max()) if resid.size else 0.0
+        over[hyp.cause] = float((resid / tol).max()) if resid.size else 0.0
+    exact_rows = exact_elem.max(axis=1)
+    return decide(exact_rows, simulated, residual, over, grounds, positions, keep)
+
+
+def decide(exact_rows: np.ndarray, simulated: dict, residual: dict, over: dict, grounds: Grounds,
+           positions: np.ndarray, keep: np.ndarray) -> Precision:
+    """The first hypothesis (simplest first) that explains the cache; else no_known_cause with what was measured.
+
+    Explains = (a) every element within the hypothesis' tolerance, and (b) it accounts for the error: its
+    simulation takes away at least half of the worst error the exact values leave (it reproduces the values),
+    or its own error has the cache's size range by range (it reproduces the statistics: float32 angles whose
+    last bits depend on the library's pow, scaling arithmetic and cos)."""
+    worst_exact = float(exact_rows[keep].max()) if keep.any() else 0.0
+    base = dict(floor=grounds.floor, exact_error=exact_rows, simulated_error=simulated, residual=residual, over=over)
+    if over["correct"] <= 1:
+        return Precision("correct", "high", f"every checked element is within its tolerance of the exact value "
+                         f"(worst {worst_exact:.1e}: {grounds.grid} rounding plus a few float64 ulp of its angle)",
+                         **base)
+    explaining = []
+    for hyp in HYPOTHESES[1:]:
+        if over[hyp.cause] > 1:
+            continue
+        if residual[hyp.cause] <= EXPLAINED_FRACTION * worst_exact:
+            high = residual[hyp.cause] <= max(HIGH_FRACTION * worst_exact, 4 * grounds.floor)
+            explaining.append((residual[hyp.cause], hyp.cause, "high" if high else "medium",
+                               f"simulating it leaves {residual[hyp.cause]:.1e} (within the tolerance of its "
+                               f"rounding at every checked element) against {worst_exact:.1e} from the exact values"))
+            continue
+        shape = _profile_match(exact_rows[keep], simulated[hyp.label][keep], positions[keep], grounds.floor)
+        if shape is not None:
+            ranges, spread = shape
+            explaining.append((residual[hyp.cause], hyp.cause, "high" if ranges >= 3 else "medium",
+                               f"every checked element is within the tolerance of its rounding, and the error "
+                               f"grows with position as its own does: within a factor {spread:.1f} of the "
+                               f"simulation in {ranges} position range{'' if ranges == 1 else 's'}"))
+    if explaining:
+        _, best, confidence, evidence = min(explaining)
+        return Precision(best, confidence, evidence, **base)
+    closest = min((h.cause for h in HYPOTHESES[1:]), key=lambda c: over[c])
+    return Precision("no_known_cause", "low", f"error up to {worst_exact:.1e} against the exact values; no known "
+                     f"way of computing explains it (closest: {closest}, off by {over[closest]:.3g}x its tolerance)",
+                     **base)
 
 
 def _profile_match(observed: np.ndarray, simulated: np.ndarray, positions: np.ndarray, floor: float):
+    """(ranges compared, worst ratio) when the two errors agree within a factor 4 in every position range
+    where either rises above the storage rounding; None otherwise."""
     obs = {r["from"]: r["max_abs_error"] for r in range_max(observed, positions)}
     sim = {r["from"]: r["max_abs_error"] for r in range_max(simulated, positions)}
-    informative = [lo for lo in obs if sim[lo] > 4 * floor or obs[lo] > 4 * floor]
+    informative = [lo for lo in obs if sim[lo] > floor or obs[lo] > floor]
     if not informative:
         return None
     ratios = [obs[lo] / sim[lo] if sim[lo] > 0 else np.inf for lo in informative]

@@ -11,35 +11,42 @@ from .precision import HYPOTHESES
 PROFILE_POINTS = 160
 
 
-def _profile(result: AuditResult) -> dict:
-    """Error against position for the cache and for every simulated way of computing it, downsampled."""
-    positions = result.positions
+def _squeeze(positions: np.ndarray, values: np.ndarray, edges: np.ndarray) -> list:
+    """The maximum of `values` in each log-spaced bin of `edges` (None where the bin holds no row)."""
     p = np.maximum(positions, 1.0)
-    edges = np.unique(np.geomspace(p.min(), p.max() + 1, PROFILE_POINTS + 1))
     which = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, len(edges) - 2)
-    keep = np.unique(which)
+    vals = np.where(np.isfinite(values), values, np.nan)
+    out = np.full(len(edges) - 1, np.nan)
+    np.fmax.at(out, which, vals)
+    return [None if np.isnan(v) else float(v) for v in out]
+
+
+def _profile(result: AuditResult) -> dict:
+    """Error against position, downsampled: the cache (every row) and every simulated way of computing it
+    (the judged sample)."""
+    rows = result.obs.rows
+    nominal = result.cache.start + np.arange(rows, dtype=np.float64)
+    edges = np.unique(np.geomspace(max(nominal[0], 1.0), nominal[-1] + 2, PROFILE_POINTS + 1))
     precision = result.reference.precision
-    series = {"your cache": precision.exact_error}
-    series.update({h.label: precision.simulated_error[h.label] for h in HYPOTHESES[1:]})
+    sampled = result.cache.start + result.obs.sample.astype(np.float64)
+    series = {"your cache": _squeeze(nominal, result.reference.scan.against_error, edges)}
+    series.update({h.label: _squeeze(sampled, precision.simulated_error[h.label], edges) for h in HYPOTHESES[1:]})
+    keep = [i for i in range(len(edges) - 1) if series["your cache"][i] is not None]
+    return {"positions": [float(np.floor(edges[i + 1] - 1)) for i in keep], "floor": precision.floor,
+            "series": {name: [values[i] for i in keep] for name, values in series.items()}}
 
-    def squeeze(values):
-        vals = np.where(np.isfinite(values), values, np.nan)
-        out = []
-        for b in keep:
-            v = vals[which == b]
-            out.append(None if np.all(np.isnan(v)) else float(np.nanmax(v)))
-        return out
 
-    return {"positions": [float(positions[which == b].max()) for b in keep],
-            "floor": precision.floor, "series": {name: squeeze(v) for name, v in series.items()}}
+def status_of(findings: list) -> str:
+    """correct | warning | broken from the sorted findings (the most severe first)."""
+    primary = findings[0]
+    return "correct" if primary.cause == "correct" else "broken" if primary.severity == "error" else "warning"
 
 
 def to_dict(result: AuditResult) -> dict:
     obs, ref = result.obs, result.reference
     primary = result.findings[0]
     return {
-        "status": ("correct" if primary.cause == "correct" else
-                   "broken" if primary.severity == "error" else "warning"),
+        "status": status_of(result.findings),
         "diagnosis": primary.to_dict(),
         "findings": [f.to_dict() for f in result.findings],
         "cache": {
@@ -55,8 +62,12 @@ def to_dict(result: AuditResult) -> dict:
             "layer_type": result.expected.layer_type, "spec": result.expected.spec.to_dict(),
             "apply": result.expected.apply, "seq_len": result.expected.seq_len,
             "attention_factor": result.expected.attention},
-        "built_from": {"source": ref.source, "spec": ref.spec.to_dict(), "attention_factor": ref.attention,
-                       "residual_by_cause": ref.precision.residual},
+        "built_from": {"source": ref.source, "spec": ref.spec.to_dict(), "attention_factor": ref.grounds.attention,
+                       "explains_every_row": ref.explained, "residual_by_cause": ref.precision.residual,
+                       "tolerance_ratio_by_cause": ref.precision.over},
+        "rows_checked": obs.rows,
+        "corrupt_rows": {kind: {"count": int(rows.size), "first": [int(r) for r in rows[:5]]}
+                         for kind, rows in ref.scan.corrupt.items()},
         "error_against": result.error_against,
         "error_by_position": result.error_ranges,
         "profile": _profile(result),

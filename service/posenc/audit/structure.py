@@ -31,8 +31,10 @@ def layout_findings(obs: Observation, expected_apply: str | None) -> list[Findin
     return out
 
 
-def frequency_findings(obs: Observation, expected: RopeSpec, inferred: Inferred) -> list[Finding]:
-    """Only called when the expected frequencies do not reproduce the cache."""
+def frequency_findings(obs: Observation, expected: RopeSpec, inferred: Inferred, what: str = "the cache") \
+        -> list[Finding]:
+    """Only called when the expected frequencies do not explain the values. `obs` needs n_freq, layout, width,
+    omega and omega_tol (a GGUF's frequencies come as one too); `what` names the thing audited."""
     got = inferred.spec
     k = obs.n_freq
     if 2 * k == expected.n_freq and obs.layout == "interleaved" and \
@@ -41,7 +43,7 @@ def frequency_findings(obs: Observation, expected: RopeSpec, inferred: Inferred)
                         f"first {k} of the config's {expected.n_freq} frequencies: the first half of an "
                         "interleaved cache, taken as a half-split one")]
     if expected.n_freq != obs.n_freq:
-        return [Finding("wrong_rotary_dim", f"the cache has {obs.n_freq} frequencies (rotary dim {2 * obs.n_freq}); "
+        return [Finding("wrong_rotary_dim", f"{what} has {obs.n_freq} frequencies (rotary dim {2 * obs.n_freq}); "
                         f"the config gives {expected.n_freq} (head_dim {expected.head_dim} x "
                         f"partial_rotary_factor {expected.partial_rotary_factor:g})")]
     confidence = "high" if inferred.score <= 1 else "medium"

@@ -1,14 +1,19 @@
 """`posenc plot heatmap|spectrum|decay|alibi|precision [--config config.json | --spec JSON ...] --out FILE`.
 
-The explorer's figures as PNG or SVG files (by the --out suffix). --spec may repeat (variants
-side by side); --config draws every layer type of a model; parameters as --param name=value
-(heatmap: positions, dim; decay: max_distance; alibi: n_heads, context, gamma; precision: max_position).
+The explorer's figures as PNG or SVG files, or as JSON (the page's Vega-Lite spec and the numbers
+behind it), by the --out suffix. --spec may repeat (variants side by side); --config draws every
+layer type of a model; parameters as --param name=value (heatmap: positions, and dim without a
+source; decay: max_distance; alibi: context, gamma, and n_heads without a source; precision:
+max_position). A parameter the figure does not take is an error, as is a source without the
+encodings the figure draws.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import orjson
 
 from ..errors import PosencError
 from .audit import read_config
@@ -24,7 +29,7 @@ def register(sub) -> None:
     p.add_argument("--spec", action="append", default=[], help='a spec as JSON, e.g. \'{"kind": "rope", '
                    '"head_dim": 128, "base": 5e5}\' (repeat for variants side by side)')
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="a figure parameter")
-    p.add_argument("--out", required=True, help="output file, .png or .svg")
+    p.add_argument("--out", required=True, help="output file, .png, .svg or .json (Vega-Lite spec and data)")
     p.set_defaults(handler=run)
 
 
@@ -58,7 +63,11 @@ def run(args) -> int:
     if args.config and args.spec:
         raise PosencError("spec", "give --config or --spec, not both")
     source = {"config": read_config(args.config)} if args.config else {"specs": _specs(args.spec)} if args.spec else {}
-    data, _ = render(args.figure, source, _params(args.param), fmt)
+    if fmt == "json":  # the explorer's Vega-Lite spec with the numbers behind the figure
+        drawn, _ = render(args.figure, source, _params(args.param), "vega")
+        data = orjson.dumps(drawn, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2)
+    else:
+        data, _ = render(args.figure, source, _params(args.param), fmt)
     Path(args.out).write_bytes(data)
     print(f"wrote {args.out} ({len(data)} bytes)")
     return 0

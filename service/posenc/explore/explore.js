@@ -1,131 +1,259 @@
-// The explorer page: asks the service for each figure (SVG drawn on the server) and shows it.
-// Talks only to the service that served it; user input goes into text nodes, never into HTML.
+// The explorer page: asks the service for each figure (a Vega-Lite spec with the library's numbers) and
+// draws it with the vendored Vega (interactive: zoom, hover values, export). Two sources, A and B, are
+// drawn side by side in every view; the page's state lives in its URL. Talks only to the service that
+// served it; user input goes into text nodes and JSON bodies, never into HTML.
 "use strict";
 
 const $ = (sel, root = document) => root.querySelector(sel);
+const $$ = (sel, root = document) => [...root.querySelectorAll(sel)];
+const SLOTS = ["a", "b"];
+const SOURCE_FIELDS = ["config", "spec", "specs", "table", "source.table"];
+const EMBED = { renderer: "canvas", actions: false, ast: true, defaultStyle: false,
+  tooltip: { disableDefaultStyle: true } };
+let audited = null; // the spec the last audited cache was built from (source B may compare with it)
+
+class RequestError extends Error {
+  constructor(err, status) {
+    super(err.message);
+    this.field = err.field || "";
+    this.status = status;
+  }
+}
 
 async function call(path, options) {
   const response = await fetch(path, options);
   const text = await response.text();
-  let body;
+  let body = null;
   try { body = JSON.parse(text); } catch (e) { body = null; }
-  if (!response.ok) {
-    const err = body && body.error ? body.error : { message: `HTTP ${response.status}` };
-    throw new Error(err.field ? `${err.message}` : err.message);
-  }
+  if (!response.ok) throw new RequestError(body && body.error ? body.error : { message: `HTTP ${response.status}` }, response.status);
   return body;
 }
 
-function source() {
-  const choice = document.querySelector("input[name=source]:checked").value;
-  if (choice === "table") {
-    const name = $("#table").value;
-    if (!name) throw new Error("no table is served: paste a config.json or specs instead");
-    return { table: name };
+// --- sources -------------------------------------------------------------------------------------------------
+function choice(slot) { return $(`input[name=source-${slot}]:checked`).value; }
+
+function sourceOf(slot) {
+  const box = $(`.source[data-slot=${slot}]`), kind = choice(slot), name = slot.toUpperCase();
+  if (kind === "none") return null;
+  if (kind === "audited") return { spec: { ...audited, label: "audited cache" } };
+  if (kind === "table") {
+    const table = $(".table", box).value;
+    if (!table) throw new Error(`${name}: no table is served: paste a config.json or specs instead`);
+    return { table };
   }
-  const raw = $(choice === "config" ? "#config" : "#specs").value.trim();
-  if (!raw) throw new Error(`paste ${choice === "config" ? "a config.json" : "a JSON list of specs"} first`);
+  const raw = $(`.${kind}`, box).value.trim();
+  if (!raw) throw new Error(`${name}: paste ${kind === "config" ? "a config.json" : "a JSON list of specs"} first`);
   let doc;
-  try { doc = JSON.parse(raw); } catch (e) { throw new Error(`${choice}: not valid JSON (${e.message})`); }
-  return choice === "config" ? { config: doc } : { specs: doc };
+  try { doc = JSON.parse(raw); } catch (e) { throw new Error(`${name}: ${kind} is not valid JSON (${e.message})`); }
+  return kind === "config" ? { config: doc } : { specs: doc };
 }
 
+function isSourceError(err) {
+  if (err.status === 404) return true;
+  return SOURCE_FIELDS.some((f) => err.field === f || err.field.startsWith(f + "."));
+}
+
+// --- views ---------------------------------------------------------------------------------------------------
 function params(view) {
   const out = {};
-  view.querySelectorAll(".params input").forEach((input) => {
-    if (input.value !== "") out[input.name] = Number(input.value);
-  });
+  $$(".params input", view).forEach((input) => { if (input.value !== "") out[input.name] = Number(input.value); });
   return out;
 }
 
-function show(img, svg) {
-  img.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svg);
+function slotsOf(view, active) {
+  const holder = $(".slots", view);
+  while (holder.children.length > active.length) holder.lastElementChild.remove();
+  while (holder.children.length < active.length) holder.appendChild($("#slot").content.firstElementChild.cloneNode(true));
+  return active.map((slot, i) => {
+    const el = holder.children[i];
+    el.dataset.slot = slot;
+    $(".slot-name", el).textContent = active.length > 1 ? slot.toUpperCase() : "";
+    return el;
+  });
 }
 
-function summarize(kind, summary) {
-  if (kind === "alibi") {
-    return Object.entries(summary.variants).map(([name, v]) =>
-      `${name}: ${v.flagged_heads.length ? "heads " + v.flagged_heads.join(", ") + " below 1 nat" : "no head below 1 nat"}`
-    ).join("\n") + ` (context ${summary.context}, γ ${summary.gamma})`;
-  }
-  return (summary.panels || []).map((p) => {
-    if (kind === "spectrum") {
-      return `${p.label}: ${p.rope_type}, ${p.full_turns_before ?? "?"} frequencies turn fully within ${p.trained_context ?? "?"}` +
-        (p.full_turns_after !== undefined && p.rope_type !== "default" ? `, ${p.full_turns_after} after scaling within ${p.extended_context ?? p.trained_context}` : "") +
-        `, attention factor ${Number(p.attention_factor).toFixed(4)}`;
-    }
-    if (kind === "precision") {
-      return `${p.label} at position ${p.max_position}: ` + Object.entries(p.error_at_max_position)
-        .map(([k, v]) => `${k} ${Number(v).toExponential(1)}`).join(", ");
-    }
-    if (kind === "decay") return `${p.label}: bound ${p.bound_at_1.toFixed(1)} at distance 1, ${p.bound_at_max_unscaled.toFixed(2)} at ${p.max_distance} (unscaled)`;
-    return `${p.label}: ${p.layout}, dim ${p.dim}, ${p.positions} positions`;
-  }).join("\n");
+function clearSlot(el, state) {
+  if (el.vegaView) { el.vegaView.finalize(); el.vegaView = null; }
+  $(".chart", el).replaceChildren();
+  ["summary", "note", "error"].forEach((c) => { $(`.${c}`, el).textContent = ""; });
+  el.figure = null;
+  el.dataset.state = state;
 }
 
-async function drawView(view, src) {
-  const kind = view.dataset.figure;
-  const img = $("img", view), error = $(".error", view), summary = $(".summary", view);
-  error.textContent = "";
-  view.dataset.state = "loading";
+function summaryText(summary) {
+  if (summary.text) return summary.text;
+  return (summary.panels || []).map((p) => p.text).join("\n");
+}
+
+async function embed(el, drawn, kind) {
+  const spec = drawn.vega;
+  const width = Math.max(320, $(".chart", el).clientWidth || el.clientWidth || 600);
+  const n = spec.hconcat.length;
+  spec.hconcat.forEach((panel) => { panel.width = Math.max(200, Math.floor((width - 30) / n) - 130); });
+  const result = await vegaEmbed($(".chart", el), spec, { ...EMBED, expr: vega.expressionInterpreter });
+  el.vegaView = result.view;
+  el.figure = { kind, data: drawn.data };
+}
+
+async function drawSlot(view, el, source, kind, body) {
+  clearSlot(el, "loading");
   try {
-    const body = await call(`/explore/figures/${kind}`, {
+    const drawn = await call(`/explore/figures/${kind}`, {
       method: "POST", headers: { "content-type": "application/json" },
-      body: JSON.stringify({ source: src, params: params(view) }),
+      body: JSON.stringify(body || { source, params: params(view), format: "vega" }),
     });
-    show(img, body.svg);
-    summary.textContent = summarize(kind, body.summary);
-    view.dataset.state = "drawn";
+    await embed(el, drawn, kind);
+    $(".summary", el).textContent = summaryText(drawn.summary);
+    el.dataset.state = "drawn";
   } catch (e) {
-    img.removeAttribute("src");
-    summary.textContent = "";
-    error.textContent = e.message;
-    view.dataset.state = "error";
+    if (e instanceof RequestError && isSourceError(e)) { clearSlot(el, "error"); throw e; }
+    clearSlot(el, e.field === "source" ? "empty" : "error");
+    $(e.field === "source" ? ".note" : ".error", el).textContent = e.field === "source" ? `nothing to draw: ${e.message}` : e.message;
   }
+}
+
+function settle(view) {
+  const states = $$(".slot", view).map((el) => el.dataset.state);
+  view.dataset.state = states.includes("error") ? "error" : states.includes("drawn") ? "drawn" : "empty";
+}
+
+async function drawView(view, sources) {
+  const active = SLOTS.filter((s) => sources[s] !== null);
+  const els = slotsOf(view, active);
+  view.dataset.state = "loading";
+  for (const [i, slot] of active.entries()) await drawSlot(view, els[i], sources[slot], view.dataset.figure);
+  settle(view);
+}
+
+function readSources() {
+  const sources = {};
+  SLOTS.forEach((slot) => { sources[slot] = sourceOf(slot); });
+  return sources;
 }
 
 async function drawAll() {
-  $("#source-error").textContent = "";
-  let src;
-  try { src = source(); } catch (e) { $("#source-error").textContent = e.message; return; }
+  const error = $("#source-error");
+  error.textContent = "";
+  let sources;
+  try { sources = readSources(); } catch (e) { error.textContent = e.message; return; }
+  saveState();
   document.body.dataset.state = "drawing";
-  await Promise.all([...document.querySelectorAll(".view")].map((view) => drawView(view, src)));
+  for (const view of $$(".view[data-figure]")) {
+    try { await drawView(view, sources); } catch (e) {
+      const slot = SLOTS.find((s) => sources[s] !== null && $$(`.slot[data-slot=${s}][data-state=error]`, view).length);
+      error.textContent = `${(slot || "a").toUpperCase()}: ${e.message}`; // one error per request, shown once
+      $$(".view[data-figure]").forEach((v) => { $$(".slot", v).forEach((el) => clearSlot(el, "error")); v.dataset.state = "error"; });
+      break;
+    }
+  }
   document.body.dataset.state = "drawn";
 }
 
+async function redrawView(view) {
+  $("#source-error").textContent = "";
+  let sources;
+  try { sources = readSources(); } catch (e) { $("#source-error").textContent = e.message; return; }
+  saveState();
+  try { await drawView(view, sources); } catch (e) { $("#source-error").textContent = e.message; settle(view); }
+}
+
+// --- exports -------------------------------------------------------------------------------------------------
+function download(name, url) {
+  const a = document.createElement("a");
+  a.href = url; a.download = name;
+  document.body.appendChild(a); a.click(); a.remove();
+}
+
+function csvOf(figure) {
+  const lines = ["panel,series,x,y"];
+  const quote = (s) => `"${String(s).replace(/"/g, '""')}"`;
+  figure.data.panels.forEach((p) => {
+    p.series.forEach((s) => s.x.forEach((x, i) => lines.push([quote(p.title), quote(s.name), x, s.y[i] ?? ""].join(","))));
+    p.rules.forEach((r) => lines.push([quote(p.title), quote(r.label), r.axis === "x" ? r.value : "", r.axis === "y" ? r.value : ""].join(",")));
+    if (p.heat) p.heat.z.forEach((row, y) => row.forEach((v, x) => lines.push([quote(p.title), "heat", x, y, v].join(","))));
+  });
+  return lines.join("\n") + "\n";
+}
+
+async function exportSlot(el, what) {
+  const name = `${el.figure.kind}${el.dataset.slot ? "-" + el.dataset.slot : ""}`;
+  if (what === "png" || what === "svg") return download(`${name}.${what}`, await el.vegaView.toImageURL(what, what === "png" ? 2 : 1));
+  const text = what === "csv" ? csvOf(el.figure) : JSON.stringify(el.figure.data, null, 1);
+  const url = URL.createObjectURL(new Blob([text], { type: what === "csv" ? "text/csv" : "application/json" }));
+  download(`${name}.${what}`, url);
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+// --- state in the URL ----------------------------------------------------------------------------------------
+function saveState() {
+  const state = { p: {} };
+  SLOTS.forEach((slot) => {
+    const kind = choice(slot), box = $(`.source[data-slot=${slot}]`);
+    state[slot] = { kind, value: kind === "table" ? $(".table", box).value : kind === "config" || kind === "specs" ? $(`.${kind}`, box).value : "" };
+  });
+  $$(".view[data-figure]").forEach((v) => { state.p[v.dataset.figure] = params(v); });
+  history.replaceState(null, "", "#" + encodeURIComponent(JSON.stringify(state)));
+}
+
+function restoreState() {
+  if (location.hash.length < 2) return false;
+  let state;
+  try { state = JSON.parse(decodeURIComponent(location.hash.slice(1))); } catch (e) { return false; }
+  SLOTS.forEach((slot) => {
+    const s = state[slot], box = $(`.source[data-slot=${slot}]`);
+    if (!s || s.kind === "audited") return;
+    const radio = $(`input[name=source-${slot}][value=${CSS.escape(s.kind)}]`);
+    if (!radio) return;
+    radio.checked = true;
+    if (s.kind === "table") $(".table", box).value = s.value;
+    else if (s.kind === "config" || s.kind === "specs") $(`.${s.kind}`, box).value = s.value;
+  });
+  Object.entries(state.p || {}).forEach(([figure, values]) => {
+    const view = $(`.view[data-figure=${CSS.escape(figure)}]`);
+    if (view) Object.entries(values).forEach(([name, value]) => { const input = $(`.params input[name=${CSS.escape(name)}]`, view); if (input) input.value = value; });
+  });
+  return true;
+}
+
+// --- audit ---------------------------------------------------------------------------------------------------
 function reportText(r) {
   const c = r.cache;
   const lines = [
     `${r.status.toUpperCase()}: ${r.diagnosis.title} (confidence ${r.diagnosis.confidence})`,
     `fix: ${r.diagnosis.fix}`, "",
     `cache: ${c.rows} rows x ${c.columns} columns, ${c.dtype} (${c.source}), layout ${c.layout}, rotary dim ${c.rotary_dim},` +
-      ` attention factor ${c.attention_factor.toPrecision(6)}, position offset ${c.position_offset}`,
+      ` attention factor ${Number(c.attention_factor).toPrecision(6)}, position offset ${c.position_offset}, ${r.rows_checked} rows checked`,
     `inferred: ${r.inferred.description}`,
   ];
   if (r.expected) lines.push(`config: layer type ${r.expected.layer_type}, ${r.expected.spec.scaling.rope_type}, base ${r.expected.spec.base}`);
   lines.push("", "findings:");
   r.findings.forEach((f) => lines.push(`  [${f.severity}, ${f.confidence}] ${f.title}: ${f.evidence}`));
   lines.push("", `error against ${r.error_against}:`);
-  r.error_by_position.forEach((e) => lines.push(`  positions ${e.from}..${e.to}: ${e.max_abs_error.toExponential(2)}`));
+  r.error_by_position.forEach((e) => lines.push(`  positions ${e.from}..${e.to}: ${e.max_abs_error.toExponential(2)} (${e.rows_checked} rows)`));
   return lines.join("\n");
 }
 
 async function audit(file) {
-  const error = $("#audit-error"), out = $("#audit-report"), img = $("#audit-figure");
-  error.textContent = ""; out.textContent = ""; img.removeAttribute("src");
+  const error = $("#audit-error"), out = $("#audit-report"), view = $("#audit-view");
+  error.textContent = ""; out.textContent = "";
+  slotsOf(view, []); // the previous report and figure go first, whatever comes next
   document.body.dataset.audit = "running";
   try {
     const form = new FormData();
     form.append("file", file, file.name);
     form.append("start", $("#audit-start").value || "0");
-    const config = $("#config").value.trim();
-    if (config && $("#audit-use-config").checked) form.append("config", config);
+    const config = $(".source[data-slot=a] .config").value.trim();
+    if (config && choice("a") === "config" && $("#audit-use-config").checked) form.append("config", config);
     const report = await call("/v1/audit", { method: "POST", body: form });
     out.textContent = reportText(report);
-    const figure = await call("/explore/figures/audit", {
-      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ report }),
+    const [el] = slotsOf(view, ["a"]);
+    const drawn = await call("/explore/figures/audit", {
+      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ report, format: "vega" }),
     });
-    show(img, figure.svg);
+    await embed(el, drawn, "audit");
+    el.dataset.state = "drawn";
+    audited = report.built_from.spec;
+    $("input[name=source-b][value=audited]").disabled = false;
     document.body.dataset.audit = "done";
   } catch (e) {
     error.textContent = e.message;
@@ -133,24 +261,41 @@ async function audit(file) {
   }
 }
 
+// --- wiring --------------------------------------------------------------------------------------------------
 async function loadTables() {
-  const select = $("#table");
   try {
     const { tables } = await call("/v1/tables");
-    tables.filter((t) => t.state === "READY").forEach((t) => {
-      const option = document.createElement("option");
-      option.value = t.name;
-      option.textContent = `${t.name} (${t.kind})`;
-      select.appendChild(option);
+    const ready = tables.filter((t) => t.state === "READY");
+    $$(".table").forEach((select) => {
+      ready.forEach((t) => {
+        const option = document.createElement("option");
+        option.value = t.name;
+        option.textContent = `${t.name} (${t.kind})`;
+        select.appendChild(option);
+      });
+      const rope = ready.find((t) => t.kind === "rope");
+      if (rope) select.value = rope.name;
     });
-    const rope = tables.find((t) => t.kind === "rope");
-    if (rope) select.value = rope.name;
   } catch (e) {
     $("#source-error").textContent = `tables: ${e.message}`;
   }
 }
 
-function wireDrop() {
+function wire() {
+  $("#draw").addEventListener("click", drawAll);
+  let timer = null;
+  $$(".view[data-figure] .params input").forEach((input) => input.addEventListener("input", () => {
+    clearTimeout(timer);
+    const view = input.closest(".view");
+    timer = setTimeout(() => redrawView(view), 400);
+  }));
+  $$(".source input[type=radio], .source select").forEach((el) => el.addEventListener("change", drawAll));
+  document.addEventListener("click", (e) => {
+    const button = e.target.closest("button[data-export]");
+    if (!button) return;
+    const el = button.closest(".slot");
+    if (el && el.figure) exportSlot(el, button.dataset.export).catch((err) => { $(".error", el).textContent = err.message; });
+  });
   const drop = $("#drop"), input = $("#audit-file");
   drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
   drop.addEventListener("dragleave", () => drop.classList.remove("over"));
@@ -158,9 +303,12 @@ function wireDrop() {
     e.preventDefault(); drop.classList.remove("over");
     if (e.dataTransfer.files.length) audit(e.dataTransfer.files[0]);
   });
-  input.addEventListener("change", () => { if (input.files.length) audit(input.files[0]); });
+  input.addEventListener("change", () => { if (input.files.length) audit(input.files[0]); input.value = ""; });
 }
 
-$("#draw").addEventListener("click", drawAll);
-wireDrop();
-loadTables().then(() => { document.body.dataset.ready = "yes"; });
+wire();
+loadTables().then(async () => {
+  const restored = restoreState();
+  document.body.dataset.ready = "yes";
+  if (restored) await drawAll();
+});

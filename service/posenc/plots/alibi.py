@@ -1,6 +1,7 @@
-"""ALiBi: slopes per head for each variant, the bias against distance, and the attention
-entropy each head gets from the bias alone at a context length (softmax of -gamma*m*d over
-d = 0..L-1 with flat content scores), heads under 1.0 nat flagged: they see only a few tokens."""
+"""ALiBi: slopes per head, the bias against distance, and the attention entropy each head gets
+from the bias alone at a context length (softmax of -gamma*m*d over d = 0..L-1 with flat
+content scores), heads under 1.0 nat flagged: they see only a few tokens. Drawn for the source's
+ALiBi encodings (its heads and variant); without a source, every variant at `n_heads`."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import numpy as np
 from ..api import alibi_slopes
 from ..args import as_float, as_int
 from ..encodings import ALIBI_VARIANTS
-from .render import figure
-from .sources import of_kind
+from ..errors import PosencError
+from .model import Figure, Panel, Rule, Series
+from .sources import drawable
 
 FLAG_NATS = 1.0
+PARAMS = ("n_heads", "context", "gamma")
 
 
 def bias_entropy(slopes: np.ndarray, context: int, gamma: float = 1.0) -> np.ndarray:
@@ -35,35 +38,39 @@ def bias_entropy(slopes: np.ndarray, context: int, gamma: float = 1.0) -> np.nda
     return out
 
 
-def build(encodings, params: dict):
-    specs = of_kind(encodings, "alibi")
-    n_heads = specs[0][1].n_heads if specs else as_int(params.get("n_heads", 32), "n_heads", minimum=1, maximum=256)
+def build(encodings, params: dict) -> Figure:
     context = as_int(params.get("context", 2048), "context", minimum=2, maximum=1 << 24)
     gamma = as_float(params.get("gamma", 1.0), "gamma", exclusive_minimum=0.0, maximum=1e3)
-    variants = list(ALIBI_VARIANTS)
-    fig, axes = figure(3, width=4.0)
-    slopes_ax, bias_ax, entropy_ax = axes[0]
-    heads = np.arange(1, n_heads + 1)
-    summary = {"n_heads": n_heads, "context": context, "gamma": gamma, "flag_below_nats": FLAG_NATS, "variants": {}}
-    for variant, marker in zip(variants, "osD^"):
+    if encodings:
+        if "n_heads" in params:
+            raise PosencError("params.n_heads", "comes from the source's ALiBi spec; give it only without a source")
+        entries = [(name, spec.n_heads, spec.variant) for name, spec in drawable(encodings, ("alibi",), "ALiBi")]
+    else:
+        n_heads = as_int(params.get("n_heads", 32), "n_heads", minimum=1, maximum=256)
+        entries = [(variant, n_heads, variant) for variant in ALIBI_VARIANTS]
+    slopes_series, entropy_series, variants, lines = [], [], {}, []
+    for name, n_heads, variant in entries:
+        heads = np.arange(1, n_heads + 1)
         slopes = alibi_slopes(n_heads, variant=variant)
         entropy = bias_entropy(slopes, context, gamma)
-        slopes_ax.semilogy(heads, slopes, marker, ms=3, label=variant)
-        entropy_ax.plot(heads, entropy, marker + "-", ms=3, lw=0.8, label=variant)
         flagged = [int(h) for h in heads[entropy < FLAG_NATS]]
-        summary["variants"][variant] = {"slopes": slopes.tolist(), "entropy_nats": entropy.tolist(),
-                                        "flagged_heads": flagged}
-    paper = alibi_slopes(n_heads, variant="paper")
+        slopes_series.append(Series(name, heads, slopes, "point"))
+        entropy_series.append(Series(name, heads, entropy, "point"))
+        variants[name] = {"n_heads": n_heads, "variant": variant, "slopes": slopes.tolist(),
+                          "entropy_nats": entropy.tolist(), "flagged_heads": flagged}
+        lines.append(f"{name} ({variant}, {n_heads} heads): " +
+                     (f"heads {', '.join(map(str, flagged))} below {FLAG_NATS:g} nat" if flagged else
+                      f"no head below {FLAG_NATS:g} nat"))
+    name, n_heads, variant = entries[0]
+    first = np.asarray(variants[name]["slopes"])
     distance = np.arange(0, min(context, 4096))
-    for h in sorted({0, n_heads // 2, n_heads - 1}):
-        bias_ax.plot(distance, -gamma * paper[h] * distance, lw=1, label=f"head {h + 1} (m={paper[h]:.3g})")
-    entropy_ax.axhline(FLAG_NATS, color="tab:red", lw=1, label=f"{FLAG_NATS:g} nat")
-    entropy_ax.axhline(math.log(context), color="tab:gray", ls="--", lw=1, label=f"ln {context} (uniform)")
-    slopes_ax.set(title=f"slopes, {n_heads} heads", xlabel="head", ylabel="slope m")
-    bias_ax.set(title=f"bias -γ·m·d (paper, γ={gamma:g})", xlabel="distance d", ylabel="bias")
-    flagged = summary["variants"]["paper"]["flagged_heads"]
-    entropy_ax.set(title=f"entropy at L={context} (paper: {len(flagged)} < {FLAG_NATS:g} nat)", xlabel="head",
-                   ylabel="entropy (nats)")
-    for ax in axes[0]:
-        ax.legend(fontsize=7)
-    return fig, summary
+    bias = [Series(f"head {h + 1} (m={first[h]:.3g})", distance, -gamma * first[h] * distance)
+            for h in sorted({0, n_heads // 2, n_heads - 1})]
+    panels = [Panel("slopes per head", "head", "slope m", y_log=True, series=slopes_series),
+              Panel(f"bias -γ·m·d ({name}, γ={gamma:g})", "distance d", "bias", series=bias),
+              Panel(f"entropy at L={context}", "head", "entropy (nats)", series=entropy_series,
+                    rules=[Rule("y", FLAG_NATS, f"{FLAG_NATS:g} nat"),
+                           Rule("y", math.log(context), f"ln {context} (uniform)", dashed=True)])]
+    summary = {"context": context, "gamma": gamma, "flag_below_nats": FLAG_NATS, "variants": variants,
+               "text": "\n".join(lines) + f" (context {context}, γ {gamma:g})"}
+    return Figure(panels, summary)

@@ -5,31 +5,24 @@ from __future__ import annotations
 
 import textwrap
 
-import numpy as np
-
 from ..errors import PosencError
+from .model import Figure, Panel, Rule, Series
 from .precision import FLOOR
-from .render import figure
 
 
-def build(report: dict):
+def build(report: dict) -> Figure:
     try:
         profile = report["profile"]
-        positions = np.asarray(profile["positions"], dtype=float)
+        positions = [max(float(p), 1.0) for p in profile["positions"]]
         series = profile["series"]
         diagnosis = report["diagnosis"]
-    except (KeyError, TypeError, ValueError):
+        title, cause, confidence = diagnosis["title"], diagnosis["cause"], diagnosis["confidence"]
+        drawn = [Series(name, positions, [float("nan") if v is None else v for v in values],
+                        emphasis=name == "your cache") for name, values in series.items()]
+        floor = max(float(profile.get("floor", FLOOR)), FLOOR)
+    except (KeyError, TypeError, ValueError, AttributeError):
         raise PosencError("report", "must be a report from POST /v1/audit (with its profile)") from None
-    fig, axes = figure(1, width=6.4, height=3.8)
-    ax = axes[0][0]
-    x = np.maximum(positions, 1)
-    for name, values in series.items():
-        y = np.maximum(np.asarray([np.nan if v is None else v for v in values], dtype=float), FLOOR)
-        style = dict(lw=2.2, color="black") if name == "your cache" else dict(lw=0.9, ls="--")
-        ax.loglog(x, y, label=name, **style)
-    ax.axhline(max(float(profile.get("floor", FLOOR)), FLOOR), color="tab:gray", lw=0.8, label="storage rounding")
-    ax.set_title("\n".join(textwrap.wrap(f"audit: {diagnosis['title']} ({diagnosis['confidence']} confidence)", 70)))
-    ax.set_xlabel("position")
-    ax.set_ylabel("max |error| vs exact")
-    ax.legend(fontsize=7)
-    return fig, {"diagnosis": diagnosis["cause"]}
+    panel = Panel("\n".join(textwrap.wrap(f"audit: {title} ({confidence} confidence)", 70)), "position",
+                  "max |error| vs exact", x_log=True, y_log=True, series=drawn,
+                  rules=[Rule("y", floor, "storage rounding")], y_floor=FLOOR)
+    return Figure([panel], {"diagnosis": cause, "text": f"{cause}: {title} ({confidence} confidence)"})

@@ -7,11 +7,12 @@ import numpy as np
 
 from ..args import as_int
 from ..encodings.rope_scaling._common import default_inv_freq
-from .render import figure
+from .model import Figure, Panel, Rule, Series
 from .sources import rope_specs
 from .spectrum import context_lengths
 
 POINTS = 320
+PARAMS = ("max_distance",)
 
 
 def decay_bound(inv: np.ndarray, distances: np.ndarray) -> np.ndarray:
@@ -21,27 +22,26 @@ def decay_bound(inv: np.ndarray, distances: np.ndarray) -> np.ndarray:
     return np.abs(partial).mean(axis=1)
 
 
-def build(encodings, params: dict):
-    specs = rope_specs(encodings)
-    fig, axes = figure(len(specs))
-    summary = []
-    for ax, (name, spec) in zip(axes[0], specs):
+def build(encodings, params: dict) -> Figure:
+    panels, summary = [], []
+    for name, spec in rope_specs(encodings, "decay"):
         original, extended = context_lengths(spec)
         longest = as_int(params.get("max_distance", 4 * (extended or original or 8192)), "max_distance",
                          minimum=16, maximum=1 << 24)
         r = np.unique(np.geomspace(1, longest, POINTS).round())
         unscaled = decay_bound(default_inv_freq(spec.base, spec.rotary_dim), r)
-        ax.semilogx(r, unscaled, color="tab:gray", lw=1, label="unscaled")
+        series = [Series("unscaled", r, unscaled)]
         if spec.rope_type != "default":
-            scaled = decay_bound(spec.inv_freq(extended if spec.length_dependent else None)[0], r)
-            ax.semilogx(r, scaled, color="tab:blue", lw=1, label=spec.rope_type)
-        for length, style, what in ((original, "-", "trained"), (extended, "--", "extended")):
-            if length:
-                ax.axvline(length, color="tab:red", ls=style, lw=1, label=f"{what} {length}")
-        ax.set_title(f"{name}: q·k upper bound vs distance")
-        ax.set_xlabel("relative distance |m - n|")
-        ax.set_ylabel("relative upper bound")
-        ax.legend(fontsize=7)
+            series.append(Series(spec.rope_type, r, decay_bound(spec.inv_freq(extended if spec.length_dependent
+                                                                              else None)[0], r)))
+        rules = [Rule("x", length, f"{what} {length}", dashed=what == "extended")
+                 for length, what in ((original, "trained"), (extended, "extended")) if length]
+        if len(rules) == 2 and rules[0].value == rules[1].value:
+            rules = rules[:1]
+        panels.append(Panel(f"{name}: q·k upper bound vs distance", "relative distance |m - n|",
+                            "relative upper bound", x_log=True, series=series, rules=rules))
         summary.append({"label": name, "max_distance": longest, "bound_at_1": float(unscaled[0]),
-                        "bound_at_max_unscaled": float(unscaled[-1])})
-    return fig, {"panels": summary}
+                        "bound_at_max_unscaled": float(unscaled[-1]),
+                        "text": f"{name}: bound {unscaled[0]:.1f} at distance 1, {unscaled[-1]:.2f} at {longest} "
+                                "(unscaled)"})
+    return Figure(panels, {"panels": summary})

@@ -1,39 +1,52 @@
-"""Sinusoidal encodings as an image, positions x dims, one panel per layout: the stripes widen
-with the dimension index (slower frequencies), the pattern every explanation of them shows."""
+"""Heatmap of the source's position tables, positions x columns, one panel per encoding:
+sinusoidal tables as they are, RoPE as [cos | sin] of p * inv_freq_i (stripes widen with the index:
+slower frequencies). Without a source, a sinusoid of `dim` in each of the three layouts."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..api import sinusoidal
+from ..api import rope_cos_sin, sinusoidal
 from ..args import as_int
 from ..encodings import SinusoidalSpec
-from .render import figure
-from .sources import of_kind
+from ..errors import PosencError
+from .model import Figure, Heat, Panel
+from .sources import drawable
 
 LAYOUTS = ("interleaved", "halves", "t2t")
+PARAMS = ("positions", "dim")
+#: Cells one panel may hold (the page draws each as a rectangle).
+MAX_CELLS = 1 << 18
 
 
-def build(encodings, params: dict):
-    specs = of_kind(encodings, "sinusoidal")
+def _table(spec, n: int) -> tuple[np.ndarray, str]:
+    positions = np.arange(n)
+    if spec.KIND == "sinusoidal":
+        table = sinusoidal(positions, spec.dim, **{k: v for k, v in spec.to_dict().items() if k not in ("kind", "dim")})
+        return table, f"{spec.layout}, dim {spec.dim}, base {spec.base:g}"
+    cos, sin = rope_cos_sin(positions, spec, dtype="float64")
+    return np.concatenate([cos, sin], axis=1), f"RoPE [cos | sin], {spec.rope_type}, base {spec.base:g}, " \
+                                               f"d={spec.rotary_dim}"
+
+
+def build(encodings, params: dict) -> Figure:
     n = as_int(params.get("positions", 256), "positions", minimum=2, maximum=4096)
-    if specs:
-        panels = [(name, spec) for name, spec in specs]
+    if encodings:
+        if "dim" in params:
+            raise PosencError("params.dim", "comes from the source's specs; give it only without a source")
+        panels = drawable(encodings, ("sinusoidal", "rope"), "heatmap")
     else:
         dim = as_int(params.get("dim", 128), "dim", minimum=2, maximum=1024)
         panels = [(layout, SinusoidalSpec(dim, layout=layout)) for layout in LAYOUTS]
-    fig, axes = figure(len(panels), width=4.2, height=3.6)
-    summary = []
-    for ax, (name, spec) in zip(axes[0], panels):
-        table = sinusoidal(np.arange(n), spec.dim, **{k: v for k, v in spec.to_dict().items()
-                                                      if k not in ("kind", "dim")})
-        image = ax.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest",
-                          origin="upper")
-        prefix = "" if name == spec.layout else f"{name}: "
-        ax.set_title(f"{prefix}{spec.layout}, dim {spec.dim}, base {spec.base:g}")
-        ax.set_xlabel("dimension")
-        ax.set_ylabel("position")
-        ax.grid(False)
-        summary.append({"label": name, "layout": spec.layout, "dim": spec.dim, "positions": n})
-    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8)
-    return fig, {"panels": summary}
+    out, summary = [], []
+    for name, spec in panels:
+        table, what = _table(spec, n)
+        if table.size > MAX_CELLS:
+            raise PosencError("params.positions", f"{n} positions x {table.shape[1]} columns is over {MAX_CELLS} "
+                              "cells: draw fewer positions")
+        scale = max(1.0, float(np.abs(table).max()))
+        out.append(Panel(title=f"{name}: {what}", x_label="column", y_label="position",
+                         heat=Heat(table.round(6).tolist(), -scale, scale)))
+        summary.append({"label": name, "kind": spec.KIND, "columns": int(table.shape[1]), "positions": n,
+                        "text": f"{name}: {what}, {n} positions x {table.shape[1]} columns"})
+    return Figure(out, {"panels": summary})

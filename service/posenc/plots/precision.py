@@ -1,6 +1,8 @@
 """Precision: error against position (log-log) of a RoPE cache as common frameworks compute it
 (float32 angles, bfloat16 positions, a float16 cache) next to posenc's float32 output, all
-against the float64 exact values. The frameworks' recipes are the audit's simulations."""
+against the float64 exact values. The frameworks' recipes are the audit's simulations. The
+summary gives each series' worst error over the plotted positions and where (the value at the
+last position alone misleads: 2^20 is exact in bfloat16, the positions before it are not)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ import numpy as np
 from ..api import rope_cos_sin
 from ..args import as_int
 from ..audit.precision import exact_cos_sin, float32_inv_freq, simulate
-from .render import figure
+from .model import Figure, Panel, Series
 from .sources import rope_specs
 
 POINTS = 240
 FLOOR = 1e-9  # plotted in place of an exact 0 on the log axis
+PARAMS = ("max_position",)
 
 
 def precision_data(spec, max_position: int) -> dict:
@@ -21,7 +24,7 @@ def precision_data(spec, max_position: int) -> dict:
     # Length-dependent variants (dynamic, LongRoPE) at the plotted length, the same for every series.
     seq_len = float(max_position) if spec.length_dependent else None
     inv, attention = spec.inv_freq(seq_len)
-    inv32 = float32_inv_freq(inv, spec.base, spec.rotary_dim, spec.rope_type)
+    inv32 = float32_inv_freq(inv, spec.rotary_dim, spec.rope_type)
     exact_c, exact_s = exact_cos_sin(positions, inv, attention)
 
     def err(c, s):
@@ -33,23 +36,23 @@ def precision_data(spec, max_position: int) -> dict:
               "bfloat16 positions": err(*simulate("bf16_positions", positions, inv, inv32, attention)),
               "float16 cache": err(exact_c.astype(np.float16).astype(np.float64),
                                    exact_s.astype(np.float16).astype(np.float64))}
+    worst = {k: int(np.argmax(v)) for k, v in series.items()}
     return {"positions": positions.tolist(),
             "series": {k: np.where(np.isfinite(v), v, np.nan).tolist() for k, v in series.items()},
+            "worst": {k: {"error": float(series[k][i]), "position": int(positions[i])} for k, i in worst.items()},
             "at_max": {k: float(v[-1]) for k, v in series.items()}}
 
 
-def build(encodings, params: dict):
-    specs = rope_specs(encodings)
+def build(encodings, params: dict) -> Figure:
     max_position = as_int(params.get("max_position", 1 << 20), "max_position", minimum=16, maximum=1 << 26)
-    fig, axes = figure(len(specs))
-    summary = []
-    for ax, (name, spec) in zip(axes[0], specs):
+    panels, summary = [], []
+    for name, spec in rope_specs(encodings, "precision"):
         data = precision_data(spec, max_position)
-        for label, values in data["series"].items():
-            ax.loglog(data["positions"], np.maximum(np.asarray(values, dtype=float), FLOOR), lw=1, label=label)
-        ax.set_title(f"{name}: max |error| vs position")
-        ax.set_xlabel("position")
-        ax.set_ylabel("max |cos, sin - exact|")
-        ax.legend(fontsize=7)
-        summary.append({"label": name, "max_position": max_position, "error_at_max_position": data["at_max"]})
-    return fig, {"panels": summary}
+        series = [Series(label, data["positions"], values) for label, values in data["series"].items()]
+        panels.append(Panel(f"{name}: max |error| vs position", "position", "max |cos, sin - exact|", x_log=True,
+                            y_log=True, series=series, y_floor=FLOOR))
+        text = ", ".join(f"{k} {v['error']:.1e} (at {v['position']})" for k, v in data["worst"].items())
+        summary.append({"label": name, "max_position": max_position, "worst_error": data["worst"],
+                        "error_at_max_position": data["at_max"],
+                        "text": f"{name}, worst over positions 1..{max_position}: {text}"})
+    return Figure(panels, {"panels": summary})

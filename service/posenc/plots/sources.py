@@ -1,5 +1,6 @@
 """What a figure is drawn for: one spec, several specs side by side, or every layer type of a
-pasted config.json. Each figure takes the encodings of its kind from the list."""
+pasted config.json. Each figure takes the encodings of its kind from the list, and says so when
+the source has none (a figure never silently draws a default in place of the chosen source)."""
 
 from __future__ import annotations
 
@@ -33,8 +34,11 @@ def spec_from_dict(doc, field: str):
 
 def encodings_of(doc: dict) -> list[tuple[str, object]]:
     """[(label, spec)] from {"spec": {...}}, {"specs": [{...}, ...]} or {"config": {...}} (at most one;
-    none: each figure draws its default). A spec may carry a "label" for its legend."""
+    none: [] and each figure draws its default). A spec may carry a "label" for its legend."""
     given = [k for k in ("spec", "specs", "config") if doc.get(k) is not None]
+    unknown = sorted(set(doc) - {"spec", "specs", "config"})
+    if unknown:
+        raise PosencError(f"source.{unknown[0]}", "is not a source: give one of spec, specs, config (or table)")
     if len(given) > 1:
         raise PosencError(given[-1], f"give one of spec, specs, config (got {', '.join(given)})")
     if not given:
@@ -64,6 +68,17 @@ def of_kind(encodings, kind: str):
     return [(name, spec) for name, spec in encodings if getattr(spec, "KIND", None) == kind]
 
 
-def rope_specs(encodings):
-    """The RoPE encodings to draw; plain RoPE at head_dim 128 when the source has none."""
-    return of_kind(encodings, "rope") or [("default", RopeSpec(128))]
+def drawable(encodings, kinds: tuple[str, ...], figure: str):
+    """The source's encodings of `kinds`, or a PosencError saying the source has none for this figure."""
+    found = [(name, spec) for name, spec in encodings if getattr(spec, "KIND", None) in kinds]
+    if not found:
+        has = ", ".join(sorted({getattr(s, "KIND", type(s).__name__) for _, s in encodings})) or "nothing"
+        raise PosencError("source", f"has no {' or '.join(kinds)} encoding to draw in the {figure} view "
+                          f"(it has {has})")
+    return found
+
+
+def rope_specs(encodings, figure: str):
+    """The RoPE encodings to draw: the source's (an error when it has none); plain RoPE at head_dim 128 without
+    a source."""
+    return drawable(encodings, ("rope",), figure) if encodings else [("default", RopeSpec(128))]

@@ -1,6 +1,7 @@
-"""RoPE spectrum: the wavelength 2*pi/inv_freq of every frequency against the trained context,
-before and after the scaling, with each variant's regions (YaRN's ramp between beta_fast and
-beta_slow, Llama-3's smoothing band, LongRoPE's per-frequency factors), one panel per spec."""
+"""RoPE spectrum: the wavelength 2*pi/inv_freq of every frequency against the trained and the
+extended context, before and after the scaling, with each variant's regions (YaRN's ramp between
+beta_fast and beta_slow, Llama-3's smoothing band, LongRoPE's per-frequency factors), one panel
+per spec."""
 
 from __future__ import annotations
 
@@ -10,18 +11,30 @@ import numpy as np
 
 from ..encodings.rope_scaling import VARIANTS
 from ..encodings.rope_scaling._common import default_inv_freq
-from .render import figure
+from .model import Band, Figure, Panel, Rule, Series
 from .sources import rope_specs
+
+PARAMS = ()
 
 
 def context_lengths(spec) -> tuple[int | None, int | None]:
-    """(trained context, extended context) of a spec: the extension is max_position_embeddings or
-    factor x trained, whichever is longer (Qwen2-YaRN configs keep max_position_embeddings at the trained 32768)."""
-    original = spec.original_max_position_embeddings or spec.max_position_embeddings
+    """(trained context, extended context) of a spec.
+
+    With original_max_position_embeddings (YaRN, Llama-3, LongRoPE) that is the trained length and the
+    extension is the longer of max_position_embeddings and factor x trained (Qwen2-YaRN configs keep
+    max_position_embeddings at the trained 32768). Without it, linear scaling's max_position_embeddings is
+    already the extended length (Gemma-3: 131072 = 8 x 16384 trained), and dynamic NTK's is the trained one
+    (it grows beyond it). Other variants: max_position_embeddings is both."""
     factor = spec.scaling_params.get("factor")
-    stretched = int(round(factor * original)) if factor and original and spec.rope_type != "proportional" else None
-    candidates = [v for v in (spec.max_position_embeddings, stretched) if v]
-    return original, max(candidates) if candidates else None
+    original, longest = spec.original_max_position_embeddings, spec.max_position_embeddings
+    if original:
+        stretched = round(factor * original) if factor else original
+        return original, max(longest or 0, stretched)
+    if longest and factor and spec.rope_type == "linear":
+        return round(longest / factor), longest
+    if longest and factor and spec.rope_type == "dynamic":
+        return longest, round(factor * longest)
+    return longest, longest
 
 
 def spectrum_data(spec) -> dict:
@@ -37,9 +50,8 @@ def spectrum_data(spec) -> dict:
            "rope_type": spec.rope_type}
     if original:
         out["full_turns_before"] = int(np.sum(wl_before <= original))
-    reach = extended or original
-    if reach:
-        out["full_turns_after"] = int(np.sum(wl_after <= reach))
+    if extended:
+        out["full_turns_after"] = int(np.sum(wl_after <= extended))
     params, dims = spec.scaling_params, spec.dims
     if spec.rope_type == "yarn":
         low, high = VARIANTS["yarn"].correction_range(dims, params)
@@ -53,37 +65,41 @@ def spectrum_data(spec) -> dict:
     return out
 
 
-def build(encodings, params: dict):
-    specs = rope_specs(encodings)
-    fig, axes = figure(len(specs))
-    summary = []
-    for ax, (name, spec) in zip(axes[0], specs):
+def summary_text(name: str, data: dict) -> str:
+    n = len(data["index"])
+    if data["trained_context"] is None:
+        turns = f"{n} frequencies; no max_position_embeddings given, so full turns within a context are not counted"
+    else:
+        turns = f"{data['full_turns_before']} of {n} frequencies turn fully within the trained {data['trained_context']}"
+        if data["rope_type"] != "default" and data["extended_context"] != data["trained_context"]:
+            turns += f", {data['full_turns_after']} after scaling within the extended {data['extended_context']}"
+    return f"{name}: {data['rope_type']}, {turns}, attention factor {data['attention_factor']:.4f}"
+
+
+def build(encodings, params: dict) -> Figure:
+    panels, summary = [], []
+    for name, spec in rope_specs(encodings, "spectrum"):
         data = spectrum_data(spec)
         x = data["index"]
-        turns = ""
-        if "full_turns_before" in data:
-            turns = f" ({data['full_turns_before']} turns within {data['trained_context']})"
-        ax.semilogy(x, data["before"], "o", ms=2.5, color="tab:gray", label=f"unscaled{turns}")
+        series = [Series("unscaled", x, data["before"], "point")]
         if spec.rope_type != "default":
-            after_turns = f" ({data['full_turns_after']} within {data['extended_context'] or data['trained_context']})" \
-                if "full_turns_after" in data else ""
-            name_after = "long_factor" if spec.rope_type == "longrope" else spec.rope_type
-            ax.semilogy(x, data["after"], "o", ms=2.5, color="tab:blue", label=f"{name_after}{after_turns}")
+            series.append(Series("long_factor" if spec.rope_type == "longrope" else spec.rope_type, x, data["after"],
+                                 "point"))
         if spec.rope_type == "longrope":  # "after" holds the long factors (beyond the trained length)
-            short = np.asarray(data["before"]) * np.asarray(data["short_factor"])
-            ax.semilogy(x, short, "x", ms=2.5, color="tab:purple", label="short_factor (within trained)")
+            series.append(Series("short_factor (within trained)", x,
+                                 (np.asarray(data["before"]) * np.asarray(data["short_factor"])).tolist(), "point"))
+        rules = []
         if data["trained_context"]:
-            ax.axhline(data["trained_context"], color="tab:red", lw=1, label=f"trained {data['trained_context']}")
+            rules.append(Rule("y", data["trained_context"], f"trained {data['trained_context']}"))
         if data["extended_context"] and data["extended_context"] != data["trained_context"]:
-            ax.axhline(data["extended_context"], color="tab:orange", lw=1, ls="--",
-                       label=f"extended {data['extended_context']}")
+            rules.append(Rule("y", data["extended_context"], f"extended {data['extended_context']}", dashed=True))
+        bands = []
         if "yarn_ramp" in data:
-            ax.axvspan(*data["yarn_ramp"], color="tab:green", alpha=0.15, label="YaRN ramp (beta_fast..beta_slow)")
+            bands.append(Band("x", *data["yarn_ramp"], "YaRN ramp (beta_fast..beta_slow)"))
         if "llama3_band" in data:
-            ax.axhspan(*data["llama3_band"], color="tab:green", alpha=0.15, label="Llama-3 smoothing band")
-        ax.set_title(f"{name}: base {spec.base:g}, d={spec.rotary_dim}")
-        ax.set_xlabel("frequency index i")
-        ax.set_ylabel("wavelength 2π/θ_i (positions)")
-        ax.legend(fontsize=7, loc="upper left")
-        summary.append({"label": name, **{k: v for k, v in data.items() if k not in ("index", "before", "after")}})
-    return fig, {"panels": summary}
+            bands.append(Band("y", *data["llama3_band"], "Llama-3 smoothing band"))
+        panels.append(Panel(f"{name}: base {spec.base:g}, d={spec.rotary_dim}", "frequency index i",
+                            "wavelength 2π/θ_i (positions)", y_log=True, series=series, rules=rules, bands=bands))
+        summary.append({"label": name, "text": summary_text(name, data),
+                        **{k: v for k, v in data.items() if k not in ("index", "before", "after")}})
+    return Figure(panels, {"panels": summary})

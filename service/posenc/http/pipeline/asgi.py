@@ -42,6 +42,8 @@ access = logging.getLogger("posenc.access")
 UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 #: Open even when `require_api_key` is set: liveness and readiness probes carry no credentials.
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+#: The one route with its own body limit (limits.max_audit_body_bytes).
+AUDIT_PATH = "/v1/audit"
 RECORDER = "posenc.recorder"  # the scope key of the request's _Recorder
 PLAN = "posenc.plan"  # the scope key of the name of the plan that answered (none: FastAPI)
 #: Headers a browser may read from a cross-origin response.
@@ -94,6 +96,7 @@ class ServiceApp:
         self.router = Router(plan_table(self.fast, self.prepared, self.computed, service) if plans else [])
         self.max_concurrency = config.limits.max_concurrency
         self.max_body = config.limits.max_body_bytes
+        self.max_audit_body = config.limits.max_audit_body_bytes  # POST /v1/audit: a long cache's cos/sin pair
         self.body_timeout = config.server.body_timeout_s
         self.api_key = config.api_key.encode() if config.server.require_api_key else None
         self.access_log = config.server.access_log
@@ -203,7 +206,8 @@ class ServiceApp:
         reservation = self.service.budget.take(0, "the request body")
         try:
             try:  # no concurrency slot is held while the body arrives
-                body = await read_body(scope, receive, self.max_body, self.body_timeout, reservation)
+                max_body = self.max_audit_body if path == AUDIT_PATH else self.max_body
+                body = await read_body(scope, receive, max_body, self.body_timeout, reservation)
             except HttpError as err:
                 await self._refuse(send, err)
                 return

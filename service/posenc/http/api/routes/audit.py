@@ -1,6 +1,9 @@
 """POST /v1/audit: diagnose a RoPE cos/sin cache (posenc.audit) sent as a file.
 
-Bodies (all under the service's body limit, like every route):
+Bodies, up to `limits.max_audit_body_bytes` (136 MiB by default: a 131072 x 128 float32 cos/sin pair
+and room for the rest; every other route has `max_body_bytes`), read as they stream in and charged
+to the worker's memory budget (503 when it is spent), as are the file parts a multipart body is
+parsed into:
   * application/x-npy or application/octet-stream: one .npy, .npz or .safetensors file (told
     apart by its magic bytes); `config` (JSON), `start`, `layer_type` in the query string;
   * multipart/form-data: a `file` part (or `cos` and `sin`, or `q` and `q_rot`), and optional
@@ -60,7 +63,9 @@ def _start(value) -> int:
     return start
 
 
-async def _from_form(request: Request, max_bytes: int):
+async def _from_form(request: Request, max_bytes: int, held):
+    """(arrays, config, start, layer_type) of a multipart body; the file parts' bytes are charged to `held`
+    (a budget Reservation) while the audit runs."""
     from starlette.formparsers import MultiPartException  # imported on use: workers start faster
 
     from ....audit import read_arrays
@@ -73,7 +78,9 @@ async def _from_form(request: Request, max_bytes: int):
     for names in FILE_PARTS:
         if all(isinstance(form.get(n), UploadFile) for n in names):
             for name in names:
-                found = read_arrays(await form[name].read(), name)
+                data = await form[name].read()
+                held.grow(len(data), "the audited file")
+                found = read_arrays(data, name)
                 if name == "file":
                     arrays = found
                 elif len(found) != 1:
@@ -104,15 +111,21 @@ async def audit(request: Request) -> Response:
 
     service = service_of(request)
     content = media_type(request.headers.get("content-type"))
-    if content == MULTIPART:
-        arrays, config, start, layer_type = await _from_form(request, service.config.limits.max_body_bytes)
-    elif content in (NPY, RAW):
-        query = request.query_params
-        arrays = read_arrays(await request.body())
-        config, start, layer_type = _config(query.get("config")), _start(query.get("start")), query.get("layer_type")
-    else:
-        raise HttpError("unsupported_media_type", f"Content-Type {content!r}: send {NPY}, {RAW} or {MULTIPART}",
-                        "content-type")
-    report = await service.run(lambda: audit_arrays(arrays, config, start=start, layer_type=layer_type),
-                               AUDIT_COST_NS)
+    held = service.budget.take(0, "the audited file")
+    try:
+        if content == MULTIPART:
+            arrays, config, start, layer_type = await _from_form(request, service.config.limits.max_audit_body_bytes,
+                                                                 held)
+        elif content in (NPY, RAW):
+            query = request.query_params
+            arrays = read_arrays(await request.body())  # views of the body: nothing copied
+            config, start, layer_type = _config(query.get("config")), _start(query.get("start")), \
+                query.get("layer_type")
+        else:
+            raise HttpError("unsupported_media_type", f"Content-Type {content!r}: send {NPY}, {RAW} or {MULTIPART}",
+                            "content-type")
+        report = await service.run(lambda: audit_arrays(arrays, config, start=start, layer_type=layer_type),
+                                   AUDIT_COST_NS)
+    finally:
+        held.release()
     return Response(orjson.dumps(report), media_type="application/json")

@@ -7,7 +7,7 @@ POST /explore/figures/{figure} takes {"source": {"table": name} | {"spec"} | {"s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from fastapi import APIRouter, Request
@@ -15,7 +15,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ....errors import PosencError
-from ....explore import ASSETS, CSP, asset
+from ....explore import ASSETS, CSP, asset, media_type
 from ....plots import FIGURES, render, render_audit
 from ..calls import read_call, service_of
 from ..errors import HttpError
@@ -33,15 +33,18 @@ class FigureRequest(BaseModel):
     source: dict[str, Any] = Field(default_factory=dict,
                                    description='{"table": name} | {"spec": {...}} | {"specs": [...]} | {"config": {...}}')
     params: dict[str, Any] = Field(default_factory=dict, description="figure parameters (see posenc plot --help)")
+    format: Literal["svg", "vega"] = Field("svg", description="svg: a drawn figure; vega: the explorer's "
+                                           "interactive Vega-Lite spec and the numbers behind it")
 
 
 class AuditFigureRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     report: dict[str, Any] = Field(description="a report from POST /v1/audit")
+    format: Literal["svg", "vega"] = "svg"
 
 
 def _asset_response(name: str) -> Response:
-    return Response(asset(name), media_type=ASSETS[name], headers=_HEADERS)
+    return Response(asset(name), media_type=media_type(name), headers=_HEADERS)
 
 
 @router.get("", summary="The explorer page", response_class=Response, include_in_schema=True)
@@ -67,17 +70,19 @@ async def _source(request: Request, source: dict) -> dict:
     return source
 
 
-def _figure_response(svg: bytes, summary: dict) -> Response:
-    return Response(orjson.dumps({"svg": svg.decode("utf-8"), "summary": summary}, option=orjson.OPT_SERIALIZE_NUMPY),
-                    media_type="application/json")
+def _figure_response(drawn, summary: dict) -> Response:
+    body = {**drawn, "summary": summary} if isinstance(drawn, dict) else {"svg": drawn.decode("utf-8"),
+                                                                        "summary": summary}
+    return Response(orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
 
 
 @router.post("/figures/audit", summary="The audit's error-vs-position figure (SVG in JSON)",
              responses=error_responses(400, 406, 413, 415, 422), openapi_extra=request_body(AuditFigureRequest, False))
 async def audit_figure(request: Request) -> Response:
     call = await read_call(request, AuditFigureRequest, None)
-    svg, summary = await service_of(request).run(lambda: render_audit(call.params.report), FIGURE_COST_NS)
-    return _figure_response(svg, summary)
+    drawn, summary = await service_of(request).run(lambda: render_audit(call.params.report, call.params.format),
+                                                   FIGURE_COST_NS)
+    return _figure_response(drawn, summary)
 
 
 @router.post("/figures/{figure}", summary="One explorer figure (SVG in JSON) for a table, specs or a config",
@@ -87,6 +92,6 @@ async def figure(request: Request, figure: str) -> Response:
         raise HttpError("not_found", f"no figure {figure!r}; one of {sorted(FIGURES)} or audit", "figure")
     call = await read_call(request, FigureRequest, None)
     source = await _source(request, call.params.source)
-    svg, summary = await service_of(request).run(lambda: render(figure, source, call.params.params, "svg"),
-                                                 FIGURE_COST_NS)
-    return _figure_response(svg, summary)
+    drawn, summary = await service_of(request).run(
+        lambda: render(figure, source, call.params.params, call.params.format), FIGURE_COST_NS)
+    return _figure_response(drawn, summary)
