@@ -67,6 +67,7 @@ bench: install
 bench-deps:
 	command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
 	command -v perf >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null || true
+	command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 
 # Binary protocol vs redis on this machine, server and load generator pinned to different cores.
 bench-qps: install bench-deps
@@ -78,7 +79,7 @@ loadtest: install
 	$(BIN)/python loadtest/slo.py
 
 # HTTP with wrk vs a bare ASGI app returning the same bytes (server on CPU 0, wrk on CPU 1).
-bench-http: install
+bench-http: install bench-deps
 	$(BIN)/posenc bench http --readme docs/benchmarks.md
 
 clean:

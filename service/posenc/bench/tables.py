@@ -37,7 +37,8 @@ def textbook_rope(n: int, inv_freq: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 def add_arguments(parser) -> None:
     parser.add_argument("--rows", type=int, default=N_ROWS, help="positions per table (default %(default)s)")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs of each row; medians are reported "
+                        "(default %(default)s)")
 
 
 def run(args) -> str:
