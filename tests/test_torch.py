@@ -73,7 +73,9 @@ def test_patched_model_is_closer_to_the_float64_truth(models, name):
     assert patched0 <= 2 * stock0 + 1e-7  # short positions: unchanged within float32 noise
     for start in (100_000, 1_000_000):
         stock, patched = errors[start]
-        assert patched < stock, (start, errors)
+        # better wherever the stock module has drifted past float32 noise (GPT-NeoX's partial rotary
+        # keeps only low frequencies: at 100000 its stock error is still noise, 1.98e-7 vs 1.95e-7 at 0)
+        assert patched < stock or stock <= 2 * stock0 + 1e-7, (start, errors)
         assert patched <= 2 * patched0 + 1e-7  # the exact model's error does not grow with position
     stock, patched = errors[1_000_000]
     assert stock >= 4 * patched, errors

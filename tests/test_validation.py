@@ -141,6 +141,6 @@ def test_a_millisecond_timestamp_is_refused_saying_how_to_raise_the_limit_and_th
     monkeypatch.setattr(posenc.LIMITS, "max_abs_position", 2**41)  # what the message says to do
     rows = posenc.sinusoidal(stamps, 8, dtype="float64")
     np.testing.assert_allclose(rows, reference.sinusoidal(stamps.astype(np.float64), 8), atol=1e-4)
-    proc = subprocess.run([sys.executable, "-c", "import posenc"], env={**os.environ, "POSENC_MAX_ABS_POSITION":
+    proc = subprocess.run([sys.executable, "-c", "import posenc; posenc.LIMITS"], env={**os.environ, "POSENC_MAX_ABS_POSITION":
                           str(2**60)}, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode != 0 and "POSENC_MAX_ABS_POSITION: must be <= 9007199254740992" in proc.stderr

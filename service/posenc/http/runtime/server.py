@@ -44,6 +44,8 @@ class Sidecar:
 
     name: str
     argv: tuple[str, ...]
+    #: a posenc-server: wait for its ready line at start (and fail with its words if it exits)
+    posenc_server: bool = False
 
 
 #: Seconds a sidecar may take to print its ready line.
@@ -57,7 +59,7 @@ def sidecars_for(config: ServiceConfig) -> list[Sidecar]:
     """The processes `posenc serve` supervises besides uvicorn: the native binary-protocol
     server when [server] binary_port or binary_socket is set (it serves the same shm tables)."""
     argv = service_argv(config)
-    return [] if argv is None else [Sidecar("binary", tuple(argv))]
+    return [] if argv is None else [Sidecar("binary", tuple(argv), posenc_server=True)]
 
 
 class Sidecars:
@@ -73,6 +75,9 @@ class Sidecars:
         while another process answers on that port."""
         for sidecar in self.sidecars:
             log.info("starting sidecar %s: %s", sidecar.name, " ".join(sidecar.argv))
+            if not sidecar.posenc_server:
+                self.processes.append(subprocess.Popen(sidecar.argv))
+                continue
             try:
                 server = ServerProcess(list(sidecar.argv), ready_timeout=SIDECAR_READY_S)
             except PosencError as exc:
