@@ -1,0 +1,323 @@
+"""Per-layer positional truth for every rotary model type of the installed transformers.
+
+    PYTHONPATH=service python tests/golden/generate_models.py   # needs torch + transformers
+
+For every model type whose modeling file defines a `*RotaryEmbedding` class, this builds a
+tiny model (the config class's defaults, sizes shrunk, `layer_types` kept as a prefix) and
+variations of it (each rope type transformers defines, a partial rotary factor), runs one
+forward pass with chosen position_ids, and records per decoder layer what its own
+`apply_rotary_pos_emb` (any module-level `apply*rot*` function of its modeling file) did:
+
+* whether the layer applied positions at all;
+* the rotation it applied, probed with the basis vectors e_j: for each input dim j, the output
+  dim it is mixed into (its partner), and the two coefficients (cos on j, sin on the
+  partner) at every probe position. That is the cos/sin *and* the layout, as the model
+  applies them, stored sparsely (`model_truth.LayerTruth`).
+
+The model's config (its `to_dict()`, plus the legacy flat form a pre-v5 config.json uses) is
+stored with it, so tests/test_models_truth.py can run posenc.from_hf_config on the same
+config without torch and compare layer by layer. Written to model_truth.npz; docs/models.md
+(the model table) is written from the verdicts.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import json
+import re
+import sys
+import traceback
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+from torch import nn
+from transformers import AutoConfig, AutoModel
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES, model_type_to_module_name
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE.parent))
+import model_truth  # noqa: E402  (the judge, shared with the tests)
+
+OUT = HERE / "model_truth.npz"
+DOCS = ROOT / "docs" / "models.md"
+#: The forward pass's position_ids: small ones (float32 angles exact to ~1e-6) and long ones
+#: (which scaled variants change most); 9 = no tiny size is 9, so the position axis is found.
+POSITIONS = [0, 1, 2, 5, 11, 100, 1000, 3000, 4095]
+N_LAYERS = 8
+APPLY_NAME = re.compile(r"^_?apply_rotary|^apply_.*rot")
+SIZE_OVERRIDES = {
+    "hidden_size": 64, "d_model": 64, "n_embd": 64, "intermediate_size": 64, "ffn_dim": 64,
+    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32, "expert_intermediate_size": 32,
+    "vocab_size": 128, "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4,
+    "num_experts_per_tok": 2, "moe_topk": 2, "top_k": 2, "n_group": 1, "topk_group": 1, "n_shared_experts": 1,
+    "q_lora_rank": 32, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "v_head_dim": 16, "qk_rope_head_dim": 16,
+    "kv_channels": 32, "head_dim": 32, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+    "linear_num_key_heads": 2, "linear_num_value_heads": 4, "mamba_d_state": 8, "mamba_n_heads": 4,
+    "mamba_d_head": 16, "ssm_state_size": 8, "mamba_head_dim": 16, "lru_width": 64, "conv_L_cache": 3,
+    "block_size": 16, "first_k_dense_replace": 1,
+}
+LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
+HEAD_KEYS = {"num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_key_value_heads": 2, "num_kv_heads": 2,
+             "n_kv_heads": 2, "multi_query_group_num": 2}
+#: Per-layer index lists / flags that must shrink with the layer count.
+LAYER_LISTS = ("layer_types", "no_rope_layers", "layers_block_type", "block_types", "attn_layer_indices",
+               "cross_attention_layers", "full_attn_idxs", "swa_layers")
+
+
+def rotary_model_types() -> list[str]:
+    """Model types whose modeling file defines a *RotaryEmbedding class (text or vision)."""
+    out = []
+    models = Path(transformers.__file__).parent / "models"
+    for model_type in sorted(CONFIG_MAPPING_NAMES):
+        module = model_type_to_module_name(model_type)
+        source = models / module / f"modeling_{module}.py"
+        if source.exists() and re.search(r"^class \w*RotaryEmbedding\b", source.read_text(), re.M):
+            out.append(model_type)
+    return out
+
+
+def language_config(config):
+    """The sub-config posenc reads for a composite model: thinker_config.text_config, text_config, llm_config."""
+    for key in ("thinker_config", "text_config", "llm_config"):
+        sub = getattr(config, key, None)
+        if sub is not None and not isinstance(sub, dict) and hasattr(sub, "to_dict"):
+            return language_config(sub)
+    return config
+
+
+def shrink(config) -> None:
+    """Tiny sizes in place, keeping everything positional (rope parameters, layer patterns)."""
+    for key, value in SIZE_OVERRIDES.items():
+        if isinstance(getattr(config, key, None), int) and not isinstance(getattr(config, key), bool):
+            setattr(config, key, value)
+    for key, value in HEAD_KEYS.items():
+        if isinstance(getattr(config, key, None), int):
+            setattr(config, key, value)
+    for key in LAYER_KEYS:
+        if isinstance(getattr(config, key, None), int):
+            setattr(config, key, N_LAYERS)
+    for key in LAYER_LISTS:
+        value = getattr(config, key, None)
+        if isinstance(value, list) and value:
+            if all(isinstance(v, int) and not isinstance(v, bool) for v in value) and key.endswith(
+                    ("layers", "idxs", "indices")) and key != "no_rope_layers":
+                setattr(config, key, [v for v in value if v < N_LAYERS])
+            else:
+                setattr(config, key, value[:N_LAYERS])
+
+
+def variations(base) -> list[tuple[str, object]]:
+    """(name, config) pairs: the default config, each rope type, a partial rotary factor."""
+    out = [("default", base)]
+    params = getattr(base, "rope_parameters", None)
+    if not isinstance(params, dict) or "rope_type" not in params:
+        return out  # nested per layer type or absent: the default config only
+    max_len = getattr(base, "max_position_embeddings", None) or 4096
+    rot = _rotary_dim(base)
+    scalings = {
+        "linear": {"rope_type": "linear", "factor": 2.0},
+        "dynamic": {"rope_type": "dynamic", "factor": 2.0},
+        "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024},
+        "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 1024},
+        "longrope": {"rope_type": "longrope", "original_max_position_embeddings": 1024,
+                     "short_factor": [1.0 + 0.01 * i for i in range(rot // 2)],
+                     "long_factor": [1.0 + 0.25 * i for i in range(rot // 2)]} if rot else None,
+    }
+    for name, scaling in scalings.items():
+        if scaling is None or params.get("rope_type") == name:
+            continue
+        config = copy.deepcopy(base)
+        config.rope_parameters = {"rope_theta": params.get("rope_theta", 10000.0), **scaling}
+        if "partial_rotary_factor" in params:
+            config.rope_parameters["partial_rotary_factor"] = params["partial_rotary_factor"]
+        if name in ("longrope", "yarn", "llama3"):
+            config.max_position_embeddings = max(max_len, 4096)
+        out.append((f"rope_type={name}", config))
+    if "partial_rotary_factor" in params or hasattr(base, "partial_rotary_factor"):
+        config = copy.deepcopy(base)
+        config.rope_parameters = {**params, "partial_rotary_factor": 0.5}
+        out.append(("partial_rotary_factor=0.5", config))
+    return out
+
+
+def _rotary_dim(config) -> int:
+    head = getattr(config, "qk_rope_head_dim", None) or getattr(config, "head_dim", None)
+    if not head:
+        head = config.hidden_size // config.num_attention_heads
+    factor = (getattr(config, "rope_parameters", None) or {}).get("partial_rotary_factor", 1.0) or 1.0
+    return int(head * factor)
+
+
+class Recorder:
+    """Hooks: the current decoder layer, the rotary modules' position_ids, every apply call's rotation."""
+
+    def __init__(self, model: nn.Module, n: int):
+        self.n = n
+        self.current: str | None = None
+        self.calls: dict[str, list] = {}
+        self.positions = None
+        self.layers = _layer_paths(model)
+        self._handles = []
+        self._patched = []
+        for path, module in model.named_modules():
+            if path in self.layers:
+                self._handles.append(module.register_forward_pre_hook(self._enter(path)))
+                self._handles.append(module.register_forward_hook(self._leave))
+            if type(module).__name__.endswith("RotaryEmbedding") and "vision" not in path.lower():
+                self._handles.append(module.register_forward_pre_hook(self._rotary, with_kwargs=True))
+        for name in _modules_of(model):
+            module = sys.modules[name]
+            for attr, fn in list(vars(module).items()):
+                if callable(fn) and inspect.isfunction(fn) and APPLY_NAME.search(attr) and "vision" not in attr:
+                    setattr(module, attr, self._wrap(fn))
+                    self._patched.append((module, attr, fn))
+
+    def close(self):
+        for handle in self._handles:
+            handle.remove()
+        for module, attr, fn in self._patched:
+            setattr(module, attr, fn)
+
+    def _enter(self, path):
+        def hook(module, args):
+            self.current = path
+        return hook
+
+    def _leave(self, module, args, output):
+        self.current = None
+
+    def _rotary(self, module, args, kwargs):
+        ids = kwargs.get("position_ids", args[1] if len(args) > 1 else None)
+        if isinstance(ids, torch.Tensor) and self.positions is None:
+            self.positions = ids.reshape(-1, ids.shape[-1])[0].tolist()
+
+    def _wrap(self, fn):
+        def wrapped(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            if self.current is not None:
+                self.calls.setdefault(self.current, []).append(probe(fn, args, kwargs, self.n))
+            return out
+        wrapped.__wrapped__ = fn
+        return wrapped
+
+
+def _layer_paths(model: nn.Module) -> list[str]:
+    """The decoder/encoder layers: children of the outermost ModuleLists named layers / h / block(s)."""
+    lists = [path for path, module in model.named_modules()
+             if isinstance(module, nn.ModuleList) and path.rsplit(".", 1)[-1] in ("layers", "h", "layer", "block",
+                                                                                  "blocks", "decoder_layers")
+             and "vision" not in path.lower() and "visual" not in path.lower()]
+    outer = [p for p in lists if not any(p != q and p.startswith(q + ".") for q in lists)]
+    return [f"{p}.{i}" for p in outer for i in range(len(model.get_submodule(p)))]
+
+
+def _modules_of(model: nn.Module) -> set[str]:
+    return {type(m).__module__ for m in model.modules() if type(m).__module__.startswith("transformers.models.")}
+
+
+def probe(fn, args, kwargs, n: int):
+    """Run `fn` on basis vectors in place of its first tensor (and the k beside it): [n, D, D]
+    with column j the image of e_j at each position, or an error string."""
+    args = list(args)
+    q = args[0]
+    if not isinstance(q, torch.Tensor):
+        return "first argument is not a tensor"
+    axes = [i for i, size in enumerate(q.shape[:-1]) if size == n]
+    if len(axes) != 1:
+        return f"cannot find the position axis in {tuple(q.shape)}"
+    dim = q.shape[-1]
+    basis = torch.zeros((dim,) + tuple(q.shape[1:]), dtype=q.dtype)
+    for j in range(dim):
+        basis[j, ..., j] = 1.0
+    probe_args = [basis] + args[1:]
+    if len(args) > 1 and isinstance(args[1], torch.Tensor) and args[1].shape[-1] == dim and args[1].dim() == q.dim():
+        probe_args[1] = torch.zeros((dim,) + tuple(args[1].shape[1:]), dtype=q.dtype)
+    try:
+        with torch.no_grad():
+            out = fn(*probe_args, **kwargs)
+    except Exception as exc:  # a function that cannot broadcast a batch of probes
+        return f"probe failed: {type(exc).__name__}: {exc}"
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    if out.shape[0] != dim or out.shape[-1] != dim:
+        return f"probe output shape {tuple(out.shape)}"
+    index = [0] * out.dim()
+    index[0] = slice(None)
+    index[axes[0]] = slice(None)
+    index[-1] = slice(None)
+    cols = out[tuple(index)].to(torch.float64).numpy()  # [dim(j), n, dim(out)]
+    return np.transpose(cols, (1, 2, 0))  # [n, out, j]
+
+
+def run_case(config) -> dict:
+    """Build, run, record: {"layers": {path: LayerTruth.to_arrays() or None}, "positions": [...]}."""
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config)
+    model.eval()
+    recorder = Recorder(model, len(POSITIONS))
+    try:
+        ids = torch.arange(len(POSITIONS))[None] % 100 + 3
+        pos = torch.tensor([POSITIONS])
+        with torch.no_grad():
+            try:
+                model(input_ids=ids, position_ids=pos)
+            except TypeError:
+                model(input_ids=ids)
+    finally:
+        recorder.close()
+    if not recorder.layers:
+        raise RuntimeError("no decoder layers found")
+    layers = {}
+    for path in recorder.layers:
+        calls = recorder.calls.get(path, [])
+        errors = [c for c in calls if isinstance(c, str)]
+        if errors:
+            raise RuntimeError(f"{path}: {errors[0]}")
+        truths = [model_truth.LayerTruth.from_matrices(m) for m in calls]
+        if len({t.key() for t in truths}) > 1:
+            raise RuntimeError(f"{path}: applies several different rotations")
+        layers[path] = truths[0] if truths else None
+    return {"layers": layers, "positions": recorder.positions or list(range(len(POSITIONS)))}
+
+
+def main(only: list[str] | None = None):
+    warnings.filterwarnings("ignore")
+    transformers.logging.set_verbosity_error()
+    cases, failures = [], {}
+    types = rotary_model_types()
+    for model_type in only or types:
+        try:
+            outer = AutoConfig.for_model(model_type)
+        except Exception as exc:
+            failures[model_type] = f"config: {type(exc).__name__}: {exc}"[:300]
+            continue
+        base = language_config(outer)
+        shrink(base)
+        for name, config in variations(base):
+            try:
+                result = run_case(config)
+            except Exception as exc:
+                if name == "default":
+                    failures[model_type] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+                    if "-v" in sys.argv:
+                        traceback.print_exc()
+                continue
+            raw = config.to_dict()
+            cases.append(model_truth.Case(model_type, name, raw, result["positions"], result["layers"]))
+            print(f"{model_type:32s} {name:28s} {sum(t is not None for t in result['layers'].values())}/"
+                  f"{len(result['layers'])} layers rotate", flush=True)
+    model_truth.save(OUT, cases, failures, versions={"torch": torch.__version__,
+                                                      "transformers": transformers.__version__},
+                     enumerated=types)
+    DOCS.write_text(model_truth.table_markdown(OUT))
+    print("wrote", OUT, "and", DOCS)
+
+
+if __name__ == "__main__":
+    main([a for a in sys.argv[1:] if not a.startswith("-")] or None)

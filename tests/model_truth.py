@@ -1,0 +1,239 @@
+"""Per-layer positional truth recorded from transformers (tests/golden/generate_models.py) and
+the judge that compares `posenc.from_hf_config` with it, layer by layer. numpy only: the
+tests and the generator's model table (docs/models.md) share this one judge.
+
+A layer's truth is the linear map its `apply_rotary_pos_emb` applies to one head vector at
+each probe position, stored sparsely: rotary embeddings mix each dim j with at most one
+partner dim, so per column j the truth is (partner[j], diag[p, j], off[p, j]) with
+out[j] = diag * x[j] and out[partner] = off * x[j]. Comparing the whole map compares the
+cos/sin values, the layout (which dims pair up), the rotated slice and any scale at once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+GOLDEN = Path(__file__).parent / "golden" / "model_truth.npz"
+#: A coefficient below this is an exact zero of the reference (float32 products of 0 and 1).
+ZERO = 1e-7
+
+
+@dataclass(frozen=True)
+class LayerTruth:
+    partner: np.ndarray  # int [D]: the dim column j is mixed into, -1 for none
+    diag: np.ndarray  # float32 [n, D]
+    off: np.ndarray  # float32 [n, D]
+
+    @classmethod
+    def from_matrices(cls, maps: np.ndarray) -> "LayerTruth":
+        """From [n, D, D] maps (column j = the image of e_j); refuses a map that is not pairwise."""
+        n, dim, _ = maps.shape
+        partner = np.full(dim, -1, dtype=np.int16)
+        off = np.zeros((n, dim), dtype=np.float32)
+        for j in range(dim):
+            moved = [i for i in range(dim) if i != j and np.abs(maps[:, i, j]).max() > ZERO]
+            if len(moved) > 1:
+                raise ValueError(f"dim {j} is mixed into {len(moved)} dims: not a pairwise rotation")
+            if moved:
+                partner[j] = moved[0]
+                off[:, j] = maps[:, moved[0], j]
+        diag = np.ascontiguousarray(np.diagonal(maps, axis1=1, axis2=2), dtype=np.float32)
+        return cls(partner, diag, off)
+
+    def dense(self) -> np.ndarray:
+        """The [n, D, D] maps back."""
+        n, dim = self.diag.shape
+        maps = np.zeros((n, dim, dim))
+        cols = np.arange(dim)
+        maps[:, cols, cols] = self.diag
+        moved = self.partner >= 0
+        maps[:, self.partner[moved], cols[moved]] = self.off[:, moved]
+        return maps
+
+    def key(self) -> bytes:
+        return self.partner.tobytes() + self.diag.tobytes() + self.off.tobytes()
+
+    @property
+    def layout(self) -> str:
+        """"half", "interleaved" or "none" (no dim moves), read from the partners, for the table."""
+        moved = np.flatnonzero(self.partner >= 0)
+        if moved.size == 0:
+            return "none"
+        if np.all(self.partner[moved] == (moved ^ 1)):
+            return "interleaved"
+        return "half"
+
+
+@dataclass
+class Case:
+    model_type: str
+    variation: str
+    config: dict  # the config's to_dict(): what a saved config.json holds
+    positions: list
+    layers: dict  # {layer path: LayerTruth | None}
+
+
+def save(path: Path, cases: list[Case], failures: dict, *, versions: dict, enumerated: list[str]) -> None:
+    arrays, meta_cases = {}, []
+    for c, case in enumerate(cases):
+        unique: dict[bytes, int] = {}
+        layers = {}
+        for layer, truth in case.layers.items():
+            if truth is None:
+                layers[layer] = None
+                continue
+            index = unique.setdefault(truth.key(), len(unique))
+            layers[layer] = index
+            if index == len(unique) - 1 and f"{c}|{index}|partner" not in arrays:
+                arrays[f"{c}|{index}|partner"] = truth.partner
+                arrays[f"{c}|{index}|diag"] = truth.diag
+                arrays[f"{c}|{index}|off"] = truth.off
+        meta_cases.append({"model_type": case.model_type, "variation": case.variation, "config": case.config,
+                           "positions": case.positions, "layers": layers})
+    meta = {"versions": versions, "enumerated": enumerated, "failures": failures, "cases": meta_cases}
+    np.savez_compressed(path, meta=np.array(json.dumps(meta, sort_keys=True, default=str)), **arrays)
+
+
+@lru_cache(maxsize=2)
+def load(path: Path = GOLDEN) -> tuple[dict, list[Case]]:
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(str(z["meta"]))
+        arrays = {k: z[k] for k in z.files if k != "meta"}
+    cases = []
+    for c, raw in enumerate(meta["cases"]):
+        layers = {layer: None if i is None else LayerTruth(arrays[f"{c}|{i}|partner"], arrays[f"{c}|{i}|diag"],
+                                                            arrays[f"{c}|{i}|off"])
+                  for layer, i in raw["layers"].items()}
+        cases.append(Case(raw["model_type"], raw["variation"], raw["config"], raw["positions"], layers))
+    return meta, cases
+
+
+# --- the judge -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # "exact" | "refused" | "wrong"
+    detail: str = ""
+
+
+def judge(case: Case) -> Verdict:
+    """posenc.from_hf_config(case.config) against the recorded layers: exact, refused (a
+    PosencError, its message) or wrong (what differs, at which layer)."""
+    import posenc
+
+    try:
+        model = posenc.from_hf_config(case.config)
+    except posenc.PosencError as exc:
+        return Verdict("refused", f"{exc.field}: {exc.message}")
+    stacks = {path.rsplit(".", 1)[0] for path in case.layers}
+    if len(stacks) > 1:
+        return Verdict("wrong", f"answered for a model with several layer stacks {sorted(stacks)}")
+    by_layer: dict[int, list] = {}
+    for entry in model.encodings.values():
+        for i in entry.layers:
+            by_layer.setdefault(i, []).append(entry)
+    for path, truth in case.layers.items():
+        i = int(path.rsplit(".", 1)[1])
+        entries = by_layer.get(i, [])
+        if truth is None:
+            if entries:
+                return Verdict("wrong", f"layer {i} applies no positions; posenc says {entries[0].layer_type} "
+                                        f"({entries[0].spec.KIND})")
+            continue
+        if len(entries) != 1 or entries[0].spec.KIND != "rope":
+            return Verdict("wrong", f"layer {i} applies RoPE; posenc gives it {[e.layer_type for e in entries]}")
+        error = compare(truth, entries[0], case.positions)
+        if error:
+            return Verdict("wrong", f"layer {i} ({entries[0].layer_type}): {error}")
+    return Verdict("exact")
+
+
+def compare(truth: LayerTruth, entry, positions) -> str:
+    """'' when posenc's rotation of one head equals the recorded one within float32 rounding."""
+    import posenc
+
+    spec = entry.spec
+    if entry.apply not in ("half", "interleaved"):
+        return f"apply {entry.apply!r} for a rotation"
+    pos = np.asarray(positions, dtype=np.float64)
+    dim, head = truth.diag.shape[1], spec.head_dim
+    if dim > head:
+        return f"the model rotates {dim}-wide vectors, posenc's head_dim is {head}"
+    basis = np.broadcast_to(np.eye(head)[:, None, :], (head, len(pos), head))
+    arg = np.stack([pos] * 3) if getattr(spec, "mrope_section", None) else pos
+    ours = np.transpose(posenc.rope_apply(basis, arg, spec, layout=entry.apply), (1, 2, 0))  # [n, out, j]
+    rest = ours[:, dim:, :] if dim < head else None
+    if rest is not None and (np.abs(rest).max() > ZERO if dim else False):
+        if not np.allclose(ours[:, dim:, dim:], np.eye(head - dim)[None], atol=ZERO) or \
+                np.abs(ours[:, dim:, :dim]).max() > ZERO or np.abs(ours[:, :dim, dim:]).max() > ZERO:
+            return f"posenc rotates dims beyond the {dim} the model's apply function sees"
+    want = truth.dense()
+    scale = max(1.0, float(np.abs(want).max()))
+    tol = (np.abs(pos) * 2.0**-20 + 2.0**-21)[:, None, None] * scale
+    diff = np.abs(ours[:, :dim, :dim] - want)
+    bad = diff > tol
+    if bad.any():
+        p, o, j = np.argwhere(bad)[0]
+        return (f"at position {positions[p]}, dim {j} -> {o}: posenc {ours[p, o, j]:.7g}, transformers "
+                f"{want[p, o, j]:.7g} (max diff {diff.max():.3g})")
+    return ""
+
+
+def verdicts(path: Path = GOLDEN) -> list[tuple[Case, Verdict]]:
+    return [(case, judge(case)) for case in load(path)[1]]
+
+
+def layer_summary(case: Case) -> str:
+    """'8/8 rotate (half)' or '6/8 rotate (half); none: 3, 7'."""
+    none = [p.rsplit(".", 1)[1] for p, t in case.layers.items() if t is None]
+    layouts = sorted({t.layout for t in case.layers.values() if t is not None})
+    text = f"{len(case.layers) - len(none)}/{len(case.layers)} rotate" + (f" ({', '.join(layouts)})" if layouts else "")
+    return text + (f"; none: {', '.join(none)}" if none and len(none) < len(case.layers) else "")
+
+
+def table_markdown(path: Path = GOLDEN) -> str:
+    """docs/models.md: per model type, posenc's verdict on its default config and variations."""
+    meta, _ = load(path)
+    results = verdicts(path)
+    by_type: dict[str, list] = {}
+    for case, verdict in results:
+        by_type.setdefault(case.model_type, []).append((case, verdict))
+    defaults = {t: next(v for c, v in rows if c.variation == "default") for t, rows in by_type.items()}
+    count = {s: sum(v.status == s for v in defaults.values()) for s in ("exact", "refused", "wrong")}
+    var_count = {s: sum(v.status == s for _, v in results) for s in ("exact", "refused", "wrong")}
+    lines = [
+        "# Model types: posenc.from_hf_config against transformers, layer by layer",
+        "",
+        "Generated by `python tests/golden/generate_models.py` (transformers "
+        f"{meta['versions']['transformers']}, torch {meta['versions']['torch']}); checked by "
+        "tests/test_models_truth.py. Each model type with a `*RotaryEmbedding` class is built tiny from its "
+        "config class's defaults (and variations: every rope type, a partial rotary factor), run once, and its "
+        "own `apply_rotary_pos_emb` probed per layer; posenc's answer for the same config must reproduce every "
+        "layer (which layers rotate, cos/sin, layout) or refuse, naming what it does not read.",
+        "",
+        f"* model types with a rotary module: {len(meta['enumerated'])}; built and judged: {len(defaults)}; "
+        f"not built by the generator: {len(meta['failures'])}",
+        f"* default configs: **{count['exact']} exact, {count['refused']} refused, {count['wrong']} silently wrong**",
+        f"* all {len(results)} configs (defaults and variations): {var_count['exact']} exact, "
+        f"{var_count['refused']} refused, {var_count['wrong']} wrong",
+        "",
+        "| model type | default config | variations exact | layers (tiny model, 8 layers) |",
+        "|---|---|---|---|",
+    ]
+    for model_type in sorted(by_type):
+        rows = by_type[model_type]
+        default_case = next(c for c, v in rows if c.variation == "default")
+        verdict = defaults[model_type]
+        text = verdict.status if verdict.status == "exact" else f"{verdict.status}: {verdict.detail}"
+        exact = sum(v.status == "exact" for c, v in rows if c.variation != "default")
+        lines.append(f"| `{model_type}` | {text.replace('|', '/')} | {exact}/{len(rows) - 1} | "
+                     f"{layer_summary(default_case)} |")
+    if meta["failures"]:
+        lines += ["", "## Not built by the generator", "", "| model type | why |", "|---|---|"]
+        lines += [f"| `{t}` | {why.replace('|', '/')} |" for t, why in sorted(meta["failures"].items())]
+    return "\n".join(lines) + "\n"
