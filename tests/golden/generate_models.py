@@ -26,6 +26,7 @@ import copy
 import importlib
 import inspect
 import json
+import multiprocessing
 import re
 import sys
 import traceback
@@ -50,6 +51,7 @@ DOCS = ROOT / "docs" / "models.md"
 #: (which scaled variants change most); 9 = no tiny size is 9, so the position axis is found.
 POSITIONS = [0, 1, 2, 5, 11, 100, 1000, 3000, 4095]
 N_LAYERS = 8
+WORKERS = 2  # processes; the machines this runs on have two cores
 APPLY_NAME = re.compile(r"^_?apply_rotary|^apply_.*rot")
 SIZE_OVERRIDES = {
     "hidden_size": 64, "d_model": 64, "n_embd": 64, "intermediate_size": 64, "ffn_dim": 64,
@@ -121,7 +123,6 @@ def variations(base) -> list[tuple[str, object]]:
     max_len = getattr(base, "max_position_embeddings", None) or 4096
     rot = _rotary_dim(base)
     scalings = {
-        "linear": {"rope_type": "linear", "factor": 2.0},
         "dynamic": {"rope_type": "dynamic", "factor": 2.0},
         "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024},
         "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -153,6 +154,28 @@ def _rotary_dim(config) -> int:
         head = config.hidden_size // config.num_attention_heads
     factor = (getattr(config, "rope_parameters", None) or {}).get("partial_rotary_factor", 1.0) or 1.0
     return int(head * factor)
+
+
+def legacy_form(config) -> dict | None:
+    """The pre-v5 config.json of the same model: top-level rope_theta / partial_rotary_factor and a
+    `rope_scaling` dict instead of `rope_parameters`; None unless the config class reads it back
+    to the same rope_parameters (then it is the same model, and posenc must say the same)."""
+    raw = config.to_dict()
+    params = raw.get("rope_parameters")
+    if not isinstance(params, dict) or "rope_type" not in params:
+        return None
+    legacy = {k: v for k, v in raw.items() if k != "rope_parameters"}
+    scaling = {k: v for k, v in params.items() if k not in ("rope_theta", "partial_rotary_factor")}
+    legacy["rope_theta"] = params.get("rope_theta")
+    if "partial_rotary_factor" in params:
+        legacy["partial_rotary_factor"] = params["partial_rotary_factor"]
+    if scaling.get("rope_type", "default") != "default":
+        legacy["rope_scaling"] = {"type" if k == "rope_type" else k: v for k, v in scaling.items()}
+    try:
+        again = type(config)(**{k: v for k, v in legacy.items() if k not in ("model_type", "transformers_version")})
+    except Exception:
+        return None
+    return legacy if again.rope_parameters == params else None
 
 
 class Recorder:
@@ -286,32 +309,46 @@ def run_case(config) -> dict:
     return {"layers": layers, "positions": recorder.positions or list(range(len(POSITIONS)))}
 
 
-def main(only: list[str] | None = None):
+def cases_of(model_type: str) -> tuple[list, str | None]:
+    """Every case of one model type, and why its default config could not be run (None if it ran)."""
     warnings.filterwarnings("ignore")
     transformers.logging.set_verbosity_error()
-    cases, failures = [], {}
-    types = rotary_model_types()
-    for model_type in only or types:
-        try:
-            outer = AutoConfig.for_model(model_type)
-        except Exception as exc:
-            failures[model_type] = f"config: {type(exc).__name__}: {exc}"[:300]
-            continue
+    torch.set_num_threads(1)
+    try:
+        outer = AutoConfig.for_model(model_type)
         base = language_config(outer)
         shrink(base)
-        for name, config in variations(base):
-            try:
-                result = run_case(config)
-            except Exception as exc:
-                if name == "default":
-                    failures[model_type] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
-                    if "-v" in sys.argv:
-                        traceback.print_exc()
-                continue
-            raw = config.to_dict()
-            cases.append(model_truth.Case(model_type, name, raw, result["positions"], result["layers"]))
-            print(f"{model_type:32s} {name:28s} {sum(t is not None for t in result['layers'].values())}/"
-                  f"{len(result['layers'])} layers rotate", flush=True)
+    except Exception as exc:
+        return [], f"config: {type(exc).__name__}: {exc}"[:300]
+    cases, failure = [], None
+    for name, config in variations(base):
+        try:
+            result = run_case(config)
+        except Exception as exc:
+            if name == "default":
+                failure = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+                if "-v" in sys.argv:
+                    traceback.print_exc()
+            continue
+        cases.append(model_truth.Case(model_type, name, config.to_dict(), result["positions"], result["layers"]))
+        legacy = legacy_form(config)
+        if legacy is not None:
+            cases.append(model_truth.Case(model_type, f"{name} (legacy flat keys)", legacy, result["positions"],
+                                          result["layers"]))
+        if name == "default" and outer is not base:  # the composite config.json a user has
+            cases.append(model_truth.Case(model_type, "composite config", outer.to_dict(), result["positions"],
+                                          result["layers"]))
+        print(f"{model_type:32s} {name:28s} {sum(t is not None for t in result['layers'].values())}/"
+              f"{len(result['layers'])} layers rotate", flush=True)
+    return cases, failure
+
+
+def main(only: list[str] | None = None):
+    types = rotary_model_types()
+    with multiprocessing.get_context("spawn").Pool(WORKERS, maxtasksperchild=20) as pool:
+        results = pool.map(cases_of, only or types, chunksize=1)
+    cases = [case for found, _ in results for case in found]
+    failures = {t: why for t, (_, why) in zip(only or types, results) if why}
     model_truth.save(OUT, cases, failures, versions={"torch": torch.__version__,
                                                       "transformers": transformers.__version__},
                      enumerated=types)
