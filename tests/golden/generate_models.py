@@ -141,6 +141,11 @@ def variations(base) -> list[tuple[str, object]]:
         if name in ("longrope", "yarn", "llama3"):
             config.max_position_embeddings = max(max_len, 4096)
         out.append((f"rope_type={name}", config))
+    if "compute_ntk_alpha_rope_parameters" in Path(inspect.getfile(type(base))).with_name(
+            Path(inspect.getfile(type(base))).name.replace("configuration_", "modeling_")).read_text():
+        config = copy.deepcopy(base)
+        config.rope_parameters = {**params, "rope_type": "dynamic", "factor": 1.0, "alpha": 1000.0}
+        out.append(("ntk alpha=1000", config))
     if "partial_rotary_factor" in params or hasattr(base, "partial_rotary_factor"):
         config = copy.deepcopy(base)
         config.rope_parameters = {**params, "partial_rotary_factor": 0.5}

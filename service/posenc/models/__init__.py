@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+import json
+import os
+from pathlib import Path
+
 from ..args import json_type
 from ..errors import PosencError
 from .positions import LayerPositions, ModelPositions
@@ -26,12 +30,14 @@ def reader(*model_types: str):
     return register
 
 
-def from_hf_config(config: dict, *, strict: bool = True) -> ModelPositions:
-    """Every position encoding the model of this `config.json` (a dict) uses.
+def from_hf_config(config, *, strict: bool = True) -> ModelPositions:
+    """Every position encoding the model of this config uses: a `config.json` as a dict, a
+    transformers `PretrainedConfig`, a path to a config.json, or a model directory holding one.
 
     A position-looking key its reader does not understand raises `PosencError` naming it
     (`strict=False` downgrades that to a warning): never a silent default.
     """
+    config = config_dict(config)
     if not isinstance(config, dict):
         raise PosencError("config", f"must be a JSON object, got {json_type(config)}")
     model_type = config.get("model_type")
@@ -40,6 +46,24 @@ def from_hf_config(config: dict, *, strict: bool = True) -> ModelPositions:
     from . import families  # noqa: F401  (registers every reader)
 
     return READERS.get(model_type, READERS["__generic__"])(config, strict)
+
+
+def config_dict(config):
+    """A dict from what a user has: the dict itself, a PretrainedConfig (`to_dict()`), or a path to
+    a config.json or to the model directory holding it."""
+    if isinstance(config, (str, os.PathLike)):
+        path = Path(config)
+        if path.is_dir():
+            path = path / "config.json"
+        try:
+            return json.loads(path.read_text())
+        except OSError as exc:
+            raise PosencError("config", f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise PosencError("config", f"{str(path)!r} is not JSON: {exc}") from None
+    if not isinstance(config, dict) and callable(getattr(config, "to_dict", None)):
+        return config.to_dict()  # a transformers PretrainedConfig
+    return config
 
 
 __all__ = ["READERS", "LayerPositions", "ModelPositions", "from_hf_config", "reader"]

@@ -86,8 +86,11 @@ def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> Model
     specs = {}
     for name in dict.fromkeys(n for n in per_layer or ["default"] if n is not None):
         sub, base = _rope_params_for(view, name, params, nested, facts, theta)
+        if facts.ntk_alpha:
+            sub = _ntk_alpha(sub)
+        sub, mrope = _mrope(sub, facts, view)
         specs[name] = build_spec(sub, theta=base, prf=None if prf is None else Default(*prf), dims=dims,
-                                 original=original, layout=pairing)
+                                 original=original, layout=pairing, mrope=mrope)
     if nested is None and len(set(specs.values())) == 1:  # one RoPE shared by every layer that has positions
         per_layer = ["default" if n is not None else None for n in per_layer]
         specs = {"default": next(iter(specs.values()))}
@@ -135,6 +138,29 @@ def _rope_params_for(view, name, params, nested, facts: Modeling, theta: Default
     if facts.legacy_scaled is not None and name not in facts.legacy_scaled:
         return None, theta  # a legacy rope_scaling scales only the family's scaled layer types
     return params, theta
+
+
+def _mrope(params: ConfigView | None, facts: Modeling, view: ConfigView):
+    """(the rope dict without its M-RoPE keys, RopeSpec's M-RoPE keywords) for the M-RoPE families."""
+    raw = dict(params.raw) if params is not None else {}
+    section = raw.pop("mrope_section", None)
+    raw.pop("mrope_interleaved", None)  # the modeling code decides (Qwen3-VL interleaves whatever it says)
+    if facts.mrope is None:
+        if section is not None:
+            raise PosencError(f"{params.path}.mrope_section", f"M-RoPE as model type {view.raw.get('model_type')!r} "
+                              "applies it is a mechanism posenc does not read")
+        return params, None
+    section = section if section is not None else list(facts.mrope_default)
+    path = params.path if params is not None else view.field("rope_parameters")
+    return ConfigView(raw, path), {"mrope_section": section, "mrope_interleaved": facts.mrope == "interleaved"}
+
+
+def _ntk_alpha(params: ConfigView | None) -> ConfigView | None:
+    """Hunyuan's fixed-alpha NTK ("dynamic" with an `alpha`): posenc's static "ntk" with factor alpha."""
+    if params is None or params.raw.get("alpha") is None:
+        return params
+    raw = {k: v for k, v in params.raw.items() if k not in ("alpha", "type", "factor")}
+    return ConfigView({**raw, "rope_type": "ntk", "factor": params.raw["alpha"]}, params.path)
 
 
 def _read_nested(inner: ConfigView, strict: bool) -> ModelPositions:

@@ -21,6 +21,12 @@ class Modeling:
     #: layer types a legacy flat `rope_scaling` scales (None: every type shares one RoPE)
     legacy_scaled: tuple[str, ...] | None = None
     ignored_head_keys: tuple[str, ...] = ()
+    #: its rotary class reads {"rope_type": "dynamic", "alpha": a} as static NTK: base * a^(d/(d-2))
+    ntk_alpha: bool = False
+    #: M-RoPE as its modeling code applies `mrope_section`: "chunked" (Qwen2-VL's split, chunk i from
+    #: axis i % 3) or "interleaved" (Qwen3-VL's apply_interleaved_mrope); None: a section is refused
+    mrope: str | None = None
+    mrope_default: tuple[int, ...] | None = None  # its rotary class's section when the config has none
 
 
 def _exaone4_nope(view, layer_type: str) -> bool:
@@ -43,6 +49,12 @@ MODELING: dict[str, Modeling] = {
     "cohere2": Modeling(layout="interleaved", nope=_cohere2_nope),
     "olmo3": Modeling(legacy_scaled=("full_attention",)),
     "deepseek_v3": Modeling(layout="interleaved", interleave_key="rope_interleave"),
+    "qwen3_vl_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
+    "qwen3_vl_moe_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
+    "qwen2_5_omni_text": Modeling(mrope="chunked", mrope_default=(16, 24, 24)),
+    "qwen2_5_omni_thinker": Modeling(mrope="chunked", mrope_default=(16, 24, 24)),
+    "hunyuan_v1_dense": Modeling(ntk_alpha=True),
+    "hunyuan_v1_moe": Modeling(ntk_alpha=True),
 }
 
 
