@@ -20,7 +20,7 @@ import warnings
 from ..errors import PosencError
 from . import READERS, reader
 from .fields import ConfigView
-from .mechanisms import head_dim, layer_types, layout, num_layers, partial_factor
+from .mechanisms import theta_group, head_dim, layer_types, layout, num_layers, partial_factor
 from .modeling import Modeling, modeling
 from .positions import LayerPositions, ModelPositions
 from .rope_params import Default, Dims, build_spec, rope_dict
@@ -126,8 +126,8 @@ def _nested_dicts(view: ConfigView, params: ConfigView | None, per_layer: list) 
 
 def _rope_params_for(view, name, params, nested, facts: Modeling, theta: Default):
     """(the rope dict, the base default) of the layers named `name`."""
-    if name.startswith("rope_theta="):  # layer_rope_theta: this base, the config's rope type
-        index = next(i for i, t in enumerate(view.raw["layer_rope_theta"]) if t and f"rope_theta={t:g}" == name)
+    if name.startswith("rope_theta_"):  # layer_rope_theta: this base, the config's rope type
+        index = next(i for i, t in enumerate(view.raw["layer_rope_theta"]) if t and theta_group(t) == name)
         return params, Default(view.raw["layer_rope_theta"][index], view.field(f"layer_rope_theta[{index}]"))
     if nested is not None:
         if name not in nested:

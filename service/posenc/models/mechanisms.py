@@ -57,11 +57,16 @@ def layer_types(view: ConfigView, layers: int, modeling: Modeling) -> list[str |
     if thetas is not None:
         if not isinstance(thetas, list) or len(thetas) != layers:
             raise PosencError(view.field("layer_rope_theta"), f"must be a list of {layers} bases (0: NoPE)")
-        names = [None if not theta else f"rope_theta={theta:g}" if name else None
+        names = [None if not theta else theta_group(theta) if name else None
                  for name, theta in zip(names, thetas)]
     if modeling.nope is not None:
         names = [None if name is not None and modeling.nope(view, name) else name for name in names]
     return names
+
+
+def theta_group(theta) -> str:
+    """The layer-type name of the layers whose `layer_rope_theta` is this base."""
+    return f"rope_theta_{theta:.0f}"
 
 
 def head_dim(view: ConfigView, modeling: Modeling) -> tuple[int, str]:
