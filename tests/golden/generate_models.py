@@ -23,11 +23,13 @@ config without torch and compare layer by layer. Written to model_truth.npz; doc
 from __future__ import annotations
 
 import copy
+import faulthandler
 import importlib
 import inspect
 import json
 import multiprocessing
 import re
+import signal
 import sys
 import traceback
 import warnings
@@ -51,6 +53,7 @@ DOCS = ROOT / "docs" / "models.md"
 #: (which scaled variants change most); 9 = no tiny size is 9, so the position axis is found.
 POSITIONS = [0, 1, 2, 5, 11, 100, 1000, 3000, 4095]
 N_LAYERS = 8
+CASE_TIMEOUT_S = 60
 WORKERS = 2  # processes; the machines this runs on have two cores
 APPLY_NAME = re.compile(r"^_?apply_rotary|^apply_.*rot")
 SIZE_OVERRIDES = {
@@ -319,6 +322,8 @@ def cases_of(model_type: str) -> tuple[list, str | None]:
     warnings.filterwarnings("ignore")
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(1)
+    signal.signal(signal.SIGALRM, _timeout)
+    print(f"{model_type:32s} start", flush=True)
     try:
         outer = AutoConfig.for_model(model_type)
         base = language_config(outer)
@@ -327,6 +332,8 @@ def cases_of(model_type: str) -> tuple[list, str | None]:
         return [], f"config: {type(exc).__name__}: {exc}"[:300]
     cases, failure = [], None
     for name, config in variations(base):
+        faulthandler.dump_traceback_later(CASE_TIMEOUT_S)  # a hang shows where it is
+        signal.alarm(CASE_TIMEOUT_S)
         try:
             result = run_case(config)
         except Exception as exc:
@@ -346,6 +353,10 @@ def cases_of(model_type: str) -> tuple[list, str | None]:
         print(f"{model_type:32s} {name:28s} {sum(t is not None for t in result['layers'].values())}/"
               f"{len(result['layers'])} layers rotate", flush=True)
     return cases, failure
+
+
+def _timeout(signum, frame):
+    raise TimeoutError(f"a case ran over {CASE_TIMEOUT_S} s")
 
 
 def main(only: list[str] | None = None):
