@@ -98,45 +98,58 @@ def language_config(config):
 
 def shrink(config) -> None:
     """Tiny sizes in place, keeping everything positional (rope parameters, layer patterns)."""
-    for key, value in SIZE_OVERRIDES.items():
+    for key, value in {**SIZE_OVERRIDES, **HEAD_KEYS}.items():
         if isinstance(getattr(config, key, None), int) and not isinstance(getattr(config, key), bool):
-            setattr(config, key, value)
-    for key, value in HEAD_KEYS.items():
-        if isinstance(getattr(config, key, None), int):
-            setattr(config, key, value)
+            _set(config, key, value)
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if isinstance(getattr(config, key, None), int) and getattr(config, key) >= SIZE_OVERRIDES["vocab_size"]:
+            _set(config, key, 1)
     for key in LAYER_KEYS:
         if isinstance(getattr(config, key, None), int):
-            setattr(config, key, N_LAYERS)
+            _set(config, key, N_LAYERS)
     for key in LAYER_LISTS:
         value = getattr(config, key, None)
         if isinstance(value, list) and value:
             if all(isinstance(v, int) and not isinstance(v, bool) for v in value) and key.endswith(
                     ("layers", "idxs", "indices")) and key != "no_rope_layers":
-                setattr(config, key, [v for v in value if v < N_LAYERS])
+                _set(config, key, [v for v in value if v < N_LAYERS])
             else:
-                setattr(config, key, value[:N_LAYERS])
+                _set(config, key, value[:N_LAYERS])
+
+
+def _set(config, key, value) -> None:
+    """Set an attribute unless it is a read-only property (derived from others: it follows them)."""
+    try:
+        setattr(config, key, value)
+    except AttributeError:
+        pass
 
 
 def variations(base) -> list[tuple[str, object]]:
-    """(name, config) pairs: the default config, each rope type, a partial rotary factor."""
-    out = [("default", base)]
+    """(name, config) pairs: the default config, each rope type, a partial rotary factor, other
+    layer-type patterns (NoPE, linear / conv / mamba layers), per-layer-type scaling."""
+    out = [("default", base)] + layer_pattern_variations(base)
     params = getattr(base, "rope_parameters", None)
-    if not isinstance(params, dict) or "rope_type" not in params:
-        return out  # nested per layer type or absent: the default config only
+    if not isinstance(params, dict):
+        return out
+    if "rope_type" not in params:  # nested per layer type: scale one type at a time
+        for layer_type, sub in params.items():
+            if isinstance(sub, dict):
+                config = copy.deepcopy(base)
+                config.rope_parameters = {**copy.deepcopy(params), layer_type: {
+                    "rope_theta": sub.get("rope_theta", 10000.0), **SCALINGS["yarn"]}}
+                out.append((f"yarn on {layer_type}", config))
+        return out
     max_len = getattr(base, "max_position_embeddings", None) or 4096
     rot = _rotary_dim(base)
-    scalings = {
-        "dynamic": {"rope_type": "dynamic", "factor": 2.0},
-        "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024},
-        "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                   "original_max_position_embeddings": 1024},
-        "longrope": {"rope_type": "longrope", "original_max_position_embeddings": 1024,
-                     "short_factor": [1.0 + 0.01 * i for i in range(rot // 2)],
-                     "long_factor": [1.0 + 0.25 * i for i in range(rot // 2)]} if rot else None,
-    }
-    for name, scaling in scalings.items():
-        if scaling is None or params.get("rope_type") == name:
+    for name, scaling in SCALINGS.items():
+        if params.get("rope_type") == name:
             continue
+        if name == "longrope":
+            if not rot:
+                continue
+            scaling = {**scaling, "short_factor": [1.0 + 0.01 * i for i in range(rot // 2)],
+                       "long_factor": [1.0 + 0.25 * i for i in range(rot // 2)]}
         config = copy.deepcopy(base)
         config.rope_parameters = {"rope_theta": params.get("rope_theta", 10000.0), **scaling}
         if "partial_rotary_factor" in params:
@@ -144,8 +157,7 @@ def variations(base) -> list[tuple[str, object]]:
         if name in ("longrope", "yarn", "llama3"):
             config.max_position_embeddings = max(max_len, 4096)
         out.append((f"rope_type={name}", config))
-    if "compute_ntk_alpha_rope_parameters" in Path(inspect.getfile(type(base))).with_name(
-            Path(inspect.getfile(type(base))).name.replace("configuration_", "modeling_")).read_text():
+    if "compute_ntk_alpha_rope_parameters" in _modeling_source(base):
         config = copy.deepcopy(base)
         config.rope_parameters = {**params, "rope_type": "dynamic", "factor": 1.0, "alpha": 1000.0}
         out.append(("ntk alpha=1000", config))
@@ -153,6 +165,47 @@ def variations(base) -> list[tuple[str, object]]:
         config = copy.deepcopy(base)
         config.rope_parameters = {**params, "partial_rotary_factor": 0.5}
         out.append(("partial_rotary_factor=0.5", config))
+    return out
+
+
+SCALINGS = {
+    "dynamic": {"rope_type": "dynamic", "factor": 2.0},
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024},
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 1024},
+    "longrope": {"rope_type": "longrope", "original_max_position_embeddings": 1024},
+}
+#: Layer types a family may mix in; tried where its modeling file names them.
+LAYER_TYPE_CANDIDATES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention", "conv",
+                         "mamba", "recurrent", "attention")
+
+
+def _modeling_source(config) -> str:
+    path = Path(inspect.getfile(type(config)))
+    modeling = path.with_name(path.name.replace("configuration_", "modeling_"))
+    return modeling.read_text() if modeling.exists() else ""
+
+
+def layer_pattern_variations(base) -> list[tuple[str, object]]:
+    """Odd layers turned into each other layer type the family's modeling code names; every other
+    layer NoPE where the config has `no_rope_layers`."""
+    out = []
+    types = getattr(base, "layer_types", None)
+    if isinstance(types, list) and types and all(isinstance(t, str) for t in types):
+        source = _modeling_source(base)
+        for kind in LAYER_TYPE_CANDIDATES:
+            if kind not in types and f'"{kind}"' in source:
+                config = copy.deepcopy(base)
+                try:
+                    config.layer_types = [kind if i % 2 else t for i, t in enumerate(types)]
+                except Exception:
+                    continue
+                out.append((f"odd layers {kind}", config))
+    flags = getattr(base, "no_rope_layers", None)
+    if isinstance(flags, list) and flags:
+        config = copy.deepcopy(base)
+        config.no_rope_layers = [i % 2 for i in range(len(flags))]
+        out.append(("no_rope_layers alternating", config))
     return out
 
 
@@ -170,9 +223,17 @@ def legacy_form(config) -> dict | None:
     to the same rope_parameters (then it is the same model, and posenc must say the same)."""
     raw = config.to_dict()
     params = raw.get("rope_parameters")
-    if not isinstance(params, dict) or "rope_type" not in params:
+    if not isinstance(params, dict):
         return None
+    if "rope_type" not in params:  # nested: the one scaled layer type's dict as the flat rope_scaling
+        scaled = [sub for sub in params.values() if isinstance(sub, dict) and sub.get("rope_type") != "default"]
+        params_for_flat = scaled[0] if len(scaled) == 1 else next(iter(params.values()))
+        if not isinstance(params_for_flat, dict):
+            return None
+    else:
+        params_for_flat = params
     legacy = {k: v for k, v in raw.items() if k != "rope_parameters"}
+    params, nested_params = params_for_flat, params
     scaling = {k: v for k, v in params.items() if k not in ("rope_theta", "partial_rotary_factor")}
     legacy["rope_theta"] = params.get("rope_theta")
     if "partial_rotary_factor" in params:
@@ -183,7 +244,7 @@ def legacy_form(config) -> dict | None:
         again = type(config)(**{k: v for k, v in legacy.items() if k not in ("model_type", "transformers_version")})
     except Exception:
         return None
-    return legacy if again.rope_parameters == params else None
+    return legacy if again.rope_parameters == nested_params else None
 
 
 class Recorder:
@@ -286,10 +347,24 @@ def probe(fn, args, kwargs, n: int):
     return np.transpose(cols, (1, 2, 0))  # [n, out, j]
 
 
+def build(config) -> nn.Module:
+    """AutoModel for the config, else its modeling file's base model class for that config
+    class (a text config without an AutoModel entry: Mllama's)."""
+    try:
+        return AutoModel.from_config(config)
+    except ValueError:
+        module = importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
+        for name, cls in vars(module).items():
+            if isinstance(cls, type) and issubclass(cls, nn.Module) and getattr(cls, "config_class", None) is \
+                    type(config) and name.endswith("Model") and "PreTrained" not in name:
+                return cls(config)
+        raise
+
+
 def run_case(config) -> dict:
     """Build, run, record: {"layers": {path: LayerTruth.to_arrays() or None}, "positions": [...]}."""
     torch.manual_seed(0)
-    model = AutoModel.from_config(config)
+    model = build(config)
     model.eval()
     recorder = Recorder(model, len(POSITIONS))
     try:
@@ -297,7 +372,7 @@ def run_case(config) -> dict:
         pos = torch.tensor([POSITIONS])
         with torch.no_grad():
             try:
-                model(input_ids=ids, position_ids=pos)
+                model(input_ids=ids, position_ids=pos, use_cache=False)
             except TypeError:
                 model(input_ids=ids)
     finally:

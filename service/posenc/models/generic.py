@@ -31,7 +31,7 @@ STANDARD_KEYS = frozenset({
     "max_position_embeddings", "original_max_position_embeddings", "rope_theta", "rope_scaling",
     "rope_parameters", "partial_rotary_factor", "layer_types", "text_config", "thinker_config", "llm_config",
     "qk_rope_head_dim", "kv_channels", "rotary_dim", "rotary_pct", "rope_pct", "no_rope_layers",
-    "layer_rope_theta",
+    "layer_rope_theta", "no_rope_layer_interval",
 })
 POSITION_WORDS = re.compile(r"rope|rotary|position|alibi|relative_attention", re.IGNORECASE)
 _ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta")

@@ -48,7 +48,9 @@ def layer_types(view: ConfigView, layers: int, modeling: Modeling) -> list[str |
             else:
                 raise PosencError(view.field("layer_types"), f"entry {i}: layer type {kind!r} is not one posenc "
                                   f"knows to apply positions or not (known: {sorted(ATTENTION_TYPES | POSITIONLESS_TYPES)})")
-    flags = view.raw.get("no_rope_layers")
+    for i in _positionless_indices(view, layers):
+        names[i] = None
+    flags = view.raw.get("no_rope_layers") or _interval_flags(view, layers, modeling)
     if flags is not None:
         if not isinstance(flags, list) or len(flags) != layers or any(f not in (0, 1) for f in flags):
             raise PosencError(view.field("no_rope_layers"), f"must be a list of {layers} flags (1: RoPE, 0: NoPE)")
@@ -62,6 +64,45 @@ def layer_types(view: ConfigView, layers: int, modeling: Modeling) -> list[str |
     if modeling.nope is not None:
         names = [None if name is not None and modeling.nope(view, name) else name for name in names]
     return names
+
+
+def _positionless_indices(view: ConfigView, layers: int) -> set[int]:
+    """Layers other keys mark as mixing tokens without positions: `cross_attention_layers` (Mllama:
+    their indices), `block_types` (RecurrentGemma: a pattern repeated over the layers),
+    `layers_block_type` (one kind per layer), `attn_layer_indices` (hybrids: every other layer is mamba)."""
+    out: set[int] = set()
+    cross = view.raw.get("cross_attention_layers")
+    if cross is not None:
+        if not isinstance(cross, list) or not all(isinstance(i, int) and 0 <= i < layers for i in cross):
+            raise PosencError(view.field("cross_attention_layers"), f"must be a list of layer indices < {layers}")
+        out |= set(cross)
+    for key, repeated in (("block_types", True), ("layers_block_type", False)):
+        kinds = view.raw.get(key)
+        if kinds is None:
+            continue
+        if not isinstance(kinds, list) or not kinds or (not repeated and len(kinds) != layers):
+            raise PosencError(view.field(key), f"must be a list of layer kinds{'' if repeated else f' ({layers})'}")
+        for i in range(layers):
+            kind = kinds[i % len(kinds)]
+            if kind in POSITIONLESS_TYPES:
+                out.add(i)
+            elif kind not in ATTENTION_TYPES:
+                raise PosencError(view.field(key), f"layer kind {kind!r} is not one posenc knows to apply "
+                                  "positions or not")
+    indices = view.raw.get("attn_layer_indices")
+    if indices is not None:
+        if not isinstance(indices, list) or not all(isinstance(i, int) and 0 <= i < layers for i in indices):
+            raise PosencError(view.field("attn_layer_indices"), f"must be a list of layer indices < {layers}")
+        out |= set(range(layers)) - set(indices)
+    return out
+
+
+def _interval_flags(view: ConfigView, layers: int, modeling: Modeling) -> list[int] | None:
+    """Llama-4 / SmolLM3 without `no_rope_layers`: every `no_rope_layer_interval`-th layer is NoPE."""
+    if not view.has("no_rope_layer_interval") and modeling.nope_interval is None:
+        return None
+    interval = view.int("no_rope_layer_interval", modeling.nope_interval)
+    return [int((i + 1) % interval != 0) for i in range(layers)]
 
 
 def theta_group(theta) -> str:

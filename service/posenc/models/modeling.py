@@ -23,6 +23,8 @@ class Modeling:
     ignored_head_keys: tuple[str, ...] = ()
     #: its rotary class reads {"rope_type": "dynamic", "alpha": a} as static NTK: base * a^(d/(d-2))
     ntk_alpha: bool = False
+    #: its config class derives absent `no_rope_layers` from `no_rope_layer_interval` (this default)
+    nope_interval: int | None = None
     #: M-RoPE as its modeling code applies `mrope_section`: "chunked" (Qwen2-VL's split, chunk i from
     #: axis i % 3) or "interleaved" (Qwen3-VL's apply_interleaved_mrope); None: a section is refused
     mrope: str | None = None
@@ -53,6 +55,8 @@ MODELING: dict[str, Modeling] = {
     "qwen3_vl_moe_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
     "qwen2_5_omni_text": Modeling(mrope="chunked", mrope_default=(16, 24, 24)),
     "qwen2_5_omni_thinker": Modeling(mrope="chunked", mrope_default=(16, 24, 24)),
+    "llama4_text": Modeling(layout="interleaved", nope_interval=4),
+    "smollm3": Modeling(nope_interval=4),
     "hunyuan_v1_dense": Modeling(ntk_alpha=True),
     "hunyuan_v1_moe": Modeling(ntk_alpha=True),
 }
