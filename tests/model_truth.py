@@ -3,10 +3,11 @@ the judge that compares `posenc.from_hf_config` with it, layer by layer. numpy o
 tests and the generator's model table (docs/models.md) share this one judge.
 
 A layer's truth is the linear map its `apply_rotary_pos_emb` applies to one head vector at
-each probe position, stored sparsely: rotary embeddings mix each dim j with at most one
-partner dim, so per column j the truth is (partner[j], diag[p, j], off[p, j]) with
-out[j] = diag * x[j] and out[partner] = off * x[j]. Comparing the whole map compares the
-cos/sin values, the layout (which dims pair up), the rotated slice and any scale at once.
+each probe position, stored sparsely: a rotary embedding sends each input dim j into at most
+two output dims (itself and its partner, or two others when the apply reorders its output),
+so per column j the truth is those rows and their coefficients at each position. Comparing
+the scores these maps give (q_p . k_p') compares the cos/sin values, the layout (which dims
+pair up), the rotated slice and any scale at once.
 """
 
 from __future__ import annotations
@@ -25,48 +26,47 @@ ZERO = 1e-7
 
 @dataclass(frozen=True)
 class LayerTruth:
-    partner: np.ndarray  # int [D]: the dim column j is mixed into, -1 for none
-    diag: np.ndarray  # float32 [n, D]
-    off: np.ndarray  # float32 [n, D]
+    rows: np.ndarray  # int16 [2, D]: the (at most two) output dims column j lands in, -1 for none
+    vals: np.ndarray  # float32 [2, n, D]: its coefficients there at each position
 
     @classmethod
     def from_matrices(cls, maps: np.ndarray) -> "LayerTruth":
         """From [n, D, D] maps (column j = the image of e_j); refuses a map that is not pairwise."""
         n, dim, _ = maps.shape
-        partner = np.full(dim, -1, dtype=np.int16)
-        off = np.zeros((n, dim), dtype=np.float32)
+        rows = np.full((2, dim), -1, dtype=np.int16)
+        vals = np.zeros((2, n, dim), dtype=np.float32)
         for j in range(dim):
-            moved = [i for i in range(dim) if i != j and np.abs(maps[:, i, j]).max() > ZERO]
-            if len(moved) > 1:
-                raise ValueError(f"dim {j} is mixed into {len(moved)} dims: not a pairwise rotation")
-            if moved:
-                partner[j] = moved[0]
-                off[:, j] = maps[:, moved[0], j]
-        diag = np.ascontiguousarray(np.diagonal(maps, axis1=1, axis2=2), dtype=np.float32)
-        return cls(partner, diag, off)
+            hit = [i for i in range(dim) if np.abs(maps[:, i, j]).max() > ZERO]
+            if len(hit) > 2:
+                raise ValueError(f"dim {j} is mixed into {len(hit)} dims: not a pairwise rotation")
+            for k, i in enumerate(sorted(hit, key=lambda i: i != j)):  # its own dim first
+                rows[k, j] = i
+                vals[k, :, j] = maps[:, i, j]
+        return cls(rows, vals)
 
     def dense(self) -> np.ndarray:
         """The [n, D, D] maps back."""
-        n, dim = self.diag.shape
+        n, dim = self.vals.shape[1:]
         maps = np.zeros((n, dim, dim))
-        cols = np.arange(dim)
-        maps[:, cols, cols] = self.diag
-        moved = self.partner >= 0
-        maps[:, self.partner[moved], cols[moved]] = self.off[:, moved]
+        for k in range(2):
+            cols = np.flatnonzero(self.rows[k] >= 0)
+            maps[:, self.rows[k, cols], cols] = self.vals[k][:, cols]
         return maps
 
     def key(self) -> bytes:
-        return self.partner.tobytes() + self.diag.tobytes() + self.off.tobytes()
+        return self.rows.tobytes() + self.vals.tobytes()
 
     @property
     def layout(self) -> str:
-        """"half", "interleaved" or "none" (no dim moves), read from the partners, for the table."""
-        moved = np.flatnonzero(self.partner >= 0)
+        """"half", "interleaved", "permuted" (the output dims reordered, as DeepSeek-V3's
+        de-interleaving apply does: scores are what it preserves) or "none", for the table."""
+        cols = np.arange(self.rows.shape[1])
+        moved = np.flatnonzero(self.rows[1] >= 0)
         if moved.size == 0:
             return "none"
-        if np.all(self.partner[moved] == (moved ^ 1)):
-            return "interleaved"
-        return "half"
+        if np.any(self.rows[0, moved] != cols[moved]):
+            return "permuted"
+        return "interleaved" if np.all(self.rows[1, moved] == (moved ^ 1)) else "half"
 
 
 @dataclass
@@ -89,10 +89,9 @@ def save(path: Path, cases: list[Case], failures: dict, *, versions: dict, enume
                 continue
             index = unique.setdefault(truth.key(), len(unique))
             layers[layer] = index
-            if index == len(unique) - 1 and f"{c}|{index}|partner" not in arrays:
-                arrays[f"{c}|{index}|partner"] = truth.partner
-                arrays[f"{c}|{index}|diag"] = truth.diag
-                arrays[f"{c}|{index}|off"] = truth.off
+            if f"{c}|{index}|rows" not in arrays:
+                arrays[f"{c}|{index}|rows"] = truth.rows
+                arrays[f"{c}|{index}|vals"] = truth.vals
         meta_cases.append({"model_type": case.model_type, "variation": case.variation, "config": case.config,
                            "positions": case.positions, "layers": layers})
     meta = {"versions": versions, "enumerated": enumerated, "failures": failures, "cases": meta_cases}
@@ -106,8 +105,7 @@ def load(path: Path = GOLDEN) -> tuple[dict, list[Case]]:
         arrays = {k: z[k] for k in z.files if k != "meta"}
     cases = []
     for c, raw in enumerate(meta["cases"]):
-        layers = {layer: None if i is None else LayerTruth(arrays[f"{c}|{i}|partner"], arrays[f"{c}|{i}|diag"],
-                                                            arrays[f"{c}|{i}|off"])
+        layers = {layer: None if i is None else LayerTruth(arrays[f"{c}|{i}|rows"], arrays[f"{c}|{i}|vals"])
                   for layer, i in raw["layers"].items()}
         cases.append(Case(raw["model_type"], raw["variation"], raw["config"], raw["positions"], layers))
     return meta, cases
@@ -154,33 +152,36 @@ def judge(case: Case) -> Verdict:
 
 
 def compare(truth: LayerTruth, entry, positions) -> str:
-    """'' when posenc's rotation of one head equals the recorded one within float32 rounding."""
+    """'' when posenc's rotation of one head gives the recorded one's scores within float32
+    rounding: q_p . k_p' = q^T M_p^T M_p' k for every pair of probe positions, which fixes the
+    cos/sin, the pairing and the rotated slice, and ignores only a reordering of the output
+    dims applied to q and k alike (DeepSeek-V3's de-interleaving)."""
     import posenc
 
     spec = entry.spec
     if entry.apply not in ("half", "interleaved"):
         return f"apply {entry.apply!r} for a rotation"
     pos = np.asarray(positions, dtype=np.float64)
-    dim, head = truth.diag.shape[1], spec.head_dim
+    dim, head = truth.vals.shape[2], spec.head_dim
     if dim > head:
         return f"the model rotates {dim}-wide vectors, posenc's head_dim is {head}"
     basis = np.broadcast_to(np.eye(head)[:, None, :], (head, len(pos), head))
     arg = np.stack([pos] * 3) if getattr(spec, "mrope_section", None) else pos
     ours = np.transpose(posenc.rope_apply(basis, arg, spec, layout=entry.apply), (1, 2, 0))  # [n, out, j]
-    rest = ours[:, dim:, :] if dim < head else None
-    if rest is not None and (np.abs(rest).max() > ZERO if dim else False):
-        if not np.allclose(ours[:, dim:, dim:], np.eye(head - dim)[None], atol=ZERO) or \
-                np.abs(ours[:, dim:, :dim]).max() > ZERO or np.abs(ours[:, :dim, dim:]).max() > ZERO:
-            return f"posenc rotates dims beyond the {dim} the model's apply function sees"
+    if dim < head and (np.abs(ours[:, dim:, :dim]).max() > ZERO or np.abs(ours[:, :dim, dim:]).max() > ZERO):
+        return f"posenc rotates dims beyond the {dim} the model's apply function sees"
+    ours = ours[:, :dim, :dim]
     want = truth.dense()
-    scale = max(1.0, float(np.abs(want).max()))
-    tol = (np.abs(pos) * 2.0**-20 + 2.0**-21)[:, None, None] * scale
-    diff = np.abs(ours[:, :dim, :dim] - want)
+    gram_ours = np.einsum("pij,qik->pqjk", ours, ours)
+    gram_want = np.einsum("pij,qik->pqjk", want, want)
+    scale = max(1.0, float(np.abs(want).max())) ** 2
+    tol = ((np.abs(pos)[:, None] + np.abs(pos)[None, :]) * 2.0**-19 + 2.0**-20)[:, :, None, None] * scale
+    diff = np.abs(gram_ours - gram_want)
     bad = diff > tol
     if bad.any():
-        p, o, j = np.argwhere(bad)[0]
-        return (f"at position {positions[p]}, dim {j} -> {o}: posenc {ours[p, o, j]:.7g}, transformers "
-                f"{want[p, o, j]:.7g} (max diff {diff.max():.3g})")
+        p, q, j, k = np.argwhere(bad)[0]
+        return (f"score of dims {j}, {k} between positions {positions[p]} and {positions[q]}: posenc "
+                f"{gram_ours[p, q, j, k]:.7g}, transformers {gram_want[p, q, j, k]:.7g} (max diff {diff.max():.3g})")
     return ""
 
 

@@ -71,7 +71,7 @@ LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
 HEAD_KEYS = {"num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_key_value_heads": 2, "num_kv_heads": 2,
              "n_kv_heads": 2, "multi_query_group_num": 2}
 #: Per-layer index lists / flags that must shrink with the layer count.
-LAYER_LISTS = ("layer_types", "no_rope_layers", "layers_block_type", "block_types", "attn_layer_indices",
+LAYER_LISTS = ("layer_types", "layer_rope_theta", "no_rope_layers", "layers_block_type", "block_types", "attn_layer_indices",
                "cross_attention_layers", "full_attn_idxs", "swa_layers")
 
 
@@ -101,6 +101,11 @@ def shrink(config) -> None:
     for key, value in {**SIZE_OVERRIDES, **HEAD_KEYS}.items():
         if isinstance(getattr(config, key, None), int) and not isinstance(getattr(config, key), bool):
             _set(config, key, value)
+    if isinstance(getattr(config, "qk_rope_head_dim", None), int):  # MLA: head_dim is the rotary part
+        _set(config, "head_dim", config.qk_rope_head_dim)
+        _set(config, "num_key_value_heads", config.num_attention_heads)
+    elif hasattr(config, "head_dim") and config.head_dim is None and hasattr(config, "hidden_size"):
+        _set(config, "head_dim", config.hidden_size // config.num_attention_heads)
     for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
         if isinstance(getattr(config, key, None), int) and getattr(config, key) >= SIZE_OVERRIDES["vocab_size"]:
             _set(config, key, 1)
@@ -430,19 +435,43 @@ def cases_of(model_type: str) -> tuple[list, str | None]:
     return cases, failure
 
 
+MROPE_OUT = HERE / "model_mrope_interleaved.npz"
+
+
+def interleaved_mrope_golden() -> None:
+    """Qwen3-VL's text rotary (apply_interleaved_mrope) at [3, n] image-like positions, whose axes
+    differ (the per-layer probe only sees text tokens, where all three are equal)."""
+    from transformers import Qwen3VLTextConfig
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbedding
+
+    config = Qwen3VLTextConfig(head_dim=128, hidden_size=256, num_attention_heads=2, num_hidden_layers=2)
+    positions = torch.tensor([[[0, 5, 9, 40, 4000]], [[0, 3, 7, 11, 17]], [[0, 1, 2, 30, 2]]])
+    cos, sin = Qwen3VLTextRotaryEmbedding(config)(torch.zeros(1, 1, 5, 128), positions)
+    half = cos.shape[-1] // 2
+    np.savez_compressed(MROPE_OUT, config=np.array(json.dumps(config.to_dict(), default=str)),
+                        positions=positions[:, 0].numpy(), cos=cos[0, :, :half].numpy(), sin=sin[0, :, :half].numpy())
+
+
 def _timeout(signum, frame):
     raise TimeoutError(f"a case ran over {CASE_TIMEOUT_S} s")
 
 
 def main(only: list[str] | None = None):
+    """Every rotary model type; with `only` (model types on the command line), those are redone
+    and the others kept from the existing goldens."""
     types = rotary_model_types()
     with multiprocessing.get_context("spawn").Pool(WORKERS, maxtasksperchild=20) as pool:
         results = pool.map(cases_of, only or types, chunksize=1)
     cases = [case for found, _ in results for case in found]
     failures = {t: why for t, (_, why) in zip(only or types, results) if why}
+    if only:
+        meta, kept = model_truth.load(OUT)
+        cases = [c for c in kept if c.model_type not in only] + cases
+        failures = {**{t: why for t, why in meta["failures"].items() if t not in only}, **failures}
     model_truth.save(OUT, cases, failures, versions={"torch": torch.__version__,
                                                       "transformers": transformers.__version__},
                      enumerated=types)
+    interleaved_mrope_golden()
     DOCS.write_text(model_truth.table_markdown(OUT))
     print("wrote", OUT, "and", DOCS)
 

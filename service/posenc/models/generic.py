@@ -31,7 +31,7 @@ STANDARD_KEYS = frozenset({
     "max_position_embeddings", "original_max_position_embeddings", "rope_theta", "rope_scaling",
     "rope_parameters", "partial_rotary_factor", "layer_types", "text_config", "thinker_config", "llm_config",
     "qk_rope_head_dim", "kv_channels", "rotary_dim", "rotary_pct", "rope_pct", "no_rope_layers",
-    "layer_rope_theta", "no_rope_layer_interval",
+    "layer_rope_theta", "no_rope_layer_interval", "rope_interleave",
 })
 POSITION_WORDS = re.compile(r"rope|rotary|position|alibi|relative_attention", re.IGNORECASE)
 _ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta")
@@ -39,13 +39,12 @@ _ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta")
 NESTED = ("thinker_config", "text_config", "llm_config")
 
 
-def unknown_position_keys(view: ConfigView, modeling_facts: Modeling) -> list[str]:
-    known = STANDARD_KEYS | {modeling_facts.interleave_key}
-    return [k for k in view.raw if k not in known and isinstance(k, str) and POSITION_WORDS.search(k)]
+def unknown_position_keys(view: ConfigView) -> list[str]:
+    return [k for k in view.raw if k not in STANDARD_KEYS and isinstance(k, str) and POSITION_WORDS.search(k)]
 
 
-def _check_keys(view: ConfigView, strict: bool, facts: Modeling) -> None:
-    for key in unknown_position_keys(view, facts):
+def _check_keys(view: ConfigView, strict: bool) -> None:
+    for key in unknown_position_keys(view):
         message = (f"is a position mechanism posenc does not read for model type {view.raw.get('model_type')!r}; "
                    "posenc will not guess what it does")
         if strict:
@@ -57,7 +56,7 @@ def _check_keys(view: ConfigView, strict: bool, facts: Modeling) -> None:
 def read_generic(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     facts = modeling(config.get("model_type"))
-    _check_keys(view, strict, facts)
+    _check_keys(view, strict)
     for key in NESTED:
         inner = view.obj(key)
         if inner is not None:
@@ -83,26 +82,28 @@ def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> Model
     pairing = layout(view, facts)
     params = rope_dict(view)
     nested = _nested_dicts(view, params, per_layer)
-    specs = {}
+    specs, notes = {}, {}
     for name in dict.fromkeys(n for n in per_layer or ["default"] if n is not None):
         sub, base = _rope_params_for(view, name, params, nested, facts, theta)
         if facts.ntk_alpha:
             sub = _ntk_alpha(sub)
         sub, mrope = _mrope(sub, facts, view)
+        sub, notes[name] = _outside_rotation(sub, view)
         specs[name] = build_spec(sub, theta=base, prf=None if prf is None else Default(*prf), dims=dims,
                                  original=original, layout=pairing, mrope=mrope)
     if nested is None and len(set(specs.values())) == 1:  # one RoPE shared by every layer that has positions
         per_layer = ["default" if n is not None else None for n in per_layer]
-        specs = {"default": next(iter(specs.values()))}
+        specs, notes = {"default": next(iter(specs.values()))}, {"default": next(iter(notes.values()))}
     encodings = {}
     if not per_layer:  # no layer count: the one RoPE, layers unlisted
         spec = specs["default"]
-        return ModelPositions(model_type, "__generic__", {"default": LayerPositions("default", spec, (), spec.layout)})
+        return ModelPositions(model_type, "__generic__",
+                              {"default": LayerPositions("default", spec, (), spec.layout, notes["default"])})
     for name, spec in specs.items():
         indices = tuple(i for i, n in enumerate(per_layer) if n == name)
         none = [i for i, n in enumerate(per_layer) if n is None]
-        notes = (f"layers {none} apply no positions",) if none else ()
-        encodings[name] = LayerPositions(name, spec, indices, spec.layout, notes)
+        extra = (f"layers {none} apply no positions",) if none else ()
+        encodings[name] = LayerPositions(name, spec, indices, spec.layout, notes[name] + extra)
     if not encodings:
         raise PosencError(layers_field, "no layer of this model applies positions")
     return ModelPositions(model_type, "__generic__", encodings)
@@ -153,6 +154,24 @@ def _mrope(params: ConfigView | None, facts: Modeling, view: ConfigView):
     section = section if section is not None else list(facts.mrope_default)
     path = params.path if params is not None else view.field("rope_parameters")
     return ConfigView(raw, path), {"mrope_section": section, "mrope_interleaved": facts.mrope == "interleaved"}
+
+
+def _outside_rotation(params: ConfigView | None, view: ConfigView) -> tuple[ConfigView | None, tuple[str, ...]]:
+    """Keys of a rope dict that do not change cos/sin, moved out with a note: Ministral-3's
+    `llama_4_scaling_beta` (the attention scales q by 1 + beta * log(1 + floor(p / original)))
+    and a copy of the top-level `max_position_embeddings` (which YaRN reads from the config)."""
+    if params is None:
+        return None, ()
+    raw, notes = dict(params.raw), ()
+    if "max_position_embeddings" in raw:
+        if raw.pop("max_position_embeddings") != view.raw.get("max_position_embeddings"):
+            raise PosencError(params.field("max_position_embeddings"), "differs from the config's "
+                              "max_position_embeddings, which is the one the rotary code reads; posenc will not guess")
+    beta = raw.pop("llama_4_scaling_beta", None)
+    if beta is not None:
+        notes = (f"the attention also scales q by 1 + {beta:g} * log(1 + floor(position / "
+                 "original_max_position_embeddings)) (llama_4_scaling_beta): not part of cos/sin",)
+    return ConfigView(raw, params.path), notes
 
 
 def _ntk_alpha(params: ConfigView | None) -> ConfigView | None:

@@ -139,7 +139,8 @@ def partial_factor(view: ConfigView, head: int, modeling: Modeling) -> tuple[flo
 
 
 def layout(view: ConfigView, modeling: Modeling) -> str:
-    """The rotation's pairing: the family's, or what its interleave flag says."""
-    if modeling.interleave_key is not None and view.has(modeling.interleave_key):
-        return "interleaved" if view.bool(modeling.interleave_key, True) else "half"
+    """The rotation's pairing: the family's, or what `rope_interleave` says (the MLA families:
+    true de-interleaves q and k before `rotate_half`, which gives the scores of interleaved pairs)."""
+    if view.has("rope_interleave"):
+        return "interleaved" if view.bool("rope_interleave", True) else "half"
     return modeling.layout

@@ -1,6 +1,6 @@
 """What lives in a family's modeling code rather than in its config: the pairing its
 `apply_rotary_pos_emb` rotates (`rotate_half` or GPT-J's pairwise one), a default partial
-rotary factor, a flag that switches the pairing, NoPE rules on layer types, and how a legacy
+rotary factor, NoPE rules on layer types, and how a legacy
 flat `rope_scaling` is spread over per-layer-type RoPEs. Each fact is checked against
 transformers' own modules by tests/test_models_truth.py (goldens from generate_models.py).
 """
@@ -15,7 +15,6 @@ from typing import Callable
 class Modeling:
     layout: str = "half"
     default_prf: float | None = None
-    interleave_key: str | None = None  # a config flag whose true means interleaved pairs
     #: (config view, layer type) -> True when layers of that type skip RoPE (NoPE)
     nope: Callable | None = None
     #: layer types a legacy flat `rope_scaling` scales (None: every type shares one RoPE)
@@ -50,7 +49,6 @@ MODELING: dict[str, Modeling] = {
     "exaone4": Modeling(nope=_exaone4_nope),
     "cohere2": Modeling(layout="interleaved", nope=_cohere2_nope),
     "olmo3": Modeling(legacy_scaled=("full_attention",)),
-    "deepseek_v3": Modeling(layout="interleaved", interleave_key="rope_interleave"),
     "qwen3_vl_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
     "qwen3_vl_moe_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
     "qwen2_5_omni_text": Modeling(mrope="chunked", mrope_default=(16, 24, 24)),
