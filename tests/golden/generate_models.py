@@ -399,6 +399,13 @@ def run_case(config) -> dict:
 
 def cases_of(model_type: str) -> tuple[list, str | None]:
     """Every case of one model type, and why its default config could not be run (None if it ran)."""
+    try:
+        return _cases_of(model_type)
+    except Exception as exc:  # one family's surprise must not lose the others' goldens
+        return [], f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _cases_of(model_type: str) -> tuple[list, str | None]:
     warnings.filterwarnings("ignore")
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(1)
@@ -410,17 +417,21 @@ def cases_of(model_type: str) -> tuple[list, str | None]:
         shrink(base)
     except Exception as exc:
         return [], f"config: {type(exc).__name__}: {exc}"[:300]
-    cases, failure = [], None
-    for name, config in variations(base):
+    try:
+        runs = variations(base)
+    except Exception:  # a config the variations cannot be made of: its defaults alone
+        runs = [("default", base)]
+    cases = []
+    for name, config in runs:
         faulthandler.dump_traceback_later(CASE_TIMEOUT_S)  # a hang shows where it is
         signal.alarm(CASE_TIMEOUT_S)
         try:
             result = run_case(config)
         except Exception as exc:
             if name == "default":
-                failure = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
                 if "-v" in sys.argv:
                     traceback.print_exc()
+                return [], f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
             continue
         cases.append(model_truth.Case(model_type, name, config.to_dict(), result["positions"], result["layers"]))
         legacy = legacy_form(config)
@@ -432,7 +443,7 @@ def cases_of(model_type: str) -> tuple[list, str | None]:
                                           result["layers"]))
         print(f"{model_type:32s} {name:28s} {sum(t is not None for t in result['layers'].values())}/"
               f"{len(result['layers'])} layers rotate", flush=True)
-    return cases, failure
+    return cases, None
 
 
 MROPE_OUT = HERE / "model_mrope_interleaved.npz"
@@ -471,8 +482,8 @@ def main(only: list[str] | None = None):
     model_truth.save(OUT, cases, failures, versions={"torch": torch.__version__,
                                                       "transformers": transformers.__version__},
                      enumerated=types)
-    interleaved_mrope_golden()
     DOCS.write_text(model_truth.table_markdown(OUT))
+    interleaved_mrope_golden()
     print("wrote", OUT, "and", DOCS)
 
 

@@ -31,7 +31,7 @@ STANDARD_KEYS = frozenset({
     "max_position_embeddings", "original_max_position_embeddings", "rope_theta", "rope_scaling",
     "rope_parameters", "partial_rotary_factor", "layer_types", "text_config", "thinker_config", "llm_config",
     "qk_rope_head_dim", "kv_channels", "rotary_dim", "rotary_pct", "rope_pct", "no_rope_layers",
-    "layer_rope_theta", "no_rope_layer_interval", "rope_interleave",
+    "layer_rope_theta", "no_rope_layer_interval", "rope_interleave", "position_embedding_type",
 })
 POSITION_WORDS = re.compile(r"rope|rotary|position|alibi|relative_attention", re.IGNORECASE)
 _ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta")
@@ -61,6 +61,14 @@ def read_generic(config: dict, strict: bool) -> ModelPositions:
         inner = view.obj(key)
         if inner is not None:
             return _read_nested(inner, strict)
+    kind = view.raw.get("position_embedding_type", "rope")
+    if kind != "rope":  # Granite-4 hybrids: "rope", or None for a model without positions
+        raise PosencError(view.field("position_embedding_type"), f"is {kind!r}: posenc reads this config's "
+                          "positions only when it is 'rope'")
+    attn = view.obj("attn_config")
+    if attn is not None and attn.has("rope_theta") and not any(view.has(k) for k in _ROPE_KEYS):
+        # DBRX's original config.json keeps its base in attn_config (transformers 5 moves it to rope_parameters)
+        view = ConfigView({**view.raw, "rope_theta": attn.raw["rope_theta"]}, view.path)
     if not any(view.has(k) for k in _ROPE_KEYS):
         raise PosencError("config.model_type", f"model type {config.get('model_type')!r} has no family reader "
                           f"and its config names no RoPE parameter ({', '.join(_ROPE_KEYS)}); posenc cannot "
