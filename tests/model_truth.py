@@ -185,7 +185,9 @@ def compare(truth: LayerTruth, entry, positions) -> str:
     return ""
 
 
+@lru_cache(maxsize=2)
 def verdicts(path: Path = GOLDEN) -> list[tuple[Case, Verdict]]:
+    """Every case and its verdict (judged once: the tests and the table share them)."""
     return [(case, judge(case)) for case in load(path)[1]]
 
 

@@ -1,6 +1,8 @@
 """Per-layer positional truth for every rotary model type of the installed transformers.
 
     PYTHONPATH=service python tests/golden/generate_models.py   # needs torch + transformers
+    PYTHONPATH=service python tests/golden/generate_models.py llama qwen3   # redo these model types
+    PYTHONPATH=service python tests/golden/generate_models.py --table   # only docs/models.md
 
 For every model type whose modeling file defines a `*RotaryEmbedding` class, this builds a
 tiny model (the config class's defaults, sizes shrunk, `layer_types` kept as a prefix) and
@@ -488,4 +490,7 @@ def main(only: list[str] | None = None):
 
 
 if __name__ == "__main__":
-    main([a for a in sys.argv[1:] if not a.startswith("-")] or None)
+    if "--table" in sys.argv:  # posenc changed, the goldens did not: only the model table
+        DOCS.write_text(model_truth.table_markdown(OUT))
+    else:
+        main([a for a in sys.argv[1:] if not a.startswith("-")] or None)
