@@ -128,14 +128,17 @@ def judge(case: Case) -> Verdict:
         model = posenc.from_hf_config(case.config)
     except posenc.PosencError as exc:
         return Verdict("refused", f"{exc.field}: {exc.message}")
-    stacks = {path.rsplit(".", 1)[0] for path in case.layers}
-    if len(stacks) > 1:
-        return Verdict("wrong", f"answered for a model with several layer stacks {sorted(stacks)}")
+    rotating = sorted({path.rsplit(".", 1)[0] for path, t in case.layers.items() if t is not None}, key=len)
+    if len(rotating) > 1:
+        return Verdict("wrong", f"answered for a model with several rotating layer stacks {rotating}")
+    stack = rotating[0] if rotating else min({p.rsplit(".", 1)[0] for p in case.layers}, key=len)
     by_layer: dict[int, list] = {}
     for entry in model.encodings.values():
         for i in entry.layers:
             by_layer.setdefault(i, []).append(entry)
     for path, truth in case.layers.items():
+        if path.rsplit(".", 1)[0] != stack:
+            continue  # a tower without rotary layers (a vision encoder's, a codec's conv stack)
         i = int(path.rsplit(".", 1)[1])
         entries = by_layer.get(i, [])
         if truth is None:

@@ -108,6 +108,14 @@ def shrink(config) -> None:
         _set(config, "num_key_value_heads", config.num_attention_heads)
     elif hasattr(config, "head_dim") and config.head_dim is None and hasattr(config, "hidden_size"):
         _set(config, "head_dim", config.hidden_size // config.num_attention_heads)
+    if isinstance(getattr(config, "rotary_dim", None), int) and isinstance(getattr(config, "head_dim", None), int):
+        _set(config, "rotary_dim", config.head_dim // 2)
+    params = getattr(config, "rope_parameters", None)
+    if isinstance(params, dict) and isinstance(params.get("mrope_section"), list):
+        half = (getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads) // 2
+        section = [half * s // sum(params["mrope_section"]) for s in params["mrope_section"]]
+        section[0] += half - sum(section)
+        params["mrope_section"] = section
     for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
         if isinstance(getattr(config, key, None), int) and getattr(config, key) >= SIZE_OVERRIDES["vocab_size"]:
             _set(config, key, 1)

@@ -20,7 +20,7 @@ import warnings
 from ..errors import PosencError
 from . import READERS, reader
 from .fields import ConfigView
-from .mechanisms import theta_group, head_dim, layer_types, layout, num_layers, partial_factor
+from .mechanisms import ATTENTION_TYPES, theta_group, head_dim, layer_types, layout, num_layers, partial_factor
 from .modeling import Modeling, modeling
 from .positions import LayerPositions, ModelPositions
 from .rope_params import Default, Dims, build_spec, rope_dict
@@ -56,6 +56,9 @@ def _check_keys(view: ConfigView, strict: bool) -> None:
 def read_generic(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     facts = modeling(config.get("model_type"))
+    if facts.unsupported:
+        raise PosencError("config.model_type", f"{config.get('model_type')!r}: {facts.unsupported}; posenc "
+                          "does not reproduce it")
     _check_keys(view, strict)
     for key in NESTED:
         inner = view.obj(key)
@@ -91,6 +94,8 @@ def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> Model
     params = rope_dict(view)
     nested = _nested_dicts(view, params, per_layer)
     specs, notes = {}, {}
+    if nested is not None:  # a null entry: layers of that type apply no positions (Beam's full attention)
+        per_layer = [None if n in nested and nested[n] is None else n for n in per_layer]
     for name in dict.fromkeys(n for n in per_layer or ["default"] if n is not None):
         sub, base = _rope_params_for(view, name, params, nested, facts, theta)
         if facts.ntk_alpha:
@@ -126,7 +131,7 @@ def _nested_dicts(view: ConfigView, params: ConfigView | None, per_layer: list) 
     keys = [k for k in params.raw if k in names]
     if not keys:
         return None
-    others = [k for k in params.raw if k not in names]
+    others = [k for k in params.raw if k not in names and k not in ATTENTION_TYPES]  # unused types may stay
     if others:
         raise PosencError(params.field(others[0]), "rope_parameters nests per layer type; a flat key beside "
                           "them is not read by the modeling code")
@@ -141,8 +146,6 @@ def _rope_params_for(view, name, params, nested, facts: Modeling, theta: Default
     if nested is not None:
         if name not in nested:
             raise PosencError(view.field("rope_parameters"), f"has no entry for layer type {name!r}")
-        if nested[name] is None:
-            raise PosencError(view.field(f"rope_parameters.{name}"), "is null: posenc does not guess its RoPE")
         return nested[name], theta
     if facts.legacy_scaled is not None and name not in facts.legacy_scaled:
         return None, theta  # a legacy rope_scaling scales only the family's scaled layer types

@@ -16,7 +16,8 @@ from .modeling import Modeling
 
 #: Layer types whose attention takes positions (unless a NoPE rule says otherwise).
 ATTENTION_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_attention", "attention",
-                             "global_attention", "local_attention", "hybrid", "full", "sliding"})
+                             "global_attention", "local_attention", "hybrid", "hybrid_sliding", "full", "sliding",
+                             "indexed_attention", "reference_sliding_attention"})
 #: Layer types that mix tokens without positions.
 POSITIONLESS_TYPES = frozenset({"linear_attention", "conv", "mamba", "mamba2", "recurrent", "ssm",
                                 "cross_attention", "short_conv", "gated_deltanet", "moe", "mlp"})

@@ -20,6 +20,8 @@ class Modeling:
     #: layer types a legacy flat `rope_scaling` scales (None: every type shares one RoPE)
     legacy_scaled: tuple[str, ...] | None = None
     ignored_head_keys: tuple[str, ...] = ()
+    #: a mechanism of its modeling code posenc does not reproduce: every config of it is refused
+    unsupported: str | None = None
     #: its rotary class reads {"rope_type": "dynamic", "alpha": a} as static NTK: base * a^(d/(d-2))
     ntk_alpha: bool = False
     #: its config class derives absent `no_rope_layers` from `no_rope_layer_interval` (this default)
@@ -36,7 +38,8 @@ def _exaone4_nope(view, layer_type: str) -> bool:
     return layer_type == "full_attention" and view.raw.get("sliding_window") is not None
 
 
-def _cohere2_nope(view, layer_type: str) -> bool:
+def _full_attention_nope(view, layer_type: str) -> bool:
+    """Only sliding-window layers rotate; full-attention layers use no positions (Cohere2, AFMoE, Flint)."""
     return layer_type == "full_attention"
 
 
@@ -47,7 +50,18 @@ MODELING: dict[str, Modeling] = {
     "ernie4_5_moe": INTERLEAVED,
     "helium": INTERLEAVED,
     "exaone4": Modeling(nope=_exaone4_nope),
-    "cohere2": Modeling(layout="interleaved", nope=_cohere2_nope),
+    "exaone_moe": Modeling(nope=_exaone4_nope),
+    "kolibri1": Modeling(nope=_exaone4_nope),
+    "cohere2": Modeling(layout="interleaved", nope=_full_attention_nope),
+    "cohere2_moe": Modeling(layout="interleaved", nope=_full_attention_nope),
+    "afmoe": Modeling(nope=_full_attention_nope),
+    "flint": Modeling(nope=_full_attention_nope),
+    "lara_mini": Modeling(nope=_full_attention_nope),
+    "bailing_hybrid": INTERLEAVED,
+    "openai_privacy_filter": INTERLEAVED,
+    "dory": Modeling(unsupported="its layer_types lists sub-layers (attention and mlp), not decoder layers"),
+    "hrm_text": Modeling(unsupported="two rotary layer stacks (H and L modules) share one config"),
+    "nanochat": Modeling(unsupported="its apply_rotary_pos_emb rotates the other way (sin negated)"),
     "olmo3": Modeling(legacy_scaled=("full_attention",)),
     "qwen3_vl_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
     "qwen3_vl_moe_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
