@@ -194,6 +194,18 @@ def verdicts(path: Path = GOLDEN) -> list[tuple[Case, Verdict]]:
     return [(case, judge(case)) for case in load(path)[1]]
 
 
+def rotates(case: Case) -> bool:
+    """Whether any layer of the built model applied RoPE (a judged case); a model type whose tiny
+    model rotates nothing (a rotary module only its vision tower or an unbuilt path uses) is
+    listed but not counted among the judged."""
+    return any(t is not None for t in case.layers.values())
+
+
+def judged_defaults(path: Path = GOLDEN) -> dict[str, Verdict]:
+    """{model type: verdict} of the default configs whose model rotates."""
+    return {c.model_type: v for c, v in verdicts(path) if c.variation == "default" and rotates(c)}
+
+
 def layer_summary(case: Case) -> str:
     """'8/8 rotate (half)' or '6/8 rotate (half); none: 3, 7'."""
     none = [p.rsplit(".", 1)[1] for p, t in case.layers.items() if t is None]
@@ -210,7 +222,8 @@ def table_markdown(path: Path = GOLDEN) -> str:
     for case, verdict in results:
         by_type.setdefault(case.model_type, []).append((case, verdict))
     defaults = {t: next(v for c, v in rows if c.variation == "default") for t, rows in by_type.items()}
-    count = {s: sum(v.status == s for v in defaults.values()) for s in ("exact", "refused", "wrong")}
+    judged = judged_defaults(path)
+    count = {s: sum(v.status == s for v in judged.values()) for s in ("exact", "refused", "wrong")}
     var_count = {s: sum(v.status == s for _, v in results) for s in ("exact", "refused", "wrong")}
     lines = [
         "# Model types: posenc.from_hf_config against transformers, layer by layer",
@@ -222,9 +235,12 @@ def table_markdown(path: Path = GOLDEN) -> str:
         "own `apply_rotary_pos_emb` probed per layer; posenc's answer for the same config must reproduce every "
         "layer (which layers rotate, cos/sin, layout) or refuse, naming what it does not read.",
         "",
-        f"* model types with a rotary module: {len(meta['enumerated'])}; built and judged: {len(defaults)}; "
-        f"not built by the generator: {len(meta['failures'])}",
-        f"* default configs: **{count['exact']} exact, {count['refused']} refused, {count['wrong']} silently wrong**",
+        f"* model types with a `*RotaryEmbedding` class (text or vision): {len(meta['enumerated'])}; built: "
+        f"{len(defaults)}; not built by the generator (listed at the end): {len(meta['failures'])}",
+        f"* judged (the built language model applies RoPE in some layer): {len(judged)}; built but rotating "
+        f"no layer: {len(defaults) - len(judged)}",
+        f"* judged default configs: **{count['exact']} exact ({100 * count['exact'] / max(1, len(judged)):.1f} %), "
+        f"{count['refused']} refused naming the mechanism, {count['wrong']} silently wrong**",
         f"* all {len(results)} configs (defaults and variations): {var_count['exact']} exact, "
         f"{var_count['refused']} refused, {var_count['wrong']} wrong",
         "",

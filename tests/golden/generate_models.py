@@ -111,9 +111,10 @@ def shrink(config) -> None:
     if isinstance(getattr(config, "rotary_dim", None), int) and isinstance(getattr(config, "head_dim", None), int):
         _set(config, "rotary_dim", config.head_dim // 2)
     params = getattr(config, "rope_parameters", None)
-    if isinstance(params, dict) and isinstance(params.get("mrope_section"), list):
+    if isinstance(params, dict) and "rope_type" in params and "mrope_section" in _modeling_source(config):
         half = (getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads) // 2
-        section = [half * s // sum(params["mrope_section"]) for s in params["mrope_section"]]
+        default = params.get("mrope_section") or [24, 20, 20]  # the rotary classes' default, for the tiny head
+        section = [half * s // sum(default) for s in default]
         section[0] += half - sum(section)
         params["mrope_section"] = section
     for key in ("pad_token_id", "bos_token_id", "eos_token_id"):

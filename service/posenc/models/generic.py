@@ -20,7 +20,7 @@ import warnings
 from ..errors import PosencError
 from . import READERS, reader
 from .fields import ConfigView
-from .mechanisms import ATTENTION_TYPES, theta_group, head_dim, layer_types, layout, num_layers, partial_factor
+from .mechanisms import ATTENTION_TYPES, UNSCALED, theta_group, head_dim, layer_types, layout, num_layers, partial_factor
 from .modeling import Modeling, modeling
 from .positions import LayerPositions, ModelPositions
 from .rope_params import Default, Dims, build_spec, rope_dict
@@ -31,7 +31,7 @@ STANDARD_KEYS = frozenset({
     "max_position_embeddings", "original_max_position_embeddings", "rope_theta", "rope_scaling",
     "rope_parameters", "partial_rotary_factor", "layer_types", "text_config", "thinker_config", "llm_config",
     "qk_rope_head_dim", "kv_channels", "rotary_dim", "rotary_pct", "rope_pct", "no_rope_layers",
-    "layer_rope_theta", "no_rope_layer_interval", "rope_interleave", "position_embedding_type",
+    "layer_rope_theta", "no_rope_layer_interval", "rope_interleave", "position_embedding_type", "rope_scaling_layers",
 })
 POSITION_WORDS = re.compile(r"rope|rotary|position|alibi|relative_attention", re.IGNORECASE)
 _ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta")
@@ -143,6 +143,9 @@ def _rope_params_for(view, name, params, nested, facts: Modeling, theta: Default
     if name.startswith("rope_theta_"):  # layer_rope_theta: this base, the config's rope type
         index = next(i for i, t in enumerate(view.raw["layer_rope_theta"]) if t and theta_group(t) == name)
         return params, Default(view.raw["layer_rope_theta"][index], view.field(f"layer_rope_theta[{index}]"))
+    if name == UNSCALED:  # plain RoPE with the dict's own base and rotary fraction
+        kept = {k: params.raw[k] for k in ("rope_theta", "partial_rotary_factor") if params is not None and k in params.raw}
+        return ConfigView({"rope_type": "default", **kept}, params.path if params else view.field("rope_parameters")), theta
     if nested is not None:
         if name not in nested:
             raise PosencError(view.field("rope_parameters"), f"has no entry for layer type {name!r}")

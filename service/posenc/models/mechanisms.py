@@ -21,6 +21,7 @@ ATTENTION_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_att
 #: Layer types that mix tokens without positions.
 POSITIONLESS_TYPES = frozenset({"linear_attention", "conv", "mamba", "mamba2", "recurrent", "ssm",
                                 "cross_attention", "short_conv", "gated_deltanet", "moe", "mlp"})
+SCALED, UNSCALED = "scaled", "unscaled"  # the layer types `rope_scaling_layers` makes
 LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
 
 
@@ -51,6 +52,11 @@ def layer_types(view: ConfigView, layers: int, modeling: Modeling) -> list[str |
                                   f"knows to apply positions or not (known: {sorted(ATTENTION_TYPES | POSITIONLESS_TYPES)})")
     for i in _positionless_indices(view, layers):
         names[i] = None
+    scaled = view.raw.get("rope_scaling_layers")
+    if scaled is not None:  # Molmo2: the rope dict's scaling on these layers, plain RoPE on the others
+        if not isinstance(scaled, list) or not all(isinstance(i, int) for i in scaled):
+            raise PosencError(view.field("rope_scaling_layers"), "must be a list of layer indices")
+        names = [None if name is None else SCALED if i in scaled else UNSCALED for i, name in enumerate(names)]
     flags = view.raw.get("no_rope_layers") or _interval_flags(view, layers, modeling)
     if flags is not None:
         if not isinstance(flags, list) or len(flags) != layers or any(f not in (0, 1) for f in flags):
