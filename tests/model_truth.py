@@ -30,7 +30,7 @@ class LayerTruth:
     vals: np.ndarray  # float32 [2, n, D]: its coefficients there at each position
 
     @classmethod
-    def from_matrices(cls, maps: np.ndarray) -> "LayerTruth":
+    def from_matrices(cls, maps: np.ndarray) -> LayerTruth:
         """From [n, D, D] maps (column j = the image of e_j); refuses a map that is not pairwise."""
         n, dim, _ = maps.shape
         rows = np.full((2, dim), -1, dtype=np.int16)

@@ -4,9 +4,8 @@ and the tables a long-context model needs: each built at the lengths that select
 import json
 
 import numpy as np
-import pytest
-
 import posenc
+import pytest
 from conftest import hf_config
 from posenc.models.tables import context_length, layer_tables
 from posenc.tables import serves

@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
-
 import posenc
+import pytest
 from model_goldens import array, float32_angle_tolerance, meta, model
 
 FIXTURES = ["qwen2-vl-7b-instruct", "qwen2.5-vl-3b-v5"]

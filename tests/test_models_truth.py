@@ -8,9 +8,8 @@ docs/models.md is the table of these verdicts; it must be the one the goldens gi
 
 from pathlib import Path
 
-import pytest
-
 import model_truth
+import pytest
 
 META, CASES = model_truth.load()
 IDS = [f"{c.model_type}|{c.variation}" for c in CASES]

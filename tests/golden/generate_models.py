@@ -47,7 +47,7 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES, mo
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
-import model_truth  # noqa: E402  (the judge, shared with the tests)
+import model_truth
 
 OUT = HERE / "model_truth.npz"
 DOCS = ROOT / "docs" / "models.md"
@@ -84,7 +84,7 @@ def rotary_model_types() -> list[str]:
     for model_type in sorted(CONFIG_MAPPING_NAMES):
         module = model_type_to_module_name(model_type)
         source = models / module / f"modeling_{module}.py"
-        if source.exists() and re.search(r"^class \w*RotaryEmbedding\b", source.read_text(), re.M):
+        if source.exists() and re.search(r"^class \w*RotaryEmbedding\b", source.read_text(), re.MULTILINE):
             out.append(model_type)
     return out
 

@@ -7,10 +7,9 @@ types without one go through the generic reader, which accepts only the standard
 
 from __future__ import annotations
 
-from typing import Callable
-
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from ..args import json_type

@@ -20,7 +20,16 @@ import warnings
 from ..errors import PosencError
 from . import READERS, reader
 from .fields import ConfigView
-from .mechanisms import ATTENTION_TYPES, UNSCALED, theta_group, head_dim, layer_types, layout, num_layers, partial_factor
+from .mechanisms import (
+    ATTENTION_TYPES,
+    UNSCALED,
+    head_dim,
+    layer_types,
+    layout,
+    num_layers,
+    partial_factor,
+    theta_group,
+)
 from .modeling import Modeling, modeling
 from .positions import LayerPositions, ModelPositions
 from .rope_params import Default, Dims, build_spec, rope_dict

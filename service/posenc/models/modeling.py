@@ -7,8 +7,8 @@ transformers' own modules by tests/test_models_truth.py (goldens from generate_m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 @dataclass(frozen=True)
