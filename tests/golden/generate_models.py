@@ -100,9 +100,13 @@ def language_config(config):
 
 def shrink(config) -> None:
     """Tiny sizes in place, keeping everything positional (rope parameters, layer patterns)."""
+    tied = getattr(config, "head_dim", None) and getattr(config, "head_dim", None) * getattr(
+        config, "num_attention_heads", 0) == getattr(config, "hidden_size", None)
     for key, value in {**SIZE_OVERRIDES, **HEAD_KEYS}.items():
         if isinstance(getattr(config, key, None), int) and not isinstance(getattr(config, key), bool):
             _set(config, key, value)
+    if tied and "helium" in type(config).__module__:  # its o_proj assumes heads * head_dim == hidden_size
+        _set(config, "head_dim", config.hidden_size // config.num_attention_heads)
     if isinstance(getattr(config, "qk_rope_head_dim", None), int):  # MLA: head_dim is the rotary part
         _set(config, "head_dim", config.qk_rope_head_dim)
         _set(config, "num_key_value_heads", config.num_attention_heads)
