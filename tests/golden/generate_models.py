@@ -494,6 +494,8 @@ def main(only: list[str] | None = None):
         meta, kept = model_truth.load(OUT)
         cases = [c for c in kept if c.model_type not in only] + cases
         failures = {**{t: why for t, why in meta["failures"].items() if t not in only}, **failures}
+    model_truth.load.cache_clear()  # the table below must read what is saved here
+    model_truth.verdicts.cache_clear()
     model_truth.save(OUT, cases, failures, versions={"torch": torch.__version__,
                                                       "transformers": transformers.__version__},
                      enumerated=types)
