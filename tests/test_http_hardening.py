@@ -607,3 +607,8 @@ def test_every_operation_with_a_body_documents_the_body_limits(client):
         for method, operation in operations.items():
             if "requestBody" in operation:
                 assert {"408", "413", "503"} <= set(operation["responses"]), (method, path)
+
+
+def test_info_says_which_lengths_each_table_serves(client):
+    tables = {doc["name"]: doc for doc in client.get("/info").json()["tables"]}
+    assert tables["sin128"]["serves"].endswith("of any sequence")

@@ -3,10 +3,12 @@
 `apply_rotary_pos_emb` in transformers 5.24: frequencies, cos/sin for [3, n] positions and the
 q.k scores after rotation (which is how the section-to-axis layout is checked)."""
 
-import numpy as np
-import pytest
+import json
+from pathlib import Path
 
+import numpy as np
 import posenc
+import pytest
 from model_goldens import array, float32_angle_tolerance, meta, model
 
 FIXTURES = ["qwen2-vl-7b-instruct", "qwen2.5-vl-3b-v5"]
@@ -60,13 +62,27 @@ def test_scores_after_rotation(name):
     assert (np.abs(wrong - theirs) > tolerance).any()
 
 
+def test_qwen3_vl_interleaves_its_mrope_frequencies():
+    """Qwen3-VL interleaves its M-RoPE frequencies (apply_interleaved_mrope) whatever its config's
+    `mrope_interleaved` says: checked at image-like [3, n] positions against its own rotary class."""
+    with np.load(Path(__file__).parent / "golden" / "model_mrope_interleaved.npz") as golden:
+        config, positions = json.loads(str(golden["config"])), golden["positions"]
+        want_cos, want_sin = golden["cos"], golden["sin"]
+    spec = posenc.from_hf_config({"model_type": "qwen3_vl", "text_config": config}).get().spec
+    assert spec.mrope_interleaved and spec.mrope_section == (24, 20, 20)
+    cos, sin = posenc.rope_cos_sin(positions, spec, dtype="float64")
+    tolerance = np.abs(positions).max(axis=0)[:, None] * 2.0**-21 + 2.0**-22
+    assert (np.abs(cos - want_cos) <= tolerance).all() and (np.abs(sin - want_sin) <= tolerance).all()
+    chunked = posenc.RopeSpec(128, base=spec.base, mrope_section=[24, 20, 20])
+    assert np.abs(posenc.rope_cos_sin(positions, chunked, dtype="float64")[0] - want_cos).max() > 0.1
+
+
 def test_other_models_with_an_mrope_section_are_refused():
-    """Qwen3-VL interleaves its M-RoPE frequencies (apply_interleaved_mrope), even when its config
-    has no `mrope_interleaved` key: with no family reader it must not pass as Qwen2-VL's chunks."""
-    text = {"model_type": "qwen3_vl_text", "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128,
+    """A model type whose modeling code posenc has no M-RoPE fact for: its section is refused."""
+    text = {"model_type": "brand_new_vl_text", "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128,
             "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20]}}
     with pytest.raises(posenc.PosencError) as info:
-        posenc.from_hf_config({"model_type": "qwen3_vl", "text_config": text})
+        posenc.from_hf_config({"model_type": "brand_new_vl", "text_config": text})
     assert info.value.field.endswith("mrope_section")
 
 

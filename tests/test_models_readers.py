@@ -152,14 +152,14 @@ def test_rope_shortcut_names_the_choices():
 
 def test_generic_reader_refuses_unknown_position_keys():
     config = {"model_type": "brand_new", "hidden_size": 256, "num_attention_heads": 4, "rope_theta": 5e5,
-              "num_hidden_layers": 2, "rope_interleave": True}
-    assert error_field(config) == "config.rope_interleave"
+              "num_hidden_layers": 2, "rope_twist": True}
+    assert error_field(config) == "config.rope_twist"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = posenc.from_hf_config(config, strict=False)
-    assert "config.rope_interleave" in str(caught[0].message)
+    assert "config.rope_twist" in str(caught[0].message)
     assert model.reader == "__generic__" and model.get().spec.base == 5e5 and model.get().layers == (0, 1)
-    del config["rope_interleave"]
+    del config["rope_twist"]
     for key in ("alibi", "position_embedding_type", "rotary_emb_base", "relative_attention_num_buckets"):
         assert error_field({**config, key: 1}) == f"config.{key}"
 

@@ -23,9 +23,9 @@ def test_build_ls_verify_rm_round_trip(shm_root, capsys):
 
     assert main(["table", "ls", "--root", str(shm_root)]) == 0
     header, row = capsys.readouterr().out.splitlines()
-    assert header.split() == ["NAME", "SPEC", "SHAPE", "DTYPE", "SIZE", "GENERATION", "STATE"]
+    assert header.split() == ["NAME", "SPEC", "SHAPE", "DTYPE", "SIZE", "GENERATION", "STATE", "SERVES"]
     assert row.split() == ["sin", "sinusoidal", "dim=32", "base=10000", "interleaved", "[-8:4000)", "4008x32",
-                           "float32", "501.0", "KiB", "1", "READY"]
+                           "float32", "501.0", "KiB", "1", "READY", "positions", "-8..3999", "of", "any", "sequence"]
 
     assert main(["table", "verify", "--root", str(shm_root)]) == 0
     assert capsys.readouterr().out.startswith("ok    sin  generation 1  501.0 KiB  checksum verified in ")
@@ -87,4 +87,4 @@ def test_build_errors_name_the_field(shm_root, capsys, args, message):
 
 def test_ls_of_an_empty_directory_prints_only_the_header(tmp_path, capsys):
     assert main(["table", "ls", "--root", str(tmp_path)]) == 0
-    assert capsys.readouterr().out.split() == ["NAME", "SPEC", "SHAPE", "DTYPE", "SIZE", "GENERATION", "STATE"]
+    assert capsys.readouterr().out.split() == ["NAME", "SPEC", "SHAPE", "DTYPE", "SIZE", "GENERATION", "STATE", "SERVES"]

@@ -193,3 +193,27 @@ class TableSpec(Canonical):
             raise PosencError(f"encoding.{exc.field}", exc.message) from None
         return cls(encoding, d.get("start", 0), d.get("stop"), d.get("dtype", "float32"), d.get("seq_len"))
 
+
+def serves(table: dict) -> str:
+    """Which sequences a table's rows are right for, from its spec dict (`TableSpec.to_dict()`):
+    LongRoPE's short and long factors and dynamic NTK's frequencies depend on the sequence
+    length, so their rows serve only the lengths that select them."""
+    enc, start, stop = table.get("encoding") or {}, table.get("start"), table.get("stop")
+    rows = f"positions {start}..{stop - 1}" if isinstance(start, int) and isinstance(stop, int) else "its positions"
+    if enc.get("kind") != "rope":
+        return f"{rows} of any sequence"
+    rope_type, seq_len = enc.get("scaling", {}).get("rope_type"), table.get("seq_len")
+    if rope_type == "longrope" and seq_len is not None:
+        original = enc.get("original_max_position_embeddings") or enc.get("max_position_embeddings")
+        if seq_len <= original:
+            return f"{rows} of sequences up to {original} tokens (short_factor)"
+        return f"{rows} of sequences longer than {original} tokens (long_factor)"
+    if rope_type == "dynamic":
+        longest = enc.get("max_position_embeddings")
+        if seq_len is None or seq_len <= longest:
+            return f"{rows} of sequences up to {longest} tokens"
+        return f"{rows} of sequences of exactly {seq_len:g} tokens (dynamic NTK at that length)"
+    if rope_type == "longrope":
+        return f"{rows} of sequences up to {seq_len or stop} tokens (frequencies at the table's length)"
+    return f"{rows} of any sequence"
+

@@ -9,7 +9,8 @@ this writes, so they run without either.
 It writes reference_values.json (inv_freq of the first fixtures, ALiBi slopes, T5 buckets),
 then model_rope.npz (every RoPE family: model_reference.py), then, when the module exists,
 whatever generate_bias.py (the non-RoPE families: ALiBi, T5, sinusoidal, learned) writes:
-its `main()` is called last, after this file's goldens are written.
+its `main()` is called after this file's goldens are written; last, generate_models.py's
+(model_truth.npz and docs/models.md: every rotary model type, layer by layer).
 """
 
 import importlib
@@ -111,6 +112,7 @@ def main():
     model_reference.main()
     if (HERE / "generate_bias.py").exists():  # the hook for the non-RoPE families' goldens
         importlib.import_module("generate_bias").main()
+    importlib.import_module("generate_models").main()  # every rotary model type, layer by layer
 
 
 if __name__ == "__main__":

@@ -153,13 +153,14 @@ def config_tables(config: dict, args) -> tuple[dict[str | None, TableSpec], dict
     tables, skipped = layer_tables(model, context=context_length(config), start=start, stop=stop,
                                    dtype=args.dtype or "float32", seq_len=args.seq_len)
     if args.layer_type is not None:
-        tables = {k: v for k, v in tables.items() if k == args.layer_type}
+        tables = {k: v for k, v in tables.items() if k.partition(".")[0] == args.layer_type}
         skipped = {k: v for k, v in skipped.items() if k == args.layer_type}
     if not tables:
         reasons = "; ".join(f"{layer_type}: {why}" for layer_type, why in skipped.items())
         raise PosencError("spec", f"this {model.model_type} model has no encoding posenc can tabulate ({reasons})")
-    if len(model.encodings) == 1:
-        tables = {None: table for table in tables.values()}
+    if len(model.encodings) == 1:  # one layer type: names carry only LongRoPE's .short / .long
+        only = next(iter(model.encodings))
+        tables = {key.removeprefix(only).lstrip(".") or None: table for key, table in tables.items()}
     return tables, skipped
 
 
@@ -219,7 +220,7 @@ def run_build(args) -> int:
     for name, table in named.items():
         info = store.publish(name, table, progress=ProgressBar(name) if show else None)
         print(f"published {info.name} generation {info.generation}: {info.shape[0]}x{info.shape[1]} {info.dtype} "
-              f"({human_bytes(info.nbytes)}) in {store.root / info.segment}")
+              f"({human_bytes(info.nbytes)}) in {store.root / info.segment}; serves {info.serves}")
     for layer_type, why in skipped.items():
         print(f"skipped layer type {layer_type}: {why}")
     return 0
@@ -257,9 +258,9 @@ def run_ls(args) -> int:
         for info in infos:
             print(json.dumps(info.to_dict()))
         return 0
-    rows = [["NAME", "SPEC", "SHAPE", "DTYPE", "SIZE", "GENERATION", "STATE"]]
+    rows = [["NAME", "SPEC", "SHAPE", "DTYPE", "SIZE", "GENERATION", "STATE", "SERVES"]]
     rows += [[i.name, spec_summary(i.spec), f"{i.shape[0]}x{i.shape[1]}", i.dtype or "-", human_bytes(i.nbytes),
-              str(i.generation), i.state] for i in infos]
+              str(i.generation), i.state, i.serves] for i in infos]
     widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

@@ -41,7 +41,8 @@ class RopeSpec(Canonical):
     KIND = "rope"  # the "kind" of to_dict(), a table's encoding
     POSITIONAL = "head_dim"
     KEYWORDS = ("base", "partial_rotary_factor", "scaling", "max_position_embeddings",
-                "original_max_position_embeddings", "layout", "xpos_scale_base", "mrope_section")
+                "original_max_position_embeddings", "layout", "xpos_scale_base", "mrope_section",
+                "mrope_interleaved")
 
     head_dim: int
     base: float
@@ -53,10 +54,11 @@ class RopeSpec(Canonical):
     layout: str
     xpos_scale_base: float | None
     mrope_section: tuple[int, ...] | None
+    mrope_interleaved: bool
 
     def __init__(self, head_dim, *, base=10000.0, partial_rotary_factor=1.0, scaling=None,
                  max_position_embeddings=None, original_max_position_embeddings=None,
-                 layout="half", xpos_scale_base=None, mrope_section=None):
+                 layout="half", xpos_scale_base=None, mrope_section=None, mrope_interleaved=False):
         head_dim = as_dim(head_dim, "head_dim")
         base = as_float(base, "base", exclusive_minimum=1.0)
         prf = as_float(partial_rotary_factor, "partial_rotary_factor", exclusive_minimum=0.0, maximum=1.0)
@@ -111,6 +113,11 @@ class RopeSpec(Canonical):
             if xpos_scale_base is not None:
                 raise PosencError("mrope_section", "cannot be combined with xpos_scale_base")
         sets(self, "mrope_section", mrope_section)
+        if mrope_interleaved not in (True, False):
+            raise PosencError("mrope_interleaved", f"must be true or false, got {mrope_interleaved!r}")
+        if mrope_interleaved and mrope_section is None:
+            raise PosencError("mrope_interleaved", "needs an mrope_section")
+        sets(self, "mrope_interleaved", bool(mrope_interleaved))
 
     # --- derived -------------------------------------------------------------------
     @property
@@ -131,7 +138,18 @@ class RopeSpec(Canonical):
     @property
     def mrope_chunks(self) -> tuple[tuple[int, int, int], ...]:
         """(first, end, axis) per M-RoPE chunk of frequencies, as HF's `freq.split(mrope_section)`
-        followed by `chunk[i % 3]`; empty for a plain spec."""
+        followed by `chunk[i % 3]`; empty for a plain spec. Interleaved M-RoPE (Qwen3-VL's
+        `apply_interleaved_mrope`): frequency f takes axis f % 3 while f < 3 * mrope_section[f % 3]
+        (axes 1, 2), else axis 0; returned as runs of one axis."""
+        if self.mrope_interleaved:
+            section = self.mrope_section
+            axes = [f % 3 if f % 3 and f < 3 * section[f % 3] else 0 for f in range(self.n_freq)]
+            chunks, first = [], 0
+            for f in range(1, self.n_freq + 1):
+                if f == self.n_freq or axes[f] != axes[first]:
+                    chunks.append((first, f, axes[first]))
+                    first = f
+            return tuple(chunks)
         chunks, first = [], 0
         for k, size in enumerate(self.mrope_section or ()):
             chunks.append((first, first + size, k % 3))
@@ -193,6 +211,8 @@ class RopeSpec(Canonical):
         }
         if self.mrope_section is not None:  # only then: plain specs keep their identity (hash)
             out["mrope_section"] = list(self.mrope_section)
+        if self.mrope_interleaved:
+            out["mrope_interleaved"] = True
         return out
 
     def __eq__(self, other):
@@ -204,7 +224,7 @@ class RopeSpec(Canonical):
     def __repr__(self):
         extra = "" if self.rope_type == "default" else f", scaling={self.scaling}"
         if self.mrope_section is not None:
-            extra += f", mrope_section={list(self.mrope_section)}"
+            extra += f", mrope_section={list(self.mrope_section)}" + (", interleaved" if self.mrope_interleaved else "")
         return (f"RopeSpec(head_dim={self.head_dim}, base={self.base:g}, "
                 f"partial_rotary_factor={self.partial_rotary_factor:g}{extra})")
 

@@ -7,7 +7,10 @@ types without one go through the generic reader, which accepts only the standard
 
 from __future__ import annotations
 
-from typing import Callable
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
 
 from ..args import json_type
 from ..encodings import RopeSpec
@@ -27,12 +30,14 @@ def reader(*model_types: str):
     return register
 
 
-def from_hf_config(config: dict, *, strict: bool = True) -> ModelPositions:
-    """Every position encoding the model of this `config.json` (a dict) uses.
+def from_hf_config(config, *, strict: bool = True) -> ModelPositions:
+    """Every position encoding the model of this config uses: a `config.json` as a dict, a
+    transformers `PretrainedConfig`, a path to a config.json, or a model directory holding one.
 
     A position-looking key its reader does not understand raises `PosencError` naming it
     (`strict=False` downgrades that to a warning): never a silent default.
     """
+    config = config_dict(config)
     if not isinstance(config, dict):
         raise PosencError("config", f"must be a JSON object, got {json_type(config)}")
     model_type = config.get("model_type")
@@ -63,5 +68,23 @@ def rope_spec_from_hf_config(config: dict, *, strict: bool = True) -> RopeSpec:
                       "use posenc.from_hf_config(config)")
 
 
+def config_dict(config):
+    """A dict from what a user has: the dict itself, a PretrainedConfig (`to_dict()`), or a path to
+    a config.json or to the model directory holding it."""
+    if isinstance(config, (str, os.PathLike)):
+        path = Path(config)
+        if path.is_dir():
+            path = path / "config.json"
+        try:
+            return json.loads(path.read_text())
+        except OSError as exc:
+            raise PosencError("config", f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise PosencError("config", f"{str(path)!r} is not JSON: {exc}") from None
+    if not isinstance(config, dict) and callable(getattr(config, "to_dict", None)):
+        return config.to_dict()  # a transformers PretrainedConfig
+    return config
 
-__all__ = ["READERS", "LayerPositions", "ModelPositions", "from_hf_config", "reader", "rope_spec_from_hf_config"]
+
+__all__ = ["READERS", "LayerPositions", "ModelPositions", "config_dict", "from_hf_config", "reader",
+           "rope_spec_from_hf_config"]

@@ -1,13 +1,15 @@
-"""The reader for model types without a family reader: the standard transformers keys only.
+"""The reader for model types without a family reader: mechanisms, wherever a config uses them.
 
-It knows `rope_parameters` / `rope_scaling` (flat, or nested per layer type as transformers 5
-writes them), `rope_theta`, `partial_rotary_factor`, `head_dim` or `hidden_size` /
-`num_attention_heads`, `max_position_embeddings`, `original_max_position_embeddings`,
-`num_hidden_layers`, `layer_types`, and a multimodal `text_config` (read with its own
-model_type's reader). Any other key whose name says it is about positions (rope, rotary,
-position, alibi, relative_attention) is a family-specific knob this reader cannot honour:
-it raises `PosencError` naming the key, or with `strict=False` warns and ignores it. A config
-that names no RoPE parameter at all is refused too: nothing says the model uses RoPE.
+It reads `rope_parameters` / `rope_scaling` (flat, or nested per layer type as transformers 5
+writes them), `rope_theta`, the head and rotary widths (`mechanisms.head_dim`,
+`mechanisms.partial_factor`), `max_position_embeddings`, `original_max_position_embeddings`,
+which layers apply positions (`mechanisms.layer_types`), and a composite config's language
+model (`text_config`, `thinker_config`, `llm_config`: read with its own model_type's reader).
+What only the modeling code knows (the pairing, NoPE rules) comes from `modeling.MODELING`.
+Any other key whose name says it is about positions (rope, rotary, position, alibi,
+relative_attention) is a mechanism this reader does not read: it raises `PosencError` naming
+the key, or with `strict=False` warns and ignores it. A config that names no RoPE parameter
+at all is refused too: nothing says the model uses RoPE.
 """
 
 from __future__ import annotations
@@ -17,19 +19,33 @@ import warnings
 
 from ..errors import PosencError
 from . import READERS, reader
-from .fields import ConfigView, head_dim_from
+from .fields import ConfigView
+from .mechanisms import (
+    ATTENTION_TYPES,
+    UNSCALED,
+    head_dim,
+    layer_types,
+    layout,
+    num_layers,
+    partial_factor,
+    theta_group,
+)
+from .modeling import Modeling, modeling
 from .positions import LayerPositions, ModelPositions
-from .rope_params import Dims, RopeFamily, Sizes, build_spec, read_rope, rope_dict, top_level_defaults
+from .rope_params import Default, Dims, build_spec, rope_dict
 
+#: Keys this reader reads (or that only size the model), besides the rope dicts' contents.
 STANDARD_KEYS = frozenset({
-    "model_type", "hidden_size", "num_attention_heads", "head_dim", "num_hidden_layers",
+    "model_type", "hidden_size", "num_attention_heads", "head_dim", "num_hidden_layers", "num_layers",
     "max_position_embeddings", "original_max_position_embeddings", "rope_theta", "rope_scaling",
-    "rope_parameters", "partial_rotary_factor", "layer_types", "text_config",
+    "rope_parameters", "partial_rotary_factor", "layer_types", "text_config", "thinker_config", "llm_config",
+    "qk_rope_head_dim", "kv_channels", "rotary_dim", "rotary_pct", "rope_pct", "no_rope_layers",
+    "layer_rope_theta", "no_rope_layer_interval", "rope_interleave", "position_embedding_type", "rope_scaling_layers",
 })
 POSITION_WORDS = re.compile(r"rope|rotary|position|alibi|relative_attention", re.IGNORECASE)
 _ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta")
-#: transformers' RotaryEmbeddingConfigMixin defaults (base 1e4, rotate_half); sizes come from `_dims`.
-GENERIC = RopeFamily(Sizes(0, 0, 0, 0))
+#: Where a composite config keeps its language model, in the order transformers nests them.
+NESTED = ("thinker_config", "text_config", "llm_config")
 
 
 def unknown_position_keys(view: ConfigView) -> list[str]:
@@ -38,77 +54,167 @@ def unknown_position_keys(view: ConfigView) -> list[str]:
 
 def _check_keys(view: ConfigView, strict: bool) -> None:
     for key in unknown_position_keys(view):
-        message = (f"is not a standard key and model type {view.raw.get('model_type')!r} has no family reader; "
+        message = (f"is a position mechanism posenc does not read for model type {view.raw.get('model_type')!r}; "
                    "posenc will not guess what it does")
         if strict:
             raise PosencError(view.field(key), message)
         warnings.warn(f"{view.field(key)}: {message} (ignored: strict=False)", stacklevel=4)
 
 
-def _dims(view: ConfigView) -> Dims:
-    max_len = view.int("max_position_embeddings")
-    layers = view.layers("num_hidden_layers", 0)
-    if view.has("head_dim"):
-        return Dims(view.int("head_dim"), view.field("head_dim"), layers, max_len,
-                    view.field("max_position_embeddings"))
-    if not (view.has("hidden_size") and view.has("num_attention_heads")):
-        raise PosencError(view.field("head_dim"), "config has neither head_dim nor hidden_size and num_attention_heads")
-    head_dim = head_dim_from(view, view.int("hidden_size"), view.int("num_attention_heads"), "num_attention_heads")
-    return Dims(head_dim, view.field("num_attention_heads"), layers, max_len, view.field("max_position_embeddings"))
-
-
-def _nested_layer_types(view: ConfigView, params: ConfigView | None, layers: int) -> tuple[str, ...] | None:
-    """transformers 5's per-layer-type rope dicts: keys of rope_parameters that are layer types."""
-    raw_types = view.raw.get("layer_types")
-    if params is None or not isinstance(raw_types, list):
-        return None
-    names = {t for t in raw_types if isinstance(t, str)}
-    if not any(isinstance(k, str) and k in names for k in params.raw):
-        return None
-    return view.str_list("layer_types", layers or len(raw_types), names)
-
-
 @reader("__generic__")
 def read_generic(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
+    facts = modeling(config.get("model_type"))
+    if facts.unsupported:
+        raise PosencError("config.model_type", f"{config.get('model_type')!r}: {facts.unsupported}; posenc "
+                          "does not reproduce it")
     _check_keys(view, strict)
-    text = view.obj("text_config")
-    if text is not None:
-        return _read_text_config(view, text, strict)
+    for key in NESTED:
+        inner = view.obj(key)
+        if inner is not None:
+            return _read_nested(inner, strict)
+    kind = view.raw.get("position_embedding_type", "rope")
+    if kind != "rope":  # Granite-4 hybrids: "rope", or None for a model without positions
+        raise PosencError(view.field("position_embedding_type"), f"is {kind!r}: posenc reads this config's "
+                          "positions only when it is 'rope'")
+    attn = view.obj("attn_config")
+    if attn is not None and attn.has("rope_theta") and not any(view.has(k) for k in _ROPE_KEYS):
+        # DBRX's original config.json keeps its base in attn_config (transformers 5 moves it to rope_parameters)
+        view = ConfigView({**view.raw, "rope_theta": attn.raw["rope_theta"]}, view.path)
     if not any(view.has(k) for k in _ROPE_KEYS):
         raise PosencError("config.model_type", f"model type {config.get('model_type')!r} has no family reader "
                           f"and its config names no RoPE parameter ({', '.join(_ROPE_KEYS)}); posenc cannot "
                           f"tell its position encoding (known families: {sorted(k for k in READERS if k[0] != '_')})")
-    dims = _dims(view)
-    model_type = str(config.get("model_type"))
+    return read_mechanisms(view, str(config.get("model_type")), facts)
+
+
+def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> ModelPositions:
+    """Every layer's RoPE from the mechanisms the config uses."""
+    layers, layers_field = num_layers(view)
+    head, head_field = head_dim(view, facts)
+    dims = Dims(head, head_field, layers, view.int("max_position_embeddings"), view.field("max_position_embeddings"))
+    per_layer = layer_types(view, layers, facts)
+    prf = partial_factor(view, head, facts)
+    theta = Default(view.raw["rope_theta"], view.field("rope_theta")) if view.has("rope_theta") \
+        else Default(10_000.0, view.field("rope_theta"))
+    original = Default(view.raw["original_max_position_embeddings"], view.field("original_max_position_embeddings")) \
+        if view.has("original_max_position_embeddings") else None
+    pairing = layout(view, facts)
     params = rope_dict(view)
-    nested = _nested_layer_types(view, params, dims.layers)
-    if nested is None:
-        spec = read_rope(view, GENERIC, dims)
-        return ModelPositions.single(model_type, "__generic__", spec, dims.layers)
-    defaults = top_level_defaults(view, GENERIC)
+    nested = _nested_dicts(view, params, per_layer)
+    specs, notes = {}, {}
+    if nested is not None:  # a null entry: layers of that type apply no positions (Beam's full attention)
+        per_layer = [None if n in nested and nested[n] is None else n for n in per_layer]
+    for name in dict.fromkeys(n for n in per_layer or ["default"] if n is not None):
+        sub, base = _rope_params_for(view, name, params, nested, facts, theta)
+        if facts.ntk_alpha:
+            sub = _ntk_alpha(sub)
+        sub, mrope = _mrope(sub, facts, view)
+        sub, notes[name] = _outside_rotation(sub, view)
+        specs[name] = build_spec(sub, theta=base, prf=None if prf is None else Default(*prf), dims=dims,
+                                 original=original, layout=pairing, mrope=mrope)
+    if nested is None and len(set(specs.values())) == 1:  # one RoPE shared by every layer that has positions
+        per_layer = ["default" if n is not None else None for n in per_layer]
+        specs, notes = {"default": next(iter(specs.values()))}, {"default": next(iter(notes.values()))}
     encodings = {}
-    for layer_type in dict.fromkeys(nested):
-        sub = params.obj(layer_type)
-        if sub is None:
-            continue  # a null entry: those layers use no position encoding
-        spec = build_spec(sub, theta=defaults.theta, prf=defaults.prf, dims=dims, original=defaults.original,
-                          layout=GENERIC.layout)
-        indices = tuple(i for i, t in enumerate(nested) if t == layer_type)
-        encodings[layer_type] = LayerPositions(layer_type, spec, indices, spec.layout)
+    if not per_layer:  # no layer count: the one RoPE, layers unlisted
+        spec = specs["default"]
+        return ModelPositions(model_type, "__generic__",
+                              {"default": LayerPositions("default", spec, (), spec.layout, notes["default"])})
+    for name, spec in specs.items():
+        indices = tuple(i for i, n in enumerate(per_layer) if n == name)
+        none = [i for i, n in enumerate(per_layer) if n is None]
+        extra = (f"layers {none} apply no positions",) if none else ()
+        encodings[name] = LayerPositions(name, spec, indices, spec.layout, notes[name] + extra)
+    if not encodings:
+        raise PosencError(layers_field, "no layer of this model applies positions")
     return ModelPositions(model_type, "__generic__", encodings)
 
 
-def _read_text_config(view: ConfigView, text: ConfigView, strict: bool) -> ModelPositions:
-    """A multimodal wrapper: the language model's positions are its text_config's (one level deep)."""
-    if text.has("text_config"):
-        raise PosencError(text.field("text_config"), "a text_config inside a text_config is not a model config")
-    inner = text.raw
-    if "model_type" in inner and not isinstance(inner["model_type"], str):
-        raise PosencError(text.field("model_type"), f"must be a string, got {inner['model_type']!r}")
-    read = READERS.get(inner.get("model_type"), read_generic)
+def _nested_dicts(view: ConfigView, params: ConfigView | None, per_layer: list) -> dict | None:
+    """transformers 5's rope_parameters nested per layer type ({"full_attention": {...}, ...})."""
+    raw = view.raw.get("layer_types")
+    if params is None or not isinstance(raw, list):
+        return None
+    names = set(raw)
+    keys = [k for k in params.raw if k in names]
+    if not keys:
+        return None
+    others = [k for k in params.raw if k not in names and k not in ATTENTION_TYPES]  # unused types may stay
+    if others:
+        raise PosencError(params.field(others[0]), "rope_parameters nests per layer type; a flat key beside "
+                          "them is not read by the modeling code")
+    return {k: params.obj(k) for k in keys}
+
+
+def _rope_params_for(view, name, params, nested, facts: Modeling, theta: Default):
+    """(the rope dict, the base default) of the layers named `name`."""
+    if name.startswith("rope_theta_"):  # layer_rope_theta: this base, the config's rope type
+        index = next(i for i, t in enumerate(view.raw["layer_rope_theta"]) if t and theta_group(t) == name)
+        return params, Default(view.raw["layer_rope_theta"][index], view.field(f"layer_rope_theta[{index}]"))
+    if name == UNSCALED:  # plain RoPE with the dict's own base and rotary fraction
+        kept = {k: params.raw[k] for k in ("rope_theta", "partial_rotary_factor") if params is not None and k in params.raw}
+        return ConfigView({"rope_type": "default", **kept}, params.path if params else view.field("rope_parameters")), theta
+    if nested is not None:
+        if name not in nested:
+            raise PosencError(view.field("rope_parameters"), f"has no entry for layer type {name!r}")
+        return nested[name], theta
+    if facts.legacy_scaled is not None and name not in facts.legacy_scaled:
+        return None, theta  # a legacy rope_scaling scales only the family's scaled layer types
+    return params, theta
+
+
+def _mrope(params: ConfigView | None, facts: Modeling, view: ConfigView):
+    """(the rope dict without its M-RoPE keys, RopeSpec's M-RoPE keywords) for the M-RoPE families."""
+    raw = dict(params.raw) if params is not None else {}
+    section = raw.pop("mrope_section", None)
+    raw.pop("mrope_interleaved", None)  # the modeling code decides (Qwen3-VL interleaves whatever it says)
+    if facts.mrope is None:
+        if section is not None:
+            raise PosencError(f"{params.path}.mrope_section", f"M-RoPE as model type {view.raw.get('model_type')!r} "
+                              "applies it is a mechanism posenc does not read")
+        return params, None
+    section = section if section is not None else list(facts.mrope_default)
+    path = params.path if params is not None else view.field("rope_parameters")
+    return ConfigView(raw, path), {"mrope_section": section, "mrope_interleaved": facts.mrope == "interleaved"}
+
+
+def _outside_rotation(params: ConfigView | None, view: ConfigView) -> tuple[ConfigView | None, tuple[str, ...]]:
+    """Keys of a rope dict that do not change cos/sin, moved out with a note: Ministral-3's
+    `llama_4_scaling_beta` (the attention scales q by 1 + beta * log(1 + floor(p / original)))
+    and a copy of the top-level `max_position_embeddings` (which YaRN reads from the config)."""
+    if params is None:
+        return None, ()
+    raw, notes = dict(params.raw), ()
+    if "max_position_embeddings" in raw:
+        if raw.pop("max_position_embeddings") != view.raw.get("max_position_embeddings"):
+            raise PosencError(params.field("max_position_embeddings"), "differs from the config's "
+                              "max_position_embeddings, which is the one the rotary code reads; posenc will not guess")
+    beta = raw.pop("llama_4_scaling_beta", None)
+    if beta is not None:
+        notes = (f"the attention also scales q by 1 + {beta:g} * log(1 + floor(position / "
+                 "original_max_position_embeddings)) (llama_4_scaling_beta): not part of cos/sin",)
+    return ConfigView(raw, params.path), notes
+
+
+def _ntk_alpha(params: ConfigView | None) -> ConfigView | None:
+    """Hunyuan's fixed-alpha NTK ("dynamic" with an `alpha`): posenc's static "ntk" with factor alpha."""
+    if params is None or params.raw.get("alpha") is None:
+        return params
+    raw = {k: v for k, v in params.raw.items() if k not in ("alpha", "type", "factor")}
+    return ConfigView({**raw, "rope_type": "ntk", "factor": params.raw["alpha"]}, params.path)
+
+
+def _read_nested(inner: ConfigView, strict: bool) -> ModelPositions:
+    """A composite config: the language model's positions are its own config's."""
+    if "model_type" in inner.raw and not isinstance(inner.raw["model_type"], str):
+        raise PosencError(inner.field("model_type"), f"must be a string, got {inner.raw['model_type']!r}")
+    for key in NESTED:
+        if inner.has(key):  # Qwen-Omni: thinker_config.text_config
+            return _read_nested(inner.obj(key), strict)
+    read = READERS.get(inner.raw.get("model_type"), read_generic)
     try:
-        return read(inner, strict)
+        return read(inner.raw, strict)
     except PosencError as exc:
-        field = exc.field.replace("config", text.path, 1) if exc.field.startswith("config") else exc.field
+        field = exc.field.replace("config", inner.path, 1) if exc.field.startswith("config") else exc.field
         raise PosencError(field, exc.message) from None

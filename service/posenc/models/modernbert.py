@@ -1,4 +1,4 @@
-"""ModernBERT: two RoPEs, one per attention type (configuration_modernbert.py).
+"""ModernBERT and its decoder: two RoPEs, one per attention type (configuration_modernbert*.py).
 
 transformers 5 names the types `full_attention` (global; base `global_rope_theta`, default
 160000) and `sliding_attention` (local; `local_rope_theta`, default 10000) and writes them
@@ -19,10 +19,10 @@ THETA = {FULL: ("global_rope_theta", 160_000.0), SLIDING: ("local_rope_theta", 1
 ALIASES = {"global": FULL, "local": SLIDING}
 
 
-@reader("modernbert")
+@reader("modernbert", "modernbert-decoder")
 def read_modernbert(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     specs, dims = rope_per_layer_type(view, MODERNBERT, THETA, legacy_scaled=(FULL, SLIDING),
                                       family_name="ModernBERT")
     layer_types = periodic_layer_types(view, dims.layers, "global_attn_every_n_layers", 3, full_at_zero=True)
-    return ModelPositions("modernbert", "modernbert", entries(layer_types, specs), aliases=ALIASES)
+    return ModelPositions(config["model_type"], "modernbert", entries(layer_types, specs), aliases=ALIASES)

@@ -118,8 +118,10 @@ def top_level(view: ConfigView, keys: tuple[str, ...], default, default_field: s
 
 
 def build_spec(params: ConfigView | None, *, theta: Default, prf: Default | None, dims: Dims,
-               original: Default | None, layout: str, aliases: dict | None = None) -> RopeSpec:
-    """A RopeSpec from one (standardised) rope dict; spec errors renamed to config fields."""
+               original: Default | None, layout: str, aliases: dict | None = None,
+               mrope: dict | None = None) -> RopeSpec:
+    """A RopeSpec from one (standardised) rope dict; spec errors renamed to config fields.
+    `mrope`: RopeSpec's mrope_section / mrope_interleaved keywords (the M-RoPE families)."""
     raw = dict(params.raw) if params is not None else {}
     path = params.path if params is not None else "config.rope_parameters"
     rope_type = raw.get("rope_type", raw.get("type", "default"))
@@ -127,7 +129,7 @@ def build_spec(params: ConfigView | None, *, theta: Default, prf: Default | None
     if not isinstance(rope_type, str):
         raise PosencError(type_field, f"must be a string, got {rope_type!r}")
     rope_type = (aliases or {}).get(rope_type, rope_type)
-    fields = {"base": theta.field, "head_dim": dims.head_dim_field, "max_position_embeddings": dims.max_field,
+    fields = {"mrope_section": f"{path}.mrope_section", "base": theta.field, "head_dim": dims.head_dim_field, "max_position_embeddings": dims.max_field,
               "scaling.rope_type": type_field}
     base = theta.value
     if raw.get("rope_theta") is not None:
@@ -151,7 +153,7 @@ def build_spec(params: ConfigView | None, *, theta: Default, prf: Default | None
     try:
         return RopeSpec(dims.head_dim, base=base, partial_rotary_factor=factor, scaling=scaling,
                         max_position_embeddings=dims.max_position_embeddings,
-                        original_max_position_embeddings=original_value, layout=layout)
+                        original_max_position_embeddings=original_value, layout=layout, **(mrope or {}))
     except PosencError as exc:
         raise PosencError(_config_field(exc.field, fields, path), exc.message) from None
 

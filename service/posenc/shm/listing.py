@@ -7,6 +7,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..tables import serves
 from .errors import ShmError
 from .format import BUILDING, HEADER_SIZE, READY, unpack_header
 from .paths import resolve_root, segment_files
@@ -35,6 +36,7 @@ class TableInfo:
     state: str
     created: float
     writer_pid: int
+    serves: str = ""  # which sequence lengths its rows are right for (posenc.tables.serves)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -64,7 +66,7 @@ def _describe(fd: int, path: Path, name: str, generation: int, current: dict[str
     else:
         state = "BUILDING" if header.state == BUILDING else INVALID
     return TableInfo(name, path.name, kind, spec, (header.rows, header.width), header.dtype, header.data_nbytes,
-                     generation, state, header.created_ns / 1e9, header.writer_pid)
+                     generation, state, header.created_ns / 1e9, header.writer_pid, serves(spec))
 
 
 def list_tables(root=None) -> list[TableInfo]:

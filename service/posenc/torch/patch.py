@@ -127,7 +127,7 @@ def patch_model(model: nn.Module, *, table=None, shm_root=None, cache: CosSinCac
     config = getattr(model, "config", None)
     if config is None:
         raise PosencError("model", "has no .config: pass a transformers model")
-    positions = from_hf_config(config.to_dict())
+    positions = from_hf_config(config)
     rope_layers(positions)  # refuses ALiBi, T5, learned, M-RoPE before anything changes
     found = _rotary_modules(model)
     if not found:

@@ -32,8 +32,6 @@ def rope_layers(source) -> dict[str, RopeSpec]:
     if isinstance(source, LayerPositions):
         source = ModelPositions("?", "?", {source.layer_type: source})
     if not isinstance(source, ModelPositions):
-        if hasattr(source, "to_dict") and not isinstance(source, dict):
-            source = source.to_dict()
         source = from_hf_config(source)
     others = {name: entry.spec.KIND for name, entry in source.encodings.items() if entry.spec.KIND != "rope"}
     if others:

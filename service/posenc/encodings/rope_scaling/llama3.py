@@ -21,8 +21,8 @@ def validate(params, dims):
         "high_freq_factor": as_float(params["high_freq_factor"], "scaling.high_freq_factor", exclusive_minimum=0.0),
     }
     require(dims.original_max_position_embeddings, "original_max_position_embeddings", "for llama3 scaling")
-    if out["high_freq_factor"] <= out["low_freq_factor"]:
-        raise PosencError("scaling.high_freq_factor", "must be > scaling.low_freq_factor")
+    if out["high_freq_factor"] < out["low_freq_factor"]:  # equal is Llama-4's: no smoothed band
+        raise PosencError("scaling.high_freq_factor", "must be >= scaling.low_freq_factor")
     return out
 
 

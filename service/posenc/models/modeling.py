@@ -1,0 +1,83 @@
+"""What lives in a family's modeling code rather than in its config: the pairing its
+`apply_rotary_pos_emb` rotates (`rotate_half` or GPT-J's pairwise one), a default partial
+rotary factor, NoPE rules on layer types, and how a legacy
+flat `rope_scaling` is spread over per-layer-type RoPEs. Each fact is checked against
+transformers' own modules by tests/test_models_truth.py (goldens from generate_models.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Modeling:
+    layout: str = "half"
+    default_prf: float | None = None
+    #: (config view, layer type) -> True when layers of that type skip RoPE (NoPE)
+    nope: Callable | None = None
+    #: layer types a legacy flat `rope_scaling` scales (None: every type shares one RoPE)
+    legacy_scaled: tuple[str, ...] | None = None
+    ignored_head_keys: tuple[str, ...] = ()
+    #: a mechanism of its modeling code posenc does not reproduce: every config of it is refused
+    unsupported: str | None = None
+    #: its rotary class reads {"rope_type": "dynamic", "alpha": a} as static NTK: base * a^(d/(d-2))
+    ntk_alpha: bool = False
+    #: its config class derives absent `no_rope_layers` from `no_rope_layer_interval` (this default)
+    nope_interval: int | None = None
+    #: M-RoPE as its modeling code applies `mrope_section`: "chunked" (Qwen2-VL's split, chunk i from
+    #: axis i % 3) or "interleaved" (Qwen3-VL's apply_interleaved_mrope); None: a section is refused
+    mrope: str | None = None
+    mrope_default: tuple[int, ...] | None = None  # its rotary class's section when the config has none
+
+
+def _exaone4_nope(view, layer_type: str) -> bool:
+    """Exaone-4: with a sliding window, full-attention layers skip RoPE (`if self.sliding_window is
+    None or self.is_sliding`)."""
+    return layer_type == "full_attention" and view.raw.get("sliding_window") is not None
+
+
+def _full_attention_nope(view, layer_type: str) -> bool:
+    """Only sliding-window layers rotate; full-attention layers use no positions (Cohere2, AFMoE, Flint)."""
+    return layer_type == "full_attention"
+
+
+INTERLEAVED = Modeling(layout="interleaved")
+#: model_type -> its modeling facts; absent: Llama's (`rotate_half`, full rotary, every layer).
+MODELING: dict[str, Modeling] = {
+    "ernie4_5": INTERLEAVED,
+    "ernie4_5_moe": INTERLEAVED,
+    "helium": INTERLEAVED,
+    "exaone4": Modeling(nope=_exaone4_nope),
+    "exaone_moe": Modeling(nope=_exaone4_nope),
+    "kolibri1": Modeling(nope=_exaone4_nope),
+    "cohere2": Modeling(layout="interleaved", nope=_full_attention_nope),
+    "cohere2_moe": Modeling(layout="interleaved", nope=_full_attention_nope),
+    "afmoe": Modeling(nope=_full_attention_nope),
+    "flint": Modeling(nope=_full_attention_nope),
+    "lara_mini": Modeling(nope=_full_attention_nope),
+    "bailing_hybrid": INTERLEAVED,
+    "openai_privacy_filter": INTERLEAVED,
+    "minimax_m3_vl_text": Modeling(unsupported="its rotary_dim does not pair dims as partial rotary does"),
+    "dory": Modeling(unsupported="its layer_types lists sub-layers (attention and mlp), not decoder layers"),
+    "hrm_text": Modeling(unsupported="two rotary layer stacks (H and L modules) share one config"),
+    "nanochat": Modeling(unsupported="its apply_rotary_pos_emb rotates the other way (sin negated)"),
+    "olmo3": Modeling(legacy_scaled=("full_attention",)),
+    "qwen3_vl_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
+    "qwen3_vl_moe_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
+    "cosmos3_edge_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
+    "glm_moe_dsa": INTERLEAVED,
+    "hy_v4_vl_text": INTERLEAVED,
+    "mistral_large4_text": INTERLEAVED,
+    "qwen2_5_omni_text": Modeling(mrope="chunked", mrope_default=(16, 24, 24)),
+    "qwen2_5_omni_thinker": Modeling(mrope="chunked", mrope_default=(16, 24, 24)),
+    "llama4_text": Modeling(layout="interleaved", nope_interval=4),
+    "smollm3": Modeling(nope_interval=4),
+    "hunyuan_v1_dense": Modeling(ntk_alpha=True),
+    "hunyuan_v1_moe": Modeling(ntk_alpha=True),
+}
+
+
+def modeling(model_type) -> Modeling:
+    return MODELING.get(model_type, Modeling())

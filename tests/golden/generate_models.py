@@ -1,0 +1,511 @@
+"""Per-layer positional truth for every rotary model type of the installed transformers.
+
+    PYTHONPATH=service python tests/golden/generate_models.py   # needs torch + transformers
+    PYTHONPATH=service python tests/golden/generate_models.py llama qwen3   # redo these model types
+    PYTHONPATH=service python tests/golden/generate_models.py --table   # only docs/models.md
+
+For every model type whose modeling file defines a `*RotaryEmbedding` class, this builds a
+tiny model (the config class's defaults, sizes shrunk, `layer_types` kept as a prefix) and
+variations of it (each rope type transformers defines, a partial rotary factor), runs one
+forward pass with chosen position_ids, and records per decoder layer what its own
+`apply_rotary_pos_emb` (any module-level `apply*rot*` function of its modeling file) did:
+
+* whether the layer applied positions at all;
+* the rotation it applied, probed with the basis vectors e_j: for each input dim j, the output
+  dim it is mixed into (its partner), and the two coefficients (cos on j, sin on the
+  partner) at every probe position. That is the cos/sin *and* the layout, as the model
+  applies them, stored sparsely (`model_truth.LayerTruth`).
+
+The model's config (its `to_dict()`, plus the legacy flat form a pre-v5 config.json uses) is
+stored with it, so tests/test_models_truth.py can run posenc.from_hf_config on the same
+config without torch and compare layer by layer. Written to model_truth.npz; docs/models.md
+(the model table) is written from the verdicts.
+"""
+
+from __future__ import annotations
+
+import copy
+import faulthandler
+import importlib
+import inspect
+import json
+import multiprocessing
+import re
+import signal
+import sys
+import traceback
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+from torch import nn
+from transformers import AutoConfig, AutoModel
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES, model_type_to_module_name
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE.parent))
+import model_truth
+
+OUT = HERE / "model_truth.npz"
+DOCS = ROOT / "docs" / "models.md"
+#: The forward pass's position_ids: small ones (float32 angles exact to ~1e-6) and long ones
+#: (which scaled variants change most); 9 = no tiny size is 9, so the position axis is found.
+POSITIONS = [0, 1, 2, 5, 11, 100, 1000, 3000, 4095]
+N_LAYERS = 8
+CASE_TIMEOUT_S = 60
+WORKERS = 2  # processes; the machines this runs on have two cores
+APPLY_NAME = re.compile(r"^_?apply_rotary|^apply_.*rot")
+SIZE_OVERRIDES = {
+    "hidden_size": 64, "d_model": 64, "n_embd": 64, "intermediate_size": 64, "ffn_dim": 64,
+    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32, "expert_intermediate_size": 32,
+    "vocab_size": 128, "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4,
+    "num_experts_per_tok": 2, "moe_topk": 2, "top_k": 2, "n_group": 1, "topk_group": 1, "n_shared_experts": 1,
+    "q_lora_rank": 32, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "v_head_dim": 16, "qk_rope_head_dim": 16,
+    "kv_channels": 32, "head_dim": 32, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+    "linear_num_key_heads": 2, "linear_num_value_heads": 4, "mamba_d_state": 8, "mamba_n_heads": 4,
+    "mamba_d_head": 16, "ssm_state_size": 8, "mamba_head_dim": 16, "lru_width": 64, "conv_L_cache": 3,
+    "block_size": 16, "first_k_dense_replace": 1,
+}
+LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
+HEAD_KEYS = {"num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_key_value_heads": 2, "num_kv_heads": 2,
+             "n_kv_heads": 2, "multi_query_group_num": 2}
+#: Per-layer index lists / flags that must shrink with the layer count.
+LAYER_LISTS = ("layer_types", "layer_rope_theta", "no_rope_layers", "layers_block_type", "block_types", "attn_layer_indices",
+               "cross_attention_layers", "full_attn_idxs", "swa_layers")
+
+
+def rotary_model_types() -> list[str]:
+    """Model types whose modeling file defines a *RotaryEmbedding class (text or vision)."""
+    out = []
+    models = Path(transformers.__file__).parent / "models"
+    for model_type in sorted(CONFIG_MAPPING_NAMES):
+        module = model_type_to_module_name(model_type)
+        source = models / module / f"modeling_{module}.py"
+        if source.exists() and re.search(r"^class \w*RotaryEmbedding\b", source.read_text(), re.MULTILINE):
+            out.append(model_type)
+    return out
+
+
+def language_config(config):
+    """The sub-config posenc reads for a composite model: thinker_config.text_config, text_config, llm_config."""
+    for key in ("thinker_config", "text_config", "llm_config"):
+        sub = getattr(config, key, None)
+        if sub is not None and not isinstance(sub, dict) and hasattr(sub, "to_dict"):
+            return language_config(sub)
+    return config
+
+
+def shrink(config) -> None:
+    """Tiny sizes in place, keeping everything positional (rope parameters, layer patterns)."""
+    tied = getattr(config, "head_dim", None) and getattr(config, "head_dim", None) * getattr(
+        config, "num_attention_heads", 0) == getattr(config, "hidden_size", None)
+    for key, value in {**SIZE_OVERRIDES, **HEAD_KEYS}.items():
+        if isinstance(getattr(config, key, None), int) and not isinstance(getattr(config, key), bool):
+            _set(config, key, value)
+    if tied and "helium" in type(config).__module__:  # its o_proj assumes heads * head_dim == hidden_size
+        _set(config, "head_dim", config.hidden_size // config.num_attention_heads)
+    if isinstance(getattr(config, "qk_rope_head_dim", None), int):  # MLA: head_dim is the rotary part
+        _set(config, "head_dim", config.qk_rope_head_dim)
+        _set(config, "num_key_value_heads", config.num_attention_heads)
+    elif hasattr(config, "head_dim") and config.head_dim is None and hasattr(config, "hidden_size"):
+        _set(config, "head_dim", config.hidden_size // config.num_attention_heads)
+    if isinstance(getattr(config, "rotary_dim", None), int) and isinstance(getattr(config, "head_dim", None), int):
+        _set(config, "rotary_dim", config.head_dim // 2)
+    params = getattr(config, "rope_parameters", None)
+    if isinstance(params, dict) and "rope_type" in params and "mrope_section" in _modeling_source(config):
+        half = (getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads) // 2
+        default = params.get("mrope_section") or [24, 20, 20]  # the rotary classes' default, for the tiny head
+        section = [half * s // sum(default) for s in default]
+        section[0] += half - sum(section)
+        params["mrope_section"] = section
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if isinstance(getattr(config, key, None), int) and getattr(config, key) >= SIZE_OVERRIDES["vocab_size"]:
+            _set(config, key, 1)
+    for key in LAYER_KEYS:
+        if isinstance(getattr(config, key, None), int):
+            _set(config, key, N_LAYERS)
+    for key in LAYER_LISTS:
+        value = getattr(config, key, None)
+        if isinstance(value, list) and value:
+            if all(isinstance(v, int) and not isinstance(v, bool) for v in value) and key.endswith(
+                    ("layers", "idxs", "indices")) and key != "no_rope_layers":
+                _set(config, key, [v for v in value if v < N_LAYERS])
+            else:
+                _set(config, key, value[:N_LAYERS])
+
+
+def _set(config, key, value) -> None:
+    """Set an attribute unless it is a read-only property (derived from others: it follows them)."""
+    try:
+        setattr(config, key, value)
+    except AttributeError:
+        pass
+
+
+def variations(base) -> list[tuple[str, object]]:
+    """(name, config) pairs: the default config, each rope type, a partial rotary factor, other
+    layer-type patterns (NoPE, linear / conv / mamba layers), per-layer-type scaling."""
+    out = [("default", base)] + layer_pattern_variations(base)
+    params = getattr(base, "rope_parameters", None)
+    if not isinstance(params, dict):
+        return out
+    if "rope_type" not in params:  # nested per layer type: scale one type at a time
+        for layer_type, sub in params.items():
+            if isinstance(sub, dict):
+                config = copy.deepcopy(base)
+                config.rope_parameters = {**copy.deepcopy(params), layer_type: {
+                    "rope_theta": sub.get("rope_theta", 10000.0), **SCALINGS["yarn"]}}
+                out.append((f"yarn on {layer_type}", config))
+        return out
+    max_len = getattr(base, "max_position_embeddings", None) or 4096
+    rot = _rotary_dim(base)
+    for name, scaling in SCALINGS.items():
+        if params.get("rope_type") == name:
+            continue
+        if name == "longrope":
+            if not rot:
+                continue
+            scaling = {**scaling, "short_factor": [1.0 + 0.01 * i for i in range(rot // 2)],
+                       "long_factor": [1.0 + 0.25 * i for i in range(rot // 2)]}
+        config = copy.deepcopy(base)
+        config.rope_parameters = {"rope_theta": params.get("rope_theta", 10000.0), **scaling}
+        if "partial_rotary_factor" in params:
+            config.rope_parameters["partial_rotary_factor"] = params["partial_rotary_factor"]
+        if name in ("longrope", "yarn", "llama3"):
+            config.max_position_embeddings = max(max_len, 4096)
+        out.append((f"rope_type={name}", config))
+    if "compute_ntk_alpha_rope_parameters" in _modeling_source(base):
+        config = copy.deepcopy(base)
+        config.rope_parameters = {**params, "rope_type": "dynamic", "factor": 1.0, "alpha": 1000.0}
+        out.append(("ntk alpha=1000", config))
+    if "partial_rotary_factor" in params or hasattr(base, "partial_rotary_factor"):
+        config = copy.deepcopy(base)
+        config.rope_parameters = {**params, "partial_rotary_factor": 0.5}
+        out.append(("partial_rotary_factor=0.5", config))
+    return out
+
+
+SCALINGS = {
+    "dynamic": {"rope_type": "dynamic", "factor": 2.0},
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024},
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 1024},
+    "longrope": {"rope_type": "longrope", "original_max_position_embeddings": 1024},
+}
+#: Layer types a family may mix in; tried where its modeling file names them.
+LAYER_TYPE_CANDIDATES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention", "conv",
+                         "mamba", "recurrent", "attention")
+
+
+def _modeling_source(config) -> str:
+    path = Path(inspect.getfile(type(config)))
+    modeling = path.with_name(path.name.replace("configuration_", "modeling_"))
+    return modeling.read_text() if modeling.exists() else ""
+
+
+def layer_pattern_variations(base) -> list[tuple[str, object]]:
+    """Odd layers turned into each other layer type the family's modeling code names; every other
+    layer NoPE where the config has `no_rope_layers`."""
+    out = []
+    types = getattr(base, "layer_types", None)
+    if isinstance(types, list) and types and all(isinstance(t, str) for t in types):
+        source = _modeling_source(base)
+        for kind in LAYER_TYPE_CANDIDATES:
+            if kind not in types and f'"{kind}"' in source:
+                config = copy.deepcopy(base)
+                try:
+                    config.layer_types = [kind if i % 2 else t for i, t in enumerate(types)]
+                except Exception:
+                    continue
+                out.append((f"odd layers {kind}", config))
+    flags = getattr(base, "no_rope_layers", None)
+    if isinstance(flags, list) and flags:
+        config = copy.deepcopy(base)
+        config.no_rope_layers = [i % 2 for i in range(len(flags))]
+        out.append(("no_rope_layers alternating", config))
+    return out
+
+
+def _rotary_dim(config) -> int:
+    head = getattr(config, "qk_rope_head_dim", None) or getattr(config, "head_dim", None)
+    if not head:
+        head = config.hidden_size // config.num_attention_heads
+    factor = (getattr(config, "rope_parameters", None) or {}).get("partial_rotary_factor", 1.0) or 1.0
+    return int(head * factor)
+
+
+def legacy_form(config) -> dict | None:
+    """The pre-v5 config.json of the same model: top-level rope_theta / partial_rotary_factor and a
+    `rope_scaling` dict instead of `rope_parameters`; None unless the config class reads it back
+    to the same rope_parameters (then it is the same model, and posenc must say the same)."""
+    raw = config.to_dict()
+    params = raw.get("rope_parameters")
+    if not isinstance(params, dict):
+        return None
+    if "rope_type" not in params:  # nested: the one scaled layer type's dict as the flat rope_scaling
+        scaled = [sub for sub in params.values() if isinstance(sub, dict) and sub.get("rope_type") != "default"]
+        params_for_flat = scaled[0] if len(scaled) == 1 else next(iter(params.values()))
+        if not isinstance(params_for_flat, dict):
+            return None
+    else:
+        params_for_flat = params
+    legacy = {k: v for k, v in raw.items() if k != "rope_parameters"}
+    params, nested_params = params_for_flat, params
+    scaling = {k: v for k, v in params.items() if k not in ("rope_theta", "partial_rotary_factor")}
+    legacy["rope_theta"] = params.get("rope_theta")
+    if "partial_rotary_factor" in params:
+        legacy["partial_rotary_factor"] = params["partial_rotary_factor"]
+    if scaling.get("rope_type", "default") != "default":
+        legacy["rope_scaling"] = {"type" if k == "rope_type" else k: v for k, v in scaling.items()}
+    try:
+        again = type(config)(**{k: v for k, v in legacy.items() if k not in ("model_type", "transformers_version")})
+    except Exception:
+        return None
+    return legacy if again.rope_parameters == nested_params else None
+
+
+class Recorder:
+    """Hooks: the current decoder layer, the rotary modules' position_ids, every apply call's rotation."""
+
+    def __init__(self, model: nn.Module, n: int):
+        self.n = n
+        self.current: str | None = None
+        self.calls: dict[str, list] = {}
+        self.positions = None
+        self.layers = _layer_paths(model)
+        self._handles = []
+        self._patched = []
+        for path, module in model.named_modules():
+            if path in self.layers:
+                self._handles.append(module.register_forward_pre_hook(self._enter(path)))
+                self._handles.append(module.register_forward_hook(self._leave))
+            if type(module).__name__.endswith("RotaryEmbedding") and "vision" not in path.lower():
+                self._handles.append(module.register_forward_pre_hook(self._rotary, with_kwargs=True))
+        for name in _modules_of(model):
+            module = sys.modules[name]
+            for attr, fn in list(vars(module).items()):
+                if callable(fn) and inspect.isfunction(fn) and APPLY_NAME.search(attr) and "vision" not in attr:
+                    setattr(module, attr, self._wrap(fn))
+                    self._patched.append((module, attr, fn))
+
+    def close(self):
+        for handle in self._handles:
+            handle.remove()
+        for module, attr, fn in self._patched:
+            setattr(module, attr, fn)
+
+    def _enter(self, path):
+        def hook(module, args):
+            self.current = path
+        return hook
+
+    def _leave(self, module, args, output):
+        self.current = None
+
+    def _rotary(self, module, args, kwargs):
+        ids = kwargs.get("position_ids", args[1] if len(args) > 1 else None)
+        if isinstance(ids, torch.Tensor) and self.positions is None:
+            self.positions = ids.reshape(-1, ids.shape[-1])[0].tolist()
+
+    def _wrap(self, fn):
+        def wrapped(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            if self.current is not None:
+                self.calls.setdefault(self.current, []).append(probe(fn, args, kwargs, self.n))
+            return out
+        wrapped.__wrapped__ = fn
+        return wrapped
+
+
+def _layer_paths(model: nn.Module) -> list[str]:
+    """The decoder/encoder layers: children of the outermost ModuleLists named layers / h / block(s)."""
+    lists = [path for path, module in model.named_modules()
+             if isinstance(module, nn.ModuleList) and path.rsplit(".", 1)[-1] in ("layers", "h", "layer", "block",
+                                                                                  "blocks", "decoder_layers")
+             and "vision" not in path.lower() and "visual" not in path.lower()]
+    outer = [p for p in lists if not any(p != q and p.startswith(q + ".") for q in lists)]
+    return [f"{p}.{i}" for p in outer for i in range(len(model.get_submodule(p)))]
+
+
+def _modules_of(model: nn.Module) -> set[str]:
+    return {type(m).__module__ for m in model.modules() if type(m).__module__.startswith("transformers.models.")}
+
+
+def probe(fn, args, kwargs, n: int):
+    """Run `fn` on basis vectors in place of its first tensor (and the k beside it): [n, D, D]
+    with column j the image of e_j at each position, or an error string."""
+    args = list(args)
+    q = args[0]
+    if not isinstance(q, torch.Tensor):
+        return "first argument is not a tensor"
+    axes = [i for i, size in enumerate(q.shape[:-1]) if size == n]
+    if len(axes) != 1:
+        return f"cannot find the position axis in {tuple(q.shape)}"
+    dim = q.shape[-1]
+    basis = torch.zeros((dim,) + tuple(q.shape[1:]), dtype=q.dtype)
+    for j in range(dim):
+        basis[j, ..., j] = 1.0
+    probe_args = [basis] + args[1:]
+    if len(args) > 1 and isinstance(args[1], torch.Tensor) and args[1].shape[-1] == dim and args[1].dim() == q.dim():
+        probe_args[1] = torch.zeros((dim,) + tuple(args[1].shape[1:]), dtype=q.dtype)
+    try:
+        with torch.no_grad():
+            out = fn(*probe_args, **kwargs)
+    except Exception as exc:  # a function that cannot broadcast a batch of probes
+        return f"probe failed: {type(exc).__name__}: {exc}"
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    if out.shape[0] != dim or out.shape[-1] != dim:
+        return f"probe output shape {tuple(out.shape)}"
+    index = [0] * out.dim()
+    index[0] = slice(None)
+    index[axes[0]] = slice(None)
+    index[-1] = slice(None)
+    cols = out[tuple(index)].to(torch.float64).numpy()  # [dim(j), n, dim(out)]
+    return np.transpose(cols, (1, 2, 0))  # [n, out, j]
+
+
+def build(config) -> nn.Module:
+    """AutoModel for the config, else its modeling file's base model class for that config
+    class (a text config without an AutoModel entry: Mllama's)."""
+    try:
+        return AutoModel.from_config(config)
+    except ValueError:
+        module = importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
+        for name, cls in vars(module).items():
+            if isinstance(cls, type) and issubclass(cls, nn.Module) and getattr(cls, "config_class", None) is \
+                    type(config) and name.endswith("Model") and "PreTrained" not in name:
+                return cls(config)
+        raise
+
+
+def run_case(config) -> dict:
+    """Build, run, record: {"layers": {path: LayerTruth.to_arrays() or None}, "positions": [...]}."""
+    torch.manual_seed(0)
+    model = build(config)
+    model.eval()
+    recorder = Recorder(model, len(POSITIONS))
+    try:
+        ids = torch.arange(len(POSITIONS))[None] % 100 + 3
+        pos = torch.tensor([POSITIONS])
+        with torch.no_grad():
+            try:
+                model(input_ids=ids, position_ids=pos, use_cache=False)
+            except TypeError:
+                model(input_ids=ids)
+    finally:
+        recorder.close()
+    if not recorder.layers:
+        raise RuntimeError("no decoder layers found")
+    layers = {}
+    for path in recorder.layers:
+        calls = recorder.calls.get(path, [])
+        errors = [c for c in calls if isinstance(c, str)]
+        if errors:
+            raise RuntimeError(f"{path}: {errors[0]}")
+        truths = [model_truth.LayerTruth.from_matrices(m) for m in calls]
+        if len({t.key() for t in truths}) > 1:
+            raise RuntimeError(f"{path}: applies several different rotations")
+        layers[path] = truths[0] if truths else None
+    return {"layers": layers, "positions": recorder.positions or list(range(len(POSITIONS)))}
+
+
+def cases_of(model_type: str) -> tuple[list, str | None]:
+    """Every case of one model type, and why its default config could not be run (None if it ran)."""
+    try:
+        return _cases_of(model_type)
+    except Exception as exc:  # one family's surprise must not lose the others' goldens
+        return [], f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _cases_of(model_type: str) -> tuple[list, str | None]:
+    warnings.filterwarnings("ignore")
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(1)
+    signal.signal(signal.SIGALRM, _timeout)
+    print(f"{model_type:32s} start", flush=True)
+    try:
+        outer = AutoConfig.for_model(model_type)
+        base = language_config(outer)
+        shrink(base)
+    except Exception as exc:
+        return [], f"config: {type(exc).__name__}: {exc}"[:300]
+    try:
+        runs = variations(base)
+    except Exception:  # a config the variations cannot be made of: its defaults alone
+        runs = [("default", base)]
+    cases = []
+    for name, config in runs:
+        faulthandler.dump_traceback_later(CASE_TIMEOUT_S)  # a hang shows where it is
+        signal.alarm(CASE_TIMEOUT_S)
+        try:
+            result = run_case(config)
+        except Exception as exc:
+            if name == "default":
+                if "-v" in sys.argv:
+                    traceback.print_exc()
+                return [], f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+            continue
+        cases.append(model_truth.Case(model_type, name, config.to_dict(), result["positions"], result["layers"]))
+        legacy = legacy_form(config)
+        if legacy is not None:
+            cases.append(model_truth.Case(model_type, f"{name} (legacy flat keys)", legacy, result["positions"],
+                                          result["layers"]))
+        if name == "default" and outer is not base:  # the composite config.json a user has
+            cases.append(model_truth.Case(model_type, "composite config", outer.to_dict(), result["positions"],
+                                          result["layers"]))
+        print(f"{model_type:32s} {name:28s} {sum(t is not None for t in result['layers'].values())}/"
+              f"{len(result['layers'])} layers rotate", flush=True)
+    return cases, None
+
+
+MROPE_OUT = HERE / "model_mrope_interleaved.npz"
+
+
+def interleaved_mrope_golden() -> None:
+    """Qwen3-VL's text rotary (apply_interleaved_mrope) at [3, n] image-like positions, whose axes
+    differ (the per-layer probe only sees text tokens, where all three are equal)."""
+    from transformers import Qwen3VLTextConfig
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbedding
+
+    config = Qwen3VLTextConfig(head_dim=128, hidden_size=256, num_attention_heads=2, num_hidden_layers=2)
+    positions = torch.tensor([[[0, 5, 9, 40, 4000]], [[0, 3, 7, 11, 17]], [[0, 1, 2, 30, 2]]])
+    cos, sin = Qwen3VLTextRotaryEmbedding(config)(torch.zeros(1, 1, 5, 128), positions)
+    half = cos.shape[-1] // 2
+    np.savez_compressed(MROPE_OUT, config=np.array(json.dumps(config.to_dict(), default=str)),
+                        positions=positions[:, 0].numpy(), cos=cos[0, :, :half].numpy(), sin=sin[0, :, :half].numpy())
+
+
+def _timeout(signum, frame):
+    raise TimeoutError(f"a case ran over {CASE_TIMEOUT_S} s")
+
+
+def main(only: list[str] | None = None):
+    """Every rotary model type; with `only` (model types on the command line), those are redone
+    and the others kept from the existing goldens."""
+    types = rotary_model_types()
+    with multiprocessing.get_context("spawn").Pool(WORKERS, maxtasksperchild=20) as pool:
+        results = pool.map(cases_of, only or types, chunksize=1)
+    cases = [case for found, _ in results for case in found]
+    failures = {t: why for t, (_, why) in zip(only or types, results) if why}
+    if only:
+        meta, kept = model_truth.load(OUT)
+        cases = [c for c in kept if c.model_type not in only] + cases
+        failures = {**{t: why for t, why in meta["failures"].items() if t not in only}, **failures}
+    model_truth.load.cache_clear()  # the table below must read what is saved here
+    model_truth.verdicts.cache_clear()
+    model_truth.save(OUT, cases, failures, versions={"torch": torch.__version__,
+                                                      "transformers": transformers.__version__},
+                     enumerated=types)
+    DOCS.write_text(model_truth.table_markdown(OUT))
+    interleaved_mrope_golden()
+    print("wrote", OUT, "and", DOCS)
+
+
+if __name__ == "__main__":
+    if "--table" in sys.argv:  # posenc changed, the goldens did not: only the model table
+        DOCS.write_text(model_truth.table_markdown(OUT))
+    else:
+        main([a for a in sys.argv[1:] if not a.startswith("-")] or None)

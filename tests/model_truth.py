@@ -1,0 +1,261 @@
+"""Per-layer positional truth recorded from transformers (tests/golden/generate_models.py) and
+the judge that compares `posenc.from_hf_config` with it, layer by layer. numpy only: the
+tests and the generator's model table (docs/models.md) share this one judge.
+
+A layer's truth is the linear map its `apply_rotary_pos_emb` applies to one head vector at
+each probe position, stored sparsely: a rotary embedding sends each input dim j into at most
+two output dims (itself and its partner, or two others when the apply reorders its output),
+so per column j the truth is those rows and their coefficients at each position. Comparing
+the scores these maps give (q_p . k_p') compares the cos/sin values, the layout (which dims
+pair up), the rotated slice and any scale at once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+GOLDEN = Path(__file__).parent / "golden" / "model_truth.npz"
+#: A coefficient below this is an exact zero of the reference (float32 products of 0 and 1).
+ZERO = 1e-7
+
+
+@dataclass(frozen=True)
+class LayerTruth:
+    rows: np.ndarray  # int16 [2, D]: the (at most two) output dims column j lands in, -1 for none
+    vals: np.ndarray  # float32 [2, n, D]: its coefficients there at each position
+
+    @classmethod
+    def from_matrices(cls, maps: np.ndarray) -> LayerTruth:
+        """From [n, D, D] maps (column j = the image of e_j); refuses a map that is not pairwise."""
+        n, dim, _ = maps.shape
+        rows = np.full((2, dim), -1, dtype=np.int16)
+        vals = np.zeros((2, n, dim), dtype=np.float32)
+        for j in range(dim):
+            hit = [i for i in range(dim) if np.abs(maps[:, i, j]).max() > ZERO]
+            if len(hit) > 2:
+                raise ValueError(f"dim {j} is mixed into {len(hit)} dims: not a pairwise rotation")
+            for k, i in enumerate(sorted(hit, key=lambda i: i != j)):  # its own dim first
+                rows[k, j] = i
+                vals[k, :, j] = maps[:, i, j]
+        return cls(rows, vals)
+
+    def dense(self) -> np.ndarray:
+        """The [n, D, D] maps back."""
+        n, dim = self.vals.shape[1:]
+        maps = np.zeros((n, dim, dim))
+        for k in range(2):
+            cols = np.flatnonzero(self.rows[k] >= 0)
+            maps[:, self.rows[k, cols], cols] = self.vals[k][:, cols]
+        return maps
+
+    def key(self) -> bytes:
+        return self.rows.tobytes() + self.vals.tobytes()
+
+    @property
+    def layout(self) -> str:
+        """"half", "interleaved", "permuted" (the output dims reordered, as DeepSeek-V3's
+        de-interleaving apply does: scores are what it preserves) or "none", for the table."""
+        cols = np.arange(self.rows.shape[1])
+        moved = np.flatnonzero(self.rows[1] >= 0)
+        if moved.size == 0:
+            return "none"
+        if np.any(self.rows[0, moved] != cols[moved]):
+            return "permuted"
+        return "interleaved" if np.all(self.rows[1, moved] == (moved ^ 1)) else "half"
+
+
+@dataclass
+class Case:
+    model_type: str
+    variation: str
+    config: dict  # the config's to_dict(): what a saved config.json holds
+    positions: list
+    layers: dict  # {layer path: LayerTruth | None}
+
+
+def save(path: Path, cases: list[Case], failures: dict, *, versions: dict, enumerated: list[str]) -> None:
+    arrays, meta_cases = {}, []
+    for c, case in enumerate(cases):
+        unique: dict[bytes, int] = {}
+        layers = {}
+        for layer, truth in case.layers.items():
+            if truth is None:
+                layers[layer] = None
+                continue
+            index = unique.setdefault(truth.key(), len(unique))
+            layers[layer] = index
+            if f"{c}|{index}|rows" not in arrays:
+                arrays[f"{c}|{index}|rows"] = truth.rows
+                arrays[f"{c}|{index}|vals"] = truth.vals
+        meta_cases.append({"model_type": case.model_type, "variation": case.variation, "config": case.config,
+                           "positions": case.positions, "layers": layers})
+    meta = {"versions": versions, "enumerated": enumerated, "failures": failures, "cases": meta_cases}
+    np.savez_compressed(path, meta=np.array(json.dumps(meta, sort_keys=True, default=str)), **arrays)
+
+
+@lru_cache(maxsize=2)
+def load(path: Path = GOLDEN) -> tuple[dict, list[Case]]:
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(str(z["meta"]))
+        arrays = {k: z[k] for k in z.files if k != "meta"}
+    cases = []
+    for c, raw in enumerate(meta["cases"]):
+        layers = {layer: None if i is None else LayerTruth(arrays[f"{c}|{i}|rows"], arrays[f"{c}|{i}|vals"])
+                  for layer, i in raw["layers"].items()}
+        cases.append(Case(raw["model_type"], raw["variation"], raw["config"], raw["positions"], layers))
+    return meta, cases
+
+
+# --- the judge -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # "exact" | "refused" | "wrong"
+    detail: str = ""
+
+
+def judge(case: Case) -> Verdict:
+    """posenc.from_hf_config(case.config) against the recorded layers: exact, refused (a
+    PosencError, its message) or wrong (what differs, at which layer)."""
+    import posenc
+
+    try:
+        model = posenc.from_hf_config(case.config)
+    except posenc.PosencError as exc:
+        return Verdict("refused", f"{exc.field}: {exc.message}")
+    rotating = sorted({path.rsplit(".", 1)[0] for path, t in case.layers.items() if t is not None}, key=len)
+    if len(rotating) > 1:
+        return Verdict("wrong", f"answered for a model with several rotating layer stacks {rotating}")
+    stack = rotating[0] if rotating else min({p.rsplit(".", 1)[0] for p in case.layers}, key=len)
+    by_layer: dict[int, list] = {}
+    for entry in model.encodings.values():
+        for i in entry.layers:
+            by_layer.setdefault(i, []).append(entry)
+    for path, truth in case.layers.items():
+        if path.rsplit(".", 1)[0] != stack:
+            continue  # a tower without rotary layers (a vision encoder's, a codec's conv stack)
+        i = int(path.rsplit(".", 1)[1])
+        entries = by_layer.get(i, [])
+        if truth is None:
+            if entries:
+                return Verdict("wrong", f"layer {i} applies no positions; posenc says {entries[0].layer_type} "
+                                        f"({entries[0].spec.KIND})")
+            continue
+        if len(entries) != 1 or entries[0].spec.KIND != "rope":
+            return Verdict("wrong", f"layer {i} applies RoPE; posenc gives it {[e.layer_type for e in entries]}")
+        error = compare(truth, entries[0], case.positions)
+        if error:
+            return Verdict("wrong", f"layer {i} ({entries[0].layer_type}): {error}")
+    return Verdict("exact")
+
+
+def compare(truth: LayerTruth, entry, positions) -> str:
+    """'' when posenc's rotation of one head gives the recorded one's scores within float32
+    rounding: q_p . k_p' = q^T M_p^T M_p' k for every pair of probe positions, which fixes the
+    cos/sin, the pairing and the rotated slice, and ignores only a reordering of the output
+    dims applied to q and k alike (DeepSeek-V3's de-interleaving)."""
+    import posenc
+
+    spec = entry.spec
+    if entry.apply not in ("half", "interleaved"):
+        return f"apply {entry.apply!r} for a rotation"
+    pos = np.asarray(positions, dtype=np.float64)
+    dim, head = truth.vals.shape[2], spec.head_dim
+    if dim > head:
+        return f"the model rotates {dim}-wide vectors, posenc's head_dim is {head}"
+    basis = np.broadcast_to(np.eye(head)[:, None, :], (head, len(pos), head))
+    arg = np.stack([pos] * 3) if getattr(spec, "mrope_section", None) else pos
+    ours = np.transpose(posenc.rope_apply(basis, arg, spec, layout=entry.apply), (1, 2, 0))  # [n, out, j]
+    if dim < head and (np.abs(ours[:, dim:, :dim]).max() > ZERO or np.abs(ours[:, :dim, dim:]).max() > ZERO):
+        return f"posenc rotates dims beyond the {dim} the model's apply function sees"
+    ours = ours[:, :dim, :dim]
+    want = truth.dense()
+    gram_ours = np.einsum("pij,qik->pqjk", ours, ours)
+    gram_want = np.einsum("pij,qik->pqjk", want, want)
+    scale = max(1.0, float(np.abs(want).max())) ** 2
+    tol = ((np.abs(pos)[:, None] + np.abs(pos)[None, :]) * 2.0**-19 + 2.0**-20)[:, :, None, None] * scale
+    diff = np.abs(gram_ours - gram_want)
+    bad = diff > tol
+    if bad.any():
+        p, q, j, k = np.argwhere(bad)[0]
+        return (f"score of dims {j}, {k} between positions {positions[p]} and {positions[q]}: posenc "
+                f"{gram_ours[p, q, j, k]:.7g}, transformers {gram_want[p, q, j, k]:.7g} (max diff {diff.max():.3g})")
+    return ""
+
+
+@lru_cache(maxsize=2)
+def verdicts(path: Path = GOLDEN) -> list[tuple[Case, Verdict]]:
+    """Every case and its verdict (judged once: the tests and the table share them)."""
+    return [(case, judge(case)) for case in load(path)[1]]
+
+
+def rotates(case: Case) -> bool:
+    """Whether any layer of the built model applied RoPE (a judged case); a model type whose tiny
+    model rotates nothing (a rotary module only its vision tower or an unbuilt path uses) is
+    listed but not counted among the judged."""
+    return any(t is not None for t in case.layers.values())
+
+
+def judged_defaults(path: Path = GOLDEN) -> dict[str, Verdict]:
+    """{model type: verdict} of the default configs whose model rotates."""
+    return {c.model_type: v for c, v in verdicts(path) if c.variation == "default" and rotates(c)}
+
+
+def layer_summary(case: Case) -> str:
+    """'8/8 rotate (half)' or '6/8 rotate (half); none: 3, 7'."""
+    none = [p.rsplit(".", 1)[1] for p, t in case.layers.items() if t is None]
+    layouts = sorted({t.layout for t in case.layers.values() if t is not None})
+    text = f"{len(case.layers) - len(none)}/{len(case.layers)} rotate" + (f" ({', '.join(layouts)})" if layouts else "")
+    return text + (f"; none: {', '.join(none)}" if none and len(none) < len(case.layers) else "")
+
+
+def table_markdown(path: Path = GOLDEN) -> str:
+    """docs/models.md: per model type, posenc's verdict on its default config and variations."""
+    meta, _ = load(path)
+    results = verdicts(path)
+    by_type: dict[str, list] = {}
+    for case, verdict in results:
+        by_type.setdefault(case.model_type, []).append((case, verdict))
+    defaults = {t: next(v for c, v in rows if c.variation == "default") for t, rows in by_type.items()}
+    judged = judged_defaults(path)
+    count = {s: sum(v.status == s for v in judged.values()) for s in ("exact", "refused", "wrong")}
+    var_count = {s: sum(v.status == s for _, v in results) for s in ("exact", "refused", "wrong")}
+    lines = [
+        "# Model types: posenc.from_hf_config against transformers, layer by layer",
+        "",
+        "Generated by `python tests/golden/generate_models.py` (transformers "
+        f"{meta['versions']['transformers']}, torch {meta['versions']['torch']}); checked by "
+        "tests/test_models_truth.py. Each model type with a `*RotaryEmbedding` class is built tiny from its "
+        "config class's defaults (and variations: every rope type, a partial rotary factor), run once, and its "
+        "own `apply_rotary_pos_emb` probed per layer; posenc's answer for the same config must reproduce every "
+        "layer (which layers rotate, cos/sin, layout) or refuse, naming what it does not read.",
+        "",
+        f"* model types with a `*RotaryEmbedding` class (text or vision): {len(meta['enumerated'])}; built: "
+        f"{len(defaults)}; not built by the generator (listed at the end): {len(meta['failures'])}",
+        f"* judged (the built language model applies RoPE in some layer): {len(judged)}; built but rotating "
+        f"no layer: {len(defaults) - len(judged)}",
+        f"* judged default configs: **{count['exact']} exact ({100 * count['exact'] / max(1, len(judged)):.1f} %), "
+        f"{count['refused']} refused naming the mechanism, {count['wrong']} silently wrong**",
+        f"* all {len(results)} configs (defaults and variations): {var_count['exact']} exact, "
+        f"{var_count['refused']} refused, {var_count['wrong']} wrong",
+        "",
+        "| model type | default config | variations exact | layers (tiny model, 8 layers) |",
+        "|---|---|---|---|",
+    ]
+    for model_type in sorted(by_type):
+        rows = by_type[model_type]
+        default_case = next(c for c, v in rows if c.variation == "default")
+        verdict = defaults[model_type]
+        text = verdict.status if verdict.status == "exact" else f"{verdict.status}: {verdict.detail}"
+        exact = sum(v.status == "exact" for c, v in rows if c.variation != "default")
+        lines.append(f"| `{model_type}` | {text.replace('|', '/')} | {exact}/{len(rows) - 1} | "
+                     f"{layer_summary(default_case)} |")
+    if meta["failures"]:
+        lines += ["", "## Not built by the generator", "", "| model type | why |", "|---|---|"]
+        lines += [f"| `{t}` | {why.replace('|', '/')} |" for t, why in sorted(meta["failures"].items())]
+    return "\n".join(lines) + "\n"
