@@ -17,7 +17,7 @@ Request bodies: JSON objects, or a single array as .npy or raw little-endian byt
 from __future__ import annotations
 
 import io
-from functools import lru_cache
+from functools import lru_cache, wraps
 
 import ml_dtypes
 import numpy as np
@@ -80,15 +80,24 @@ def _negotiate_uncached(accept: str | None) -> str:
                     "accept")
 
 
-_negotiate_cached = lru_cache(maxsize=256)(_negotiate_uncached)
+def header_cache(maxsize: int):
+    """lru_cache for a function of one header value, caching only values up to CACHED_HEADER_CHARS
+    long (what clients send again and again); a longer one (up to max_head_bytes) is worked out
+    each time, so the cache stays under maxsize x ~300 B whatever clients send."""
+    def wrap(function):
+        cached = lru_cache(maxsize=maxsize)(function)
+
+        @wraps(function)
+        def lookup(value):
+            return function(value) if value is not None and len(value) > CACHED_HEADER_CHARS else cached(value)
+
+        lookup.cache_info = cached.cache_info
+        return lookup
+
+    return wrap
 
 
-def negotiate(accept: str | None) -> str:
-    """Cached for header values up to CACHED_HEADER_CHARS long (what clients send again and again);
-    a longer one (up to max_head_bytes) is worked out each time, so the cache stays under ~256 x 300 B."""
-    if accept is not None and len(accept) > CACHED_HEADER_CHARS:
-        return _negotiate_uncached(accept)
-    return _negotiate_cached(accept)
+negotiate = header_cache(256)(_negotiate_uncached)
 
 
 def media_type(content_type: str | None) -> str:

@@ -18,13 +18,12 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Iterator
-from functools import lru_cache
 
 import numpy as np
 from starlette.responses import Response
 
 from ..pipeline.budget import MemoryBudget, Reservation
-from .codecs import CACHED_HEADER_CHARS, JSON, NPY, encode_body, headers_for, json_data, json_frame, npy_header, wire_array
+from .codecs import JSON, NPY, encode_body, header_cache, headers_for, json_data, json_frame, npy_header, wire_array
 from .errors import HttpError
 
 STREAM_BYTES = 1 << 20
@@ -104,15 +103,7 @@ def _accepts_gzip_uncached(accept_encoding: str | None) -> bool:
     return False
 
 
-_accepts_gzip_cached = lru_cache(maxsize=256)(_accepts_gzip_uncached)
-
-
-def accepts_gzip(accept_encoding: str | None) -> bool:
-    """Cached for header values up to CACHED_HEADER_CHARS long (what clients send again and again);
-    a longer one (up to max_head_bytes) is worked out each time, so the cache stays under ~256 x 300 B."""
-    if accept_encoding is not None and len(accept_encoding) > CACHED_HEADER_CHARS:
-        return _accepts_gzip_uncached(accept_encoding)
-    return _accepts_gzip_cached(accept_encoding)
+accepts_gzip = header_cache(256)(_accepts_gzip_uncached)
 
 
 def _gzip():

@@ -31,7 +31,6 @@ the ASGI path calls them after its rules, and posenc's HTTP protocol through the
 
 from __future__ import annotations
 
-from functools import lru_cache
 from urllib.parse import parse_qsl
 
 import numpy as np
@@ -42,7 +41,7 @@ from ...dtypes import BFLOAT16, OUTPUT_DTYPES
 from ...kernels import index_span
 from ...limits import LIMITS
 from ..api.calls import cost_ns
-from ..api.codecs import CACHED_HEADER_CHARS, JSON, RAW, body_of, headers_for, json_data, json_frame, media_type, negotiate
+from ..api.codecs import JSON, RAW, body_of, header_cache, headers_for, json_data, json_frame, media_type, negotiate
 from .headers import text_of
 from ..api.responses import GZIP_MIN_BYTES, STREAM_BYTES, accepts_gzip, size_bound
 from ..api.routes.encodings import rope_plan, rope_spec_of, sinusoidal_plan, sinusoidal_spec_of
@@ -295,13 +294,5 @@ def _media_type_of_uncached(content_type: bytes | None) -> str:
     return media_type(text_of(content_type))
 
 
-_media_type_of_cached = lru_cache(maxsize=64)(_media_type_of_uncached)
-
-
-def _media_of(content_type: bytes | None) -> str:
-    """Cached for header values up to CACHED_HEADER_CHARS long (what clients send again and again);
-    a longer one (up to max_head_bytes) is worked out each time, so the cache stays under ~64 x 300 B."""
-    if content_type is not None and len(content_type) > CACHED_HEADER_CHARS:
-        return _media_type_of_uncached(content_type)
-    return _media_type_of_cached(content_type)
+_media_of = header_cache(64)(_media_type_of_uncached)
 
