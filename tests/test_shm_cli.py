@@ -71,6 +71,8 @@ def test_verify_reports_a_corrupted_table(shm_root, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["{\"kind\": \"sinusoidal\", \"dim\": 8}"], "positions: is required"),
+    (["{\"kind\": \"nope\", \"dim\": 8}"], "encoding.kind: must be one of"),  # the spec before --positions
+    (["{\"kind\": \"sinusoidal\", \"dim\": 0}"], "dim: must be >= 1"),
     ([SIN, "--positions", "5"], "positions: must be START:STOP"),
     ([SIN, "--positions", "5:5"], "stop: must be >= 6"),
     (["{\"kind\": \"sinusoidal\", \"dim\": 0}", "--positions", "0:5"], "dim: must be >= 1"),

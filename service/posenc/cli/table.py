@@ -108,7 +108,9 @@ def table_spec(spec: dict, positions: str | None, dtype: str | None, seq_len: fl
     base = dict(spec) if "encoding" in spec else {"encoding": spec}
     if positions is not None:
         base["start"], base["stop"] = parse_positions(positions)
-    if base.get("stop") is None:
+    if base.get("stop") is None:  # what is wrong with the spec itself is said first
+        start = base.get("start", 0)
+        TableSpec.from_dict({**base, "stop": start + 1 if isinstance(start, int) else 1})
         raise PosencError("positions", "is required (START:STOP) for this spec")
     if dtype is not None:
         base["dtype"] = dtype
