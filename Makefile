@@ -53,7 +53,7 @@ PLATFORM_TOOLS := objdump curl jq g++
 PLATFORM_PACKAGES := binutils curl jq g++
 endif
 platform-tools:
-	for tool in $(PLATFORM_TOOLS); do command -v $$tool >/dev/null || [ -e $$tool ] || missing=1; done; \
+	for tool in $(PLATFORM_TOOLS); do command -v $$tool >/dev/null || missing=1; done; \
 	[ -z "$$missing" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PLATFORM_PACKAGES) >/dev/null; }
 
 test: install browser platform-tools
