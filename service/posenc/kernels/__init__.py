@@ -5,6 +5,7 @@ did). All are `nogil=True, cache=True`; `parallel.run_rows` splits big jobs acro
 thread pool, so there is no numba threading layer to fight with inside a server.
 """
 
+from .. import numba_cache  # noqa: F401  before any kernel module below is decorated: a cache dir for any user
 from .alibi import alibi_bias_rows
 from .gather import gather_rows, index_span
 from .halves import half_midpoint_rows

@@ -1,6 +1,5 @@
 """ALiBi bias blocks from slopes and query/key positions."""
 
-from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 import numba as nb
 import numpy as np
 

@@ -1,4 +1,3 @@
-from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 import numba as nb
 
 
