@@ -94,7 +94,7 @@ class RopeInvFreqRequest(_Strict):
 
 class AlibiSlopesRequest(_Strict):
     n_heads: int = Field(description="Number of attention heads.", examples=[12])
-    variant: Literal["paper", "bloom", "mpt", "falcon"] | None = None
+    variant: Literal["paper", "bloom", "mpt", "falcon", "baichuan"] | None = None
     alibi_bias_max: AlibiBiasMax | None = Field(None, description="mpt only (default 8).")
     dtype: Dtype = "float64"
 
@@ -107,7 +107,7 @@ class AlibiBiasRequest(_Strict):
     k_offset: int | None = None
     mode: Literal["causal", "symmetric", "bloom"] | None = None
     gamma: float | list[float] | None = Field(None, description="Multiplies the slopes: one number or one per head.")
-    variant: Literal["paper", "bloom", "mpt", "falcon"] | None = None
+    variant: Literal["paper", "bloom", "mpt", "falcon", "baichuan"] | None = None
     alibi_bias_max: AlibiBiasMax | None = Field(None, description="mpt only (default 8).")
     dtype: Dtype = "float32"
 
