@@ -140,3 +140,8 @@ def test_bfloat16_prints(capsys):
         (CONFIGS / "llama-3.1-8b.json").read_text())), dtype="bfloat16")
     assert cos.dtype == ml_dtypes.bfloat16
     assert f"1: [{float(cos[0, 0])!r} " in capsys.readouterr().out  # 0.5390625: exact, as numpy prints it
+
+
+def test_demo_without_config_points_to_positions(capsys):
+    assert main(["demo"]) == 0
+    assert capsys.readouterr().out.endswith("posenc positions CONFIG --positions 0,1,4096 (CONFIG: its config.json)\n")

@@ -45,4 +45,5 @@ def run(args) -> int:
     print(alibi_slopes(12))
     print("\nt5_relative_position_bucket([-200, -20, -3, 0, 3, 20, 200]):")
     print(t5_relative_position_bucket(np.array([-200, -20, -3, 0, 3, 20, 200])))
+    print("\nA model's own values: posenc positions CONFIG --positions 0,1,4096 (CONFIG: its config.json)")
     return 0
