@@ -7,9 +7,8 @@ from pathlib import Path
 
 import ml_dtypes
 import numpy as np
-import pytest
-
 import posenc
+import pytest
 from posenc.cli import main
 from posenc.tables import TableSpec
 
@@ -96,7 +95,7 @@ def test_model_directory_and_terminal_output(capsys, tmp_path):
     shutil.copy(CONFIGS / "gemma-3-1b.json", tmp_path / "config.json")
     assert main(["positions", str(tmp_path), "--positions", "1", "--layer-type", "sliding_attention"]) == 0
     out = capsys.readouterr().out
-    cos, sin = library_cos_sin("gemma-3-1b.json", "sliding_attention", [1])
+    cos, _ = library_cos_sin("gemma-3-1b.json", "sliding_attention", [1])
     assert "sliding_attention: rope (half), layers 0-4, 6-10, 12-16, 18-22, 24-25" in out
     assert "full_attention:" not in out.split("\n", 1)[1]
     assert f"1: [{float(cos[0, 0]):.8f} {float(cos[0, 1]):.8f}" in out
@@ -114,11 +113,11 @@ def test_demo_config_is_positions(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["gemma-3-1b.json", "--positions", "0,x"], "positions: must be comma-separated numbers, got 'x'"),
     (["gemma-3-1b.json", "--positions", "0", "--layer-type", "global"], "layer_type: unknown layer type 'global'"),
-    (["gemma-3-1b.json", "--positions", "0", "--layer", "26"], "layer: no layer type of this gemma3_text model "
-                                                             "lists layer 26 (layers with positions: 0-25)"),
+    (["gemma-3-1b.json", "--positions", "0", "--layer", "26"], ("layer: no layer type of this gemma3_text model "
+                                                              "lists layer 26 (layers with positions: 0-25)")),
     (["gemma-3-1b.json", "--positions", "0", "--layer", "1", "--layer-type", "x"], "layer: give --layer-type or"),
-    (["gpt2.json", "--positions", "1024"], "positions: layer type 'default': a learned table holds integer "
-                                          "positions 0..1023"),
+    (["gpt2.json", "--positions", "1024"], ("positions: layer type 'default': a learned table holds integer "
+                                           "positions 0..1023")),
     (["t5-small.json", "--positions", "0.5"], "layer type 'encoder': must be integers"),
     (["missing.json", "--positions", "0"], "config: cannot read"),
 ])

@@ -9,11 +9,10 @@
 
 import ml_dtypes
 import numpy as np
+import posenc
 import pytest
 from binary_support import running_server, table_store
 from fastapi.testclient import TestClient
-
-import posenc
 from posenc import checkpoint
 from posenc.client import Client, ServerError
 from posenc.config import ServiceConfig

@@ -4,12 +4,11 @@ and agree value for value (bit for bit, every dtype); each one's default is what
 
 import ml_dtypes
 import numpy as np
+import posenc
+import posenc.torch
 import pytest
 import torch
 from fastapi.testclient import TestClient
-
-import posenc
-import posenc.torch
 from posenc.config import ServiceConfig
 from posenc.encodings.rope import ARRANGEMENTS
 from posenc.http import create_app

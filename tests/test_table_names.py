@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from posenc import checkpoint
 from posenc.cli import main
 from posenc.cli.table_names import checkpoint_name, config_name, spec_name
@@ -29,8 +28,7 @@ def table(encoding: dict, start=0, stop=4096, **kw) -> TableSpec:
      "sinusoidal-d64-base500-halves-m8to8-f64"),
     ({"kind": "rope", "head_dim": 128, "base": 10000.0}, {"stop": 131072}, "rope-d128-theta10000-128k"),
     ({"kind": "rope", "head_dim": 128, "base": 1e6, "partial_rotary_factor": 0.5, "layout": "interleaved",
-      "scaling": {"rope_type": "linear", "factor": 4}}, {"stop": 1000}, "rope-d128-theta1000000-rot0.5-linearx4-"
-                                                                         "interleaved-1000"),
+      "scaling": {"rope_type": "linear", "factor": 4}}, {"stop": 1000}, "rope-d128-theta1000000-rot0.5-linearx4-interleaved-1000"),
     ({"kind": "alibi", "n_heads": 32, "variant": "bloom"}, {}, "alibi-h32-bloom-4k"),
     ({"kind": "alibi", "n_heads": 12}, {"start": 5, "stop": 9}, "alibi-h12-5to9"),
 ])

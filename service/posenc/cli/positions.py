@@ -120,16 +120,16 @@ def values(entry, positions: list, dtype: str, seq_len: float | None) -> tuple[d
     if kind == "t5":
         buckets = api.t5_relative_position_bucket(np.asarray(positions), spec)
         return {"bucket": buckets[:, None]}, [
-            "bucket of each position read as a relative position (key - query); the bias per bucket and "
-            "head is a table in the checkpoint"]
+            ("bucket of each position read as a relative position (key - query); the bias per bucket and "
+             "head is a table in the checkpoint")]
     if kind == "learned":
         rows = np.asarray(positions) + spec.offset
         if rows.dtype.kind != "i" or rows.min() < 0 or rows.max() >= spec.rows:
             raise PosencError("positions", f"a learned table holds integer positions {-spec.offset}.."
                               f"{spec.num_positions - 1}")
         return {"checkpoint_row": rows[:, None]}, [
-            f"rows of {spec.tensor or 'the checkpoint tensor'} (position + offset {spec.offset}): the values are "
-            "in the checkpoint (posenc table build model.safetensors --config config.json publishes them)"]
+            (f"rows of {spec.tensor or 'the checkpoint tensor'} (position + offset {spec.offset}): the values are "
+             "in the checkpoint (posenc table build model.safetensors --config config.json publishes them)")]
     exact = np.asarray(positions, dtype=np.float64)
     table = TableSpec(spec, int(np.floor(exact.min())), int(np.floor(exact.max())) + 1, "float64")
     name = "bias" if kind == "alibi" else "rows"
