@@ -489,7 +489,7 @@ POSITION_PATTERNS = {
     "ALiBi": re.compile(r"alibi", re.IGNORECASE),
     "relative attention bias": re.compile(r"relative_attention_bias"),
     "sinusoidal": re.compile(r"SinusoidalPositionalEmbedding|sinusoidal_position|create_sinusoidal", re.IGNORECASE),
-    "learned absolute": re.compile(r"nn\.Embedding\(\s*(?:config\.|self\.)?max_\w*positions|"
+    "learned absolute": re.compile(r"nn\.Embedding\(\s*(?:config\.|self\.)?max_\w*position|"
                                    r"^class \w*LearnedPositionalEmbedding\(nn\.Embedding\)", re.MULTILINE),
     "M-RoPE": re.compile(r"def get_rope_index\b"),  # a wrapper computing 3-D position ids
 }

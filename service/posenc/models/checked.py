@@ -50,16 +50,17 @@ def gate(config: dict, field: str) -> None:
 
 
 def why(entry: dict) -> str:
-    """Why no golden checked a model type, naming its kind of positions: "an image encoder whose
-    rotary positions index image patches, not text tokens; the truth generator could not build it
-    from its default config (TypeError: ...)"."""
+    """Why no golden checked a model type, naming its kind of positions: "an image encoder, whose
+    positions index image patches, not text tokens (its modeling file has rotary positions); the
+    truth generator could not build it from its default config (TypeError: ...)"."""
     kinds = " and ".join(entry["positions"])
     inputs = entry.get("inputs")
     if inputs:
         units = "image patches" if {"image", "video"} & set(inputs) else "audio frames" if "audio" in inputs else \
             f"{'/'.join(inputs)} steps"
         article = "an" if inputs[0][0] in "aeiou" else "a"
-        subject = f"{article} {'/'.join(inputs)} encoder whose {kinds} positions index {units}, not text tokens"
+        subject = (f"{article} {'/'.join(inputs)} encoder, whose positions index {units}, not text tokens "
+                   f"(its modeling file has {kinds} positions)")
     elif kinds:
         subject = f"a model with {kinds} positions"
     else:
