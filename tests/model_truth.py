@@ -243,6 +243,7 @@ def table_markdown(path: Path = GOLDEN) -> str:
         f"{count['refused']} refused naming the mechanism, {count['wrong']} silently wrong**",
         f"* all {len(results)} configs (defaults and variations): {var_count['exact']} exact, "
         f"{var_count['refused']} refused, {var_count['wrong']} wrong",
+        *checked_lines(json.loads(CHECKED.read_text())),
         "",
         "| model type | default config | variations exact | layers (tiny model, 8 layers) |",
         "|---|---|---|---|",
@@ -350,7 +351,36 @@ def with_verdicts(record: dict, path: Path = GOLDEN) -> dict:
 
 def refused_by_gate(record: dict) -> list[str]:
     """The model types from_hf_config refuses as unchecked: no golden, no family reader."""
-    from posenc.models import READERS
-    from posenc.models import families  # noqa: F401  (registers every reader)
+    from posenc.models import READERS, families  # noqa: F401  (families registers every reader)
 
     return sorted(t for t, e in record["model_types"].items() if e["golden"] == "unchecked" and t not in READERS)
+
+
+def checked_lines(record: dict) -> list[str]:
+    """The model table's summary of checked.json: what posenc answers and refuses over every model
+    type transformers knows, and the non-rotary positions enumerated from its modeling files."""
+    from posenc.models import READERS, families  # noqa: F401  (families registers every reader)
+
+    types = record["model_types"]
+    golden = {g: sorted(t for t, e in types.items() if e["golden"] == g) for g in ("judged", "family", "wrapper",
+                                                                                    "unchecked")}
+    verdict = {v: sum(types[t]["verdict"] == v for t in golden["judged"]) for v in ("exact", "refused")}
+    gated = refused_by_gate(record)
+    by_reader = [t for t in golden["unchecked"] if t in READERS]
+    other = {t: e for t, e in types.items() if e["positions"] and "rotary" not in e["positions"]}
+    kinds = sorted({k for e in other.values() for k in e["positions"]})
+    per_kind = ", ".join(f"{k} {sum(k in e['positions'] for e in other.values())}" for k in kinds)
+    other_checked = sorted(t for t, e in other.items() if e["golden"] != "unchecked" or t in READERS)
+    return [
+        f"* every model type transformers {record['transformers']} knows: {len(types)} "
+        f"(`service/posenc/models/checked.json`, which from_hf_config's gate reads): "
+        f"**{len(golden['judged'])} that the configs above dispatch on ({verdict['exact']} exact on a default "
+        f"config, {verdict['refused']} refused naming the mechanism), {len(golden['family'])} checked by the family goldens** (model_rope.npz, "
+        f"model_other.npz), {len(golden['wrapper'])} wrappers without positions of their own (read through "
+        f"their language config, which the gate checks), **{len(gated)} unchecked and refused** saying why "
+        f"(`config.model_type`), {len(by_reader)} unchecked but answered by a hand-written family reader "
+        f"({', '.join(f'`{t}`' for t in by_reader)})",
+        f"* positions other than rotary, from the modeling files (ALiBi, relative attention bias, sinusoidal, "
+        f"learned absolute, M-RoPE position ids of a wrapper): {len(other)} model types ({per_kind}); checked "
+        f"(a family golden, or a family reader): {len(other_checked)} ({', '.join(f'`{t}`' for t in other_checked)})",
+    ]

@@ -12,9 +12,8 @@ import json
 from pathlib import Path
 
 import model_truth
-import pytest
-
 import posenc
+import pytest
 from posenc.models import READERS, checked
 
 RECORD = json.loads(model_truth.CHECKED.read_text())

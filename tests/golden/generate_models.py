@@ -41,12 +41,11 @@ from pathlib import Path
 import numpy as np
 import torch
 import transformers
+from posenc.models.generic import NESTED
 from torch import nn
 from transformers import AutoConfig, AutoModel
-from transformers.models.auto.configuration_auto import CONFIG_MAPPING, CONFIG_MAPPING_NAMES, model_type_to_module_name
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES, model_type_to_module_name
 from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
-
-from posenc.models.generic import NESTED
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
@@ -536,7 +535,7 @@ def _modeling_path(model_type: str, defined: dict) -> Path | None:
     for name in (names,) if isinstance(names, str) else names or ():
         if name in defined:
             return defined[name]
-    config_file = Path(inspect.getfile(CONFIG_MAPPING[model_type]))
+    config_file = Path(inspect.getfile(transformers.CONFIG_MAPPING[model_type]))
     modeling = config_file.with_name(config_file.name.replace("configuration_", "modeling_"))
     return modeling if modeling.exists() else None
 
@@ -550,7 +549,7 @@ def _input_modalities(model_type: str, source_path: Path | None) -> list[str] | 
         module = importlib.import_module(f"transformers.models.{source_path.parent.name}.{source_path.stem}")
     except Exception:  # an optional dependency of that modeling file is missing
         return None
-    config_class = CONFIG_MAPPING[model_type]
+    config_class = transformers.CONFIG_MAPPING[model_type]
     found = set()
     for cls in vars(module).values():
         if isinstance(cls, type) and issubclass(cls, nn.Module) and getattr(cls, "config_class", None) is config_class:
