@@ -37,7 +37,7 @@ def from_hf_config(config, *, strict: bool = True) -> ModelPositions:
     A position-looking key its reader does not understand raises `PosencError` naming it
     (`strict=False` downgrades that to a warning): never a silent default. A model type that
     transformers knows, that no family reader has and that no golden checked is refused
-    (`checked.gate`), as is each nested language config's.
+    (`checked.gate`, whatever `strict`), as is each nested language config's.
     """
     config = config_dict(config)
     if not isinstance(config, dict):

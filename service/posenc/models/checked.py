@@ -71,7 +71,7 @@ def why(entry: dict) -> str:
     if entry.get("failure"):
         return f"{subject}; the truth generator could not build it from its default config ({entry['failure']})"
     if "rotary" in entry["positions"]:
-        return f"{subject}; the truth generator does not enumerate it (no *RotaryEmbedding class in its own modeling file)"
+        return f"{subject}; the truth generator does not enumerate it (it enumerates model types whose own modeling file defines a *RotaryEmbedding class)"
     if kinds:
         return f"{subject}; no golden covers them"
     return f"{subject}, so nothing says which positions it uses"
