@@ -375,12 +375,13 @@ def checked_lines(record: dict) -> list[str]:
         f"* every model type transformers {record['transformers']} knows: {len(types)} "
         f"(`service/posenc/models/checked.json`, which from_hf_config's gate reads): "
         f"**{len(golden['judged'])} that the configs above dispatch on ({verdict['exact']} exact on a default "
-        f"config, {verdict['refused']} refused naming the mechanism), {len(golden['family'])} checked by the family goldens** (model_rope.npz, "
-        f"model_other.npz), {len(golden['wrapper'])} wrappers without positions of their own (read through "
+        f"config, {verdict['refused']} refused naming the mechanism), {len(golden['family'])} checked by the "
+        f"family goldens** (model_rope.npz, model_other.npz), {len(golden['wrapper'])} wrappers without positions of their own (read through "
         f"their language config, which the gate checks), **{len(gated)} unchecked and refused** saying why "
         f"(`config.model_type`), {len(by_reader)} unchecked but answered by a hand-written family reader "
         f"({', '.join(f'`{t}`' for t in by_reader)})",
         f"* positions other than rotary, from the modeling files (ALiBi, relative attention bias, sinusoidal, "
         f"learned absolute, M-RoPE position ids of a wrapper): {len(other)} model types ({per_kind}); checked "
-        f"(a family golden, or a family reader): {len(other_checked)} ({', '.join(f'`{t}`' for t in other_checked)})",
+        f"(a family golden, or a family reader): {len(other_checked)} "
+        f"({', '.join(f'`{t}`' for t in other_checked)})",
     ]

@@ -8,8 +8,8 @@ silently wrong. checked.json (written by tests/golden/generate_models.py from th
 every model type of the transformers release the goldens were taken from, and for each whether
 a golden checked it (`golden`: judged / family / wrapper) or not (`unchecked`), and what the
 generator saw of it: its kinds of positions, its inputs when they are not text, why it could not
-be built. An unchecked one is refused, saying so (`why`); a model type transformers does not know (a custom or
-remote-code model) is not in the record and keeps the generic reader's answer.
+be built. An unchecked one is refused, saying so (`why`); a model type transformers does not
+know (a custom or remote-code model) is not in the record and keeps the generic reader's answer.
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ def why(entry: dict) -> str:
     if entry.get("failure"):
         return f"{subject}; the truth generator could not build it from its default config ({entry['failure']})"
     if "rotary" in entry["positions"]:
-        return f"{subject}; the truth generator does not enumerate it (it enumerates model types whose own modeling file defines a *RotaryEmbedding class)"
+        return (f"{subject}; the truth generator does not enumerate it (it enumerates model types whose own "
+                "modeling file defines a *RotaryEmbedding class)")
     if kinds:
         return f"{subject}; no golden covers them"
     return f"{subject}, so nothing says which positions it uses"
