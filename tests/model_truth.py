@@ -304,8 +304,8 @@ def coverage_record(facts: dict[str, dict], path: Path = GOLDEN) -> dict:
     config_error) and `golden`, the gate's input:
     * "judged": a config of model_truth.npz dispatches on it (its verdict comes from `with_verdicts`);
     * "family": a family golden checks it (model_rope.npz, model_other.npz);
-    * "wrapper": its modeling code has no positions of its own and its config nests a language
-      config, which is what posenc reads (and gates);
+    * "wrapper": its modeling code has no positions of its own (but a vision tower's learned patch
+      table) and its config nests a language config, which is what posenc reads (and gates);
     * "unchecked": none of these (with `failure`, why the truth generator could not build it):
       from_hf_config refuses it unless a family reader has it, saying why (`checked.why`)."""
     meta, cases = load(path)
@@ -318,7 +318,7 @@ def coverage_record(facts: dict[str, dict], path: Path = GOLDEN) -> dict:
             entry["golden"] = "judged"
         elif model_type in family:
             entry["golden"] = "family"
-        elif fact.get("nests") and not fact["positions"]:
+        elif fact.get("nests") and set(fact["positions"]) <= {"learned patch"}:
             entry["golden"] = "wrapper"
         else:
             entry["golden"] = "unchecked"
@@ -370,18 +370,18 @@ def checked_lines(record: dict) -> list[str]:
     other = {t: e for t, e in types.items() if e["positions"] and "rotary" not in e["positions"]}
     kinds = sorted({k for e in other.values() for k in e["positions"]})
     per_kind = ", ".join(f"{k} {sum(k in e['positions'] for e in other.values())}" for k in kinds)
-    other_checked = sorted(t for t, e in other.items() if e["golden"] != "unchecked" or t in READERS)
+    other_checked = sorted(t for t, e in other.items() if e["golden"] in ("judged", "family") or t in READERS)
     return [
         f"* every model type transformers {record['transformers']} knows: {len(types)} "
         f"(`service/posenc/models/checked.json`, which from_hf_config's gate reads): "
         f"**{len(golden['judged'])} that the configs above dispatch on ({verdict['exact']} exact on a default "
         f"config, {verdict['refused']} refused naming the mechanism), {len(golden['family'])} checked by the "
-        f"family goldens** (model_rope.npz, model_other.npz), {len(golden['wrapper'])} wrappers without positions of their own (read through "
-        f"their language config, which the gate checks), **{len(gated)} unchecked and refused** saying why "
+        f"family goldens** (model_rope.npz, model_other.npz), {len(golden['wrapper'])} wrappers without "
+        f"positions of their own (read through their language config, which the gate checks), **{len(gated)} unchecked and refused** saying why "
         f"(`config.model_type`), {len(by_reader)} unchecked but answered by a hand-written family reader "
         f"({', '.join(f'`{t}`' for t in by_reader)})",
         f"* positions other than rotary, from the modeling files (ALiBi, relative attention bias, sinusoidal, "
-        f"learned absolute, M-RoPE position ids of a wrapper): {len(other)} model types ({per_kind}); checked "
-        f"(a family golden, or a family reader): {len(other_checked)} "
+        f"learned absolute, a vision tower's learned patch table, M-RoPE position ids of a wrapper): "
+        f"{len(other)} model types ({per_kind}); checked (a golden, or a family reader): {len(other_checked)} "
         f"({', '.join(f'`{t}`' for t in other_checked)})",
     ]

@@ -484,12 +484,14 @@ def interleaved_mrope_golden() -> None:
 UNCHECKED_CONFIGS = HERE / "model_unchecked_configs.json.gz"
 #: What a modeling file's source shows of each kind of positions (besides a `*RotaryEmbedding` class).
 POSITION_PATTERNS = {
-    "rotary": re.compile(r"^class \w*RotaryEmbedding\b", re.MULTILINE),
+    "rotary": re.compile(r"^class \w*Rotary\w*Embedding\w*\b", re.MULTILINE),
     "ALiBi": re.compile(r"alibi", re.IGNORECASE),
     "relative attention bias": re.compile(r"relative_attention_bias"),
     "sinusoidal": re.compile(r"SinusoidalPositionalEmbedding|sinusoidal_position|create_sinusoidal", re.IGNORECASE),
-    "learned absolute": re.compile(r"nn\.Embedding\(\s*(?:config\.|self\.)?max_\w*position|"
+    "learned absolute": re.compile(r"nn\.Embedding\(\s*(?:self\.)?(?:config\.)?max_\w*position|"
                                    r"^class \w*LearnedPositionalEmbedding\(nn\.Embedding\)", re.MULTILINE),
+    #: a vision tower's table over its patches (CLIP's num_positions, ViT's parameter): not a language model's
+    "learned patch": re.compile(r"nn\.Embedding\(\s*(?:self\.)?num_positions|position_embeddings? = nn\.Parameter"),
     "M-RoPE": re.compile(r"def get_rope_index\b"),  # a wrapper computing 3-D position ids
 }
 

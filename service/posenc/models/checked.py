@@ -65,7 +65,7 @@ def why(entry: dict) -> str:
         subject = f"a model with {kinds} positions"
     else:
         subject = ("a model whose modeling code has none of the position modules the truth generator looks for "
-                   "(rotary, ALiBi, relative attention bias, sinusoidal, learned absolute)")
+                   "(rotary, ALiBi, relative attention bias, sinusoidal, learned)")
     if entry.get("config_error"):
         return f"{subject}; its config class cannot be built with its defaults ({entry['config_error']})"
     if entry.get("failure"):
