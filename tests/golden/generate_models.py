@@ -482,7 +482,7 @@ def interleaved_mrope_golden() -> None:
 
 
 UNCHECKED_CONFIGS = HERE / "model_unchecked_configs.json.gz"
-#: What a modeling file's source shows of each kind of positions (besides a `*RotaryEmbedding` class).
+#: What a modeling file's source shows of each kind of positions (checked.json's `positions`).
 POSITION_PATTERNS = {
     "rotary": re.compile(r"^class \w*Rotary\w*Embedding\w*\b", re.MULTILINE),
     "ALiBi": re.compile(r"alibi", re.IGNORECASE),
@@ -499,10 +499,10 @@ POSITION_PATTERNS = {
 def known_model_types() -> tuple[dict[str, dict], dict[str, dict]]:
     """Every model type the installed transformers knows, without building a model: ({type: facts},
     {type: default config dict}). The facts are what checked.json keeps of transformers itself
-    (model_truth judges the rest from the goldens): the kinds of positions its modeling code has (`POSITION_PATTERNS`),
-    the inputs of its model class when they are not text (an image or audio encoder's rotary runs
-    over patches or frames), whether its config nests a language config, and why its config class
-    cannot be built with its defaults."""
+    (model_truth judges the rest from the goldens): the kinds of positions its modeling code has
+    (`POSITION_PATTERNS`), the inputs of its model class when they are not text (an image or audio
+    encoder's rotary runs over patches or frames), whether its config nests a language config, and
+    why its config class cannot be built with its defaults."""
     warnings.filterwarnings("ignore")
     transformers.logging.set_verbosity_error()
     models = Path(transformers.__file__).parent / "models"
