@@ -167,7 +167,9 @@ def serve(config: ServiceConfig, sidecars: Sequence[Sidecar] | None = None) -> i
     supervisor = Sidecars(sidecars_for(config) if sidecars is None else sidecars)
     store = None
     try:
+        started = time.perf_counter()
         warm_kernels()
+        log.info("kernels warm in %.2f s", time.perf_counter() - started)
         store = TableStore(config.server.shm_dir)
         publish_tables(store, config)
         supervisor.start()
