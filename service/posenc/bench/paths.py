@@ -4,8 +4,8 @@ libposenc picks its path (avx512, avx2, scalar) once, when it is loaded, for eve
 (rows, CRC-32C, the JSON writer), and POSENC_ISA forces one: so each path runs in its own
 process, `posenc bench SUITE ... --isa PATH` with POSENC_ISA=PATH, on the same arguments. The
 reports are then joined: the k-th table of every path's report becomes one table whose first
-column names the path; text lines every path printed alike appear once, the others as a list,
-one item per path. Suites whose rows already compare the paths in one process (`native`,
+column names the path; text lines every path printed alike appear once, and each run of lines
+that differ becomes a list with one item a path (its lines of the run, joined). Suites whose rows already compare the paths in one process (`native`,
 `json`: `native.kernels_for` / `json_f32_by` pick a path per call) do not need this.
 """
 
@@ -98,16 +98,27 @@ def join_reports(reports: dict[str, str]) -> str:
     if any(len(blocks) != len(first) for blocks in shapes.values()):
         raise PosencError("bench", "the paths' reports differ in shape: " + ", ".join(
             f"{path}: {len(blocks)} blocks" for path, blocks in shapes.items()))
-    out = []
+    out: list[str] = []
+    differing: list[int] = []  # a run of text lines that differ between paths: one list item a path
+
+    def end_run() -> None:
+        if differing:
+            out.extend([f"- {path}: " + " ".join(blocks[k][0] for k in differing) for path, blocks in shapes.items()]
+                       + [""])
+            differing.clear()
+
     for k, block in enumerate(first):
         if block[0].startswith("|"):
+            end_run()
             out += ["| path " + block[0], "|---" + block[1]]
             for path, blocks in shapes.items():
                 out += [f"| {path} " + row for row in blocks[k][2:]]
         elif all(blocks[k] == block for blocks in shapes.values()):
+            end_run()
             out += block
         else:
-            out += [f"- {path}: {blocks[k][0]}" for path, blocks in shapes.items()] + [""]  # the list ends
+            differing.append(k)
+    end_run()
     text = "\n".join(out).strip()
     while "\n\n\n" in text:
         text = text.replace("\n\n\n", "\n\n")
