@@ -33,12 +33,12 @@ from uvicorn.supervisors.multiprocess import SIGNALS as SUPERVISOR_SIGNALS
 from ...client.process import ServerProcess, service_argv
 from ...config import ServiceConfig
 from ...errors import PosencError
-from ...shm import TableStore
+from ...shm import TableStore, attach
 from ..app import STATE_ENV, serve_state
 from .ledger import cleanup_created_tables
 from ..transport.protocol import GuardedHttpToolsProtocol
 from .service import freeze_startup_heap, make_run_dir
-from .warmup import warm_kernels
+from .warmup import warm_kernels, warm_lookups
 
 log = logging.getLogger("posenc.serve")
 
@@ -156,6 +156,15 @@ def publish_tables(store: TableStore, config: ServiceConfig) -> None:
                  info.dtype, info.nbytes / 2**20, time.perf_counter() - started)
 
 
+def warm_gathers(config: ServiceConfig) -> None:
+    """Run each published table's gather once here, in the parent: the workers, forked after this,
+    inherit it compiled. Each worker warms its tables' gathers again before it reports ready (a
+    millisecond then); with an empty numba cache (a new pod) every worker compiled them at once."""
+    for table in config.tables:
+        with attach(table.name, root=config.server.shm_dir, verify=False) as mapped:  # just written here
+            warm_lookups([mapped])
+
+
 def serve(config: ServiceConfig, sidecars: Sequence[Sidecar] | None = None) -> int:
     """Run the service in this process until SIGTERM/SIGINT; returns the exit status."""
     config.check_serveable()
@@ -172,6 +181,7 @@ def serve(config: ServiceConfig, sidecars: Sequence[Sidecar] | None = None) -> i
         log.info("kernels warm in %.2f s", time.perf_counter() - started)
         store = TableStore(config.server.shm_dir)
         publish_tables(store, config)
+        warm_gathers(config)
         supervisor.start()
         server = config.server
         with forked_workers():
