@@ -113,7 +113,8 @@ class WarmForks:
     (`uvicorn._subprocess.spawn`, its one place for that): each worker is a fork of this warm
     process instead of a fresh interpreter. A spawned worker imported numpy, numba, ml_dtypes and
     the HTTP stack and loaded every kernel again (about 2 s of CPU each, all workers at once on a
-    busy node); a fork starts with them loaded, sharing their pages copy-on-write."""
+    busy node); a fork starts with them loaded, sharing their pages copy-on-write. It does not get
+    the parent's other threads: the kernel pool's (kernels/parallel.py forgets the pool in a child)."""
 
     _fork = multiprocessing.get_context("fork")
 
@@ -135,7 +136,12 @@ def forked_workers():
     alive now is frozen first (gc.freeze, as the gc docs advise before fork): no worker's
     collections then touch, and so copy, the pages of the inherited heap."""
     freeze_startup_heap()
-    spawn, _subprocess.spawn = _subprocess.spawn, WarmForks()
+    spawn = getattr(_subprocess, "spawn", None)
+    if spawn is None:  # a uvicorn that makes its workers elsewhere: they start as it spawns them (slower)
+        log.warning("uvicorn has no _subprocess.spawn: workers start as fresh interpreters")
+        yield
+        return
+    _subprocess.spawn = WarmForks()
     try:
         yield
     finally:
@@ -189,7 +195,8 @@ def serve(config: ServiceConfig, sidecars: Sequence[Sidecar] | None = None) -> i
                         workers=server.worker_count, loop="uvloop", http=GuardedHttpToolsProtocol, lifespan="on",
                         timeout_keep_alive=max(1, round(server.keep_alive_s)),
                         timeout_graceful_shutdown=math.ceil(server.drain_timeout_s),
-                        # A worker loads its numba kernels before serving; on a busy node that can hold the GIL
+                        # A worker warms its kernels before serving: milliseconds as a fork of this process, but
+                        # a spawned one (see forked_workers) loads them all, which on a busy node can hold the GIL
                         # past uvicorn's 5 s ping, and the supervisor would kill and restart a healthy worker.
                         timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
                         access_log=False,  # the app writes its own, with the request id (posenc.http.pipeline.asgi)
