@@ -13,11 +13,15 @@ from posenc import kernels
 from posenc.bench.startup import start_once
 from posenc.kernels.parallel import run_rows
 
-#: Loose on purpose (shared CI machines): the measured figure is in docs/startup.md; a regression to
-#: spawned workers (each re-importing numpy, numba, ml_dtypes and the HTTP stack) took 3x this here.
-READY_WITHIN_S = 5.0
-#: A compile, an import of ml_dtypes or a table build each cost far more than this on the first request.
-FIRST_REQUEST_WITHIN_S = 0.25
+#: CPU seconds of the whole process tree (parent, workers, sidecar) at readiness: what the start costs,
+#: which a busy machine's other processes do not inflate. Measured 2.4-2.6 s on a 2-vCPU EPYC
+#: (docs/startup.md); spawned workers, each importing numpy, numba, ml_dtypes and the HTTP stack
+#: again, took 6.4-7.2 s.
+READY_WITHIN_CPU_S = 5.0
+#: Loose on purpose: the wall clock there was 3.6-4.6 s at load average 4, 7-9 s at load 6.
+READY_WITHIN_S = 15.0
+#: A JIT compile, an import of ml_dtypes or a table build each cost more than this (1 s or more here).
+FIRST_REQUEST_WITHIN_S = 0.5
 
 
 def timed_request(url: str, body: dict | None = None) -> tuple[float, bytes]:
@@ -43,6 +47,7 @@ def test_embedded_config_is_ready_fast_and_answers_fast_at_once():
                                       {"spec": {"head_dim": 128, "base": 500000.0}, "positions": list(range(64))})
 
     start = start_once(None, None, timeout_s=60, at_ready=at_ready)
+    assert start.cpu_s < READY_WITHIN_CPU_S, "\n".join(start.log)
     assert start.ready_s < READY_WITHIN_S, "\n".join(start.log)
     phases = start.phases
     assert phases["kernels warm (first log line)"] <= phases["tables published"] <= phases["listening"] \
