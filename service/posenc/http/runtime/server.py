@@ -35,8 +35,8 @@ from ...config import ServiceConfig
 from ...errors import PosencError
 from ...shm import TableStore, attach
 from ..app import STATE_ENV, serve_state
-from .ledger import cleanup_created_tables
 from ..transport.protocol import GuardedHttpToolsProtocol
+from .ledger import cleanup_created_tables
 from .service import freeze_startup_heap, make_run_dir
 from .warmup import warm_kernels, warm_lookups
 
@@ -118,7 +118,7 @@ class WarmForks:
 
     _fork = multiprocessing.get_context("fork")
 
-    def Process(self, target, kwargs):  # noqa: N802 (multiprocessing's name)
+    def Process(self, target, kwargs):  # multiprocessing's name
         return self._fork.Process(target=_forked_worker, args=(target,), kwargs=kwargs)
 
 
