@@ -16,8 +16,8 @@
  * "Validating a segment" list except parsing the spec JSON (posenc_shm__check_segment: it
  * does check the spec bytes against spec_hash, a SHA-256 of those bytes), with
  * the same words as the Python reader; the data checksum is CRC-32 or CRC-32C as the
- * header's `checksum` field says (CRC-32C with AVX-512 VPCLMULQDQ or the SSE4.2 instruction
- * where available; posenc_shm_crc32c_begin/update/end compute it piece by piece, as a writer
+ * header's `checksum` field says (CRC-32C with VPCLMULQDQ, 512-bit with AVX-512 or 256-bit
+ * with AVX2, or the SSE4.2 instruction where available; posenc_shm_crc32c_begin/update/end compute it piece by piece, as a writer
  * producing the data can). Needs POSIX mmap, GCC/Clang __atomic builtins and
  * a little-endian host. All functions are static inline: include it in as many files as you like.
  */
@@ -232,19 +232,20 @@ __attribute__((target("sse4.2"))) static inline uint32_t posenc_shm__crc32c_hw(u
 #include <immintrin.h>
 #endif
 
-/* Bytes folded per iteration by the VPCLMULQDQ kernel: four 512-bit accumulators. */
+/* Bytes folded per iteration by the carry-less multiplication kernels: 256, as four 512-bit
+ * or eight 256-bit accumulators. */
 #define POSENC_SHM__CRC32C_FOLD 256u
 
 /* A CRC-32C computed piece by piece (posenc_shm_crc32c_begin / _update / _end): the value is
  * the CRC-32C of all the pieces in order, whatever their sizes, so a writer can checksum
  * data while it is still in cache, as it produces it (libposenc's sincos_rows_crc folds each
- * 8 KiB tile of rows in before streaming it out). With VPCLMULQDQ the four accumulators and
+ * 8 KiB tile of rows in before streaming it out). With a folding kernel the accumulators and
  * the bytes short of a whole 256-byte block are kept here between pieces; the other kernels
  * keep a CRC register. */
 typedef struct posenc_shm_crc32c_stream {
-    uint8_t fold[POSENC_SHM__CRC32C_FOLD];    /* VPCLMULQDQ: the accumulators, once `folding` */
-    uint8_t pending[POSENC_SHM__CRC32C_FOLD]; /* VPCLMULQDQ: bytes waiting for a whole block */
-    uint64_t k_lo, k_hi;                      /* VPCLMULQDQ: the folding constants */
+    uint8_t fold[POSENC_SHM__CRC32C_FOLD];    /* folding kernels: the accumulators, once `folding` */
+    uint8_t pending[POSENC_SHM__CRC32C_FOLD]; /* folding kernels: bytes waiting for a whole block */
+    uint64_t k_lo, k_hi;                      /* folding kernels: the folding constants */
     uint32_t crc;       /* the CRC so far (other kernels), or the one to continue (before any fold) */
     uint32_t n_pending;
     int kernel;         /* POSENC_SHM__K_* */
@@ -252,39 +253,105 @@ typedef struct posenc_shm_crc32c_stream {
     posenc_shm_crc_tables tables; /* "table" kernel only */
 } posenc_shm_crc32c_stream;
 
-enum { POSENC_SHM__K_TABLE = 0, POSENC_SHM__K_SSE42 = 1, POSENC_SHM__K_VPCLMUL = 2 };
+/* Kernel codes; the folding ones (VPCLMUL and up) share everything but the fold loop. */
+enum {
+    POSENC_SHM__K_TABLE = 0,
+    POSENC_SHM__K_SSE42 = 1,
+    POSENC_SHM__K_VPCLMUL = 2,    /* "vpclmulqdq": AVX-512, 512-bit accumulators */
+    POSENC_SHM__K_VPCLMUL256 = 3, /* "vpclmulqdq256": AVX2 + VPCLMULQDQ (Zen 3, Alder Lake), 256-bit */
+};
 
 #ifdef POSENC_SHM_HAVE_CRC32C_VPCLMUL
-/* CRC-32C by carry-less multiplication (AVX-512 VPCLMULQDQ), about 3x the crc32 instruction:
- * the data is folded into four 512-bit accumulators, 256 bytes at a time. A 128-bit lane L
- * followed by 256 bytes D has the same CRC as (L * x^2048 mod P) xor D's first 16 bytes, and
- * in the bit-reflected domain that product is clmul(L.lo, x^(2048+32) mod P) xor clmul(L.hi,
- * x^(2048-32) mod P), each constant reflected and shifted left by one (Intel's "Fast CRC
- * computation using PCLMULQDQ"). At the end the 256 accumulator bytes stand in for
- * everything folded so far, so the crc32 instruction finishes them and the bytes left over:
- * no Barrett reduction is needed. The initial register is xored into the first four bytes.
- * Folds n bytes (a multiple of 256) at p into the stream's accumulators. */
-__attribute__((target("avx512f,vpclmulqdq,sse4.2"))) static inline void
-posenc_shm__crc32c_fold_vpclmul(posenc_shm_crc32c_stream *s, const uint8_t *p, size_t n)
+/* CRC-32C by carry-less multiplication, 256 or 512 bits per instruction. The data is folded into 256 bytes of accumulators,
+ * 256 bytes at a time. A 128-bit lane L followed by 256 bytes D has the same CRC as
+ * (L * x^2048 mod P) xor D's first 16 bytes, and in the bit-reflected domain that product is
+ * clmul(L.lo, x^(2048+32) mod P) xor clmul(L.hi, x^(2048-32) mod P), each constant reflected
+ * and shifted left by one (Intel's "Fast CRC computation using PCLMULQDQ"). At the end the 256
+ * accumulator bytes stand in for everything folded so far, so the crc32 instruction finishes
+ * them and the bytes left over: no Barrett reduction is needed. The initial register is xored
+ * into the first four bytes.
+ *
+ * Every lane folds onto the lane 256 bytes on, whatever the register width, so the 512- and
+ * 256-bit kernels compute the same accumulator bytes with the same constants and differ only
+ * in how many lanes one instruction carries: POSENC_SHM__CRC32C_FOLD_BODY is the one loop,
+ * stamped per width with that width's load, store, seed and fold. Each fold kernel folds n
+ * bytes (a multiple of 256) at p into the stream's accumulators. (A 128-bit PCLMULQDQ stamp
+ * ran at 0.4x the three-lane crc32 kernel on Zen 2 and is not kept.) */
+#define POSENC_SHM__CRC32C_FOLD_BODY(V, K, LOAD, STORE, SEED, FOLD)                                       \
+    enum { lanes = POSENC_SHM__CRC32C_FOLD / sizeof(V) };                                                  \
+    const uint8_t *from = s->fold;                                                                         \
+    if (!s->folding) {                                                                                     \
+        from = p;                                                                                          \
+        p += POSENC_SHM__CRC32C_FOLD;                                                                      \
+        n -= POSENC_SHM__CRC32C_FOLD;                                                                      \
+    }                                                                                                      \
+    V x[lanes];                                                                                            \
+    for (int i = 0; i < lanes; i++) x[i] = LOAD(from + sizeof(V) * i);                                     \
+    if (!s->folding) x[0] = SEED(x[0], ~s->crc);                                                           \
+    s->folding = 1;                                                                                        \
+    for (; n >= POSENC_SHM__CRC32C_FOLD; n -= POSENC_SHM__CRC32C_FOLD, p += POSENC_SHM__CRC32C_FOLD)       \
+        for (int i = 0; i < lanes; i++) x[i] = FOLD(x[i], K, LOAD(p + sizeof(V) * i));                     \
+    for (int i = 0; i < lanes; i++) STORE(s->fold + sizeof(V) * i, x[i]);
+
+#define POSENC_SHM__TARGET_512 __attribute__((target("avx512f,vpclmulqdq,sse4.2")))
+POSENC_SHM__TARGET_512 static inline __m512i posenc_shm__load512_vpclmul(const uint8_t *p)
+{
+    return _mm512_loadu_si512((const void *)p);
+}
+POSENC_SHM__TARGET_512 static inline void posenc_shm__store512_vpclmul(uint8_t *p, __m512i x)
+{
+    _mm512_storeu_si512((void *)p, x);
+}
+POSENC_SHM__TARGET_512 static inline __m512i posenc_shm__seed512_vpclmul(__m512i x, uint32_t r)
+{
+    return _mm512_xor_si512(x, _mm512_inserti32x4(_mm512_setzero_si512(), _mm_cvtsi32_si128((int)r), 0));
+}
+POSENC_SHM__TARGET_512 static inline __m512i posenc_shm__fold512_vpclmul(__m512i x, __m512i k, __m512i d)
+{
+    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00), _mm512_clmulepi64_epi128(x, k, 0x11), d,
+                                     0x96); /* 0x96: a ^ b ^ c */
+}
+POSENC_SHM__TARGET_512 static inline void posenc_shm__crc32c_fold_vpclmul(posenc_shm_crc32c_stream *s,
+                                                                          const uint8_t *p, size_t n)
 {
     const __m512i k = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)s->k_hi, (long long)s->k_lo));
-    const uint8_t *from = s->fold;
-    if (!s->folding) {
-        from = p;
-        p += POSENC_SHM__CRC32C_FOLD;
-        n -= POSENC_SHM__CRC32C_FOLD;
-    }
-    __m512i x[4];
-    for (int i = 0; i < 4; i++) x[i] = _mm512_loadu_si512((const void *)(from + 64 * i));
-    if (!s->folding)
-        x[0] = _mm512_xor_si512(x[0], _mm512_inserti32x4(_mm512_setzero_si512(), _mm_cvtsi32_si128((int)~s->crc), 0));
-    s->folding = 1;
-    for (; n >= POSENC_SHM__CRC32C_FOLD; n -= POSENC_SHM__CRC32C_FOLD, p += POSENC_SHM__CRC32C_FOLD)
-        for (int i = 0; i < 4; i++) /* 0x96: a ^ b ^ c */
-            x[i] = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x[i], k, 0x00),
-                                             _mm512_clmulepi64_epi128(x[i], k, 0x11),
-                                             _mm512_loadu_si512((const void *)(p + 64 * i)), 0x96);
-    for (int i = 0; i < 4; i++) _mm512_storeu_si512((void *)(s->fold + 64 * i), x[i]);
+    POSENC_SHM__CRC32C_FOLD_BODY(__m512i, k, posenc_shm__load512_vpclmul, posenc_shm__store512_vpclmul,
+                                 posenc_shm__seed512_vpclmul, posenc_shm__fold512_vpclmul)
+}
+
+#define POSENC_SHM__TARGET_256 __attribute__((target("avx2,vpclmulqdq,sse4.2")))
+POSENC_SHM__TARGET_256 static inline __m256i posenc_shm__load256_vpclmul(const uint8_t *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+POSENC_SHM__TARGET_256 static inline void posenc_shm__store256_vpclmul(uint8_t *p, __m256i x)
+{
+    _mm256_storeu_si256((__m256i *)p, x);
+}
+POSENC_SHM__TARGET_256 static inline __m256i posenc_shm__seed256_vpclmul(__m256i x, uint32_t r)
+{
+    return _mm256_xor_si256(x, _mm256_inserti128_si256(_mm256_setzero_si256(), _mm_cvtsi32_si128((int)r), 0));
+}
+POSENC_SHM__TARGET_256 static inline __m256i posenc_shm__fold256_vpclmul(__m256i x, __m256i k, __m256i d)
+{
+    return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(x, k, 0x00), _mm256_clmulepi64_epi128(x, k, 0x11)),
+                            d);
+}
+POSENC_SHM__TARGET_256 static inline void posenc_shm__crc32c_fold256_vpclmul(posenc_shm_crc32c_stream *s,
+                                                                             const uint8_t *p, size_t n)
+{
+    const __m256i k = _mm256_broadcastsi128_si256(_mm_set_epi64x((long long)s->k_hi, (long long)s->k_lo));
+    POSENC_SHM__CRC32C_FOLD_BODY(__m256i, k, posenc_shm__load256_vpclmul, posenc_shm__store256_vpclmul,
+                                 posenc_shm__seed256_vpclmul, posenc_shm__fold256_vpclmul)
+}
+
+/* The stream's fold kernel over n bytes (a multiple of 256). */
+static inline void posenc_shm__crc32c_fold(posenc_shm_crc32c_stream *s, const uint8_t *p, size_t n)
+{
+    if (s->kernel == POSENC_SHM__K_VPCLMUL)
+        posenc_shm__crc32c_fold_vpclmul(s, p, n);
+    else
+        posenc_shm__crc32c_fold256_vpclmul(s, p, n);
 }
 
 /* Whole blocks go to the accumulators, the rest waits in `pending` for the next piece. */
@@ -298,36 +365,63 @@ static inline void posenc_shm__crc32c_fold_update(posenc_shm_crc32c_stream *s, c
         p += take;
         n -= take;
         if (s->n_pending < block) return;
-        posenc_shm__crc32c_fold_vpclmul(s, s->pending, block);
+        posenc_shm__crc32c_fold(s, s->pending, block);
         s->n_pending = 0;
     }
     size_t whole = n / block * block;
-    if (whole) posenc_shm__crc32c_fold_vpclmul(s, p, whole);
+    if (whole) posenc_shm__crc32c_fold(s, p, whole);
     memcpy(s->pending, p + whole, n - whole);
     s->n_pending = (uint32_t)(n - whole);
 }
 #endif
 
-/* Which CRC-32C code posenc_shm_crc32c runs on this CPU: "vpclmulqdq", "sse4.2" or "table". */
-static inline const char *posenc_shm_crc32c_kernel(void)
+/* The name of a POSENC_SHM__K_* code (NULL past the last). */
+static inline const char *posenc_shm__crc32c_name(int code)
 {
+    static const char *const names[] = {"table", "sse4.2", "vpclmulqdq", "vpclmulqdq256"};
+    return code >= 0 && code < (int)(sizeof names / sizeof names[0]) ? names[code] : NULL;
+}
+
+/* Whether this CPU and build run a kernel: its CPUID features, with the OS saving the
+ * registers it uses (__builtin_cpu_supports checks both). */
+static inline int posenc_shm__crc32c_runs(int code)
+{
+    switch (code) {
 #ifdef POSENC_SHM_HAVE_CRC32C_VPCLMUL
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("sse4.2"))
-        return "vpclmulqdq";
+    case POSENC_SHM__K_VPCLMUL:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") &&
+               __builtin_cpu_supports("sse4.2");
+    case POSENC_SHM__K_VPCLMUL256:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq") &&
+               __builtin_cpu_supports("sse4.2");
 #endif
 #ifdef POSENC_SHM_HAVE_CRC32C_HW
-    if (__builtin_cpu_supports("sse4.2")) return "sse4.2";
+    case POSENC_SHM__K_SSE42:
+        return __builtin_cpu_supports("sse4.2");
 #endif
+    case POSENC_SHM__K_TABLE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Which CRC-32C code posenc_shm_crc32c runs on this CPU, the fastest it has: "vpclmulqdq"
+ * (AVX-512), "vpclmulqdq256" (AVX2 with VPCLMULQDQ), "sse4.2" or "table". */
+static inline const char *posenc_shm_crc32c_kernel(void)
+{
+    static const int fastest_first[] = {POSENC_SHM__K_VPCLMUL, POSENC_SHM__K_VPCLMUL256, POSENC_SHM__K_SSE42};
+    for (size_t i = 0; i < sizeof fastest_first / sizeof fastest_first[0]; i++)
+        if (posenc_shm__crc32c_runs(fastest_first[i])) return posenc_shm__crc32c_name(fastest_first[i]);
     return "table";
 }
 
 /* The POSENC_SHM__K_* of a kernel name, or -1 if this CPU or build lacks it. */
 static inline int posenc_shm__crc32c_kernel_code(const char *kernel)
 {
-    const char *best = posenc_shm_crc32c_kernel();
-    if (!strcmp(kernel, "vpclmulqdq")) return strcmp(best, "vpclmulqdq") ? -1 : POSENC_SHM__K_VPCLMUL;
-    if (!strcmp(kernel, "sse4.2")) return strcmp(best, "table") ? POSENC_SHM__K_SSE42 : -1;
-    return strcmp(kernel, "table") ? -1 : POSENC_SHM__K_TABLE;
+    for (int code = 0; posenc_shm__crc32c_name(code); code++)
+        if (!strcmp(kernel, posenc_shm__crc32c_name(code))) return posenc_shm__crc32c_runs(code) ? code : -1;
+    return -1;
 }
 
 /* Start a stream continuing `crc` (0 to start) with the named kernel; -1 if unavailable. */
@@ -339,7 +433,7 @@ static inline int posenc_shm_crc32c_begin_by(posenc_shm_crc32c_stream *s, const 
     s->kernel = code;
     s->n_pending = 0;
     s->folding = 0;
-    if (code == POSENC_SHM__K_VPCLMUL) {
+    if (code >= POSENC_SHM__K_VPCLMUL) {
         s->k_lo = (uint64_t)posenc_shm__crc32c_shift((8 * POSENC_SHM__CRC32C_FOLD + 32) / 8) << 1;
         s->k_hi = (uint64_t)posenc_shm__crc32c_shift((8 * POSENC_SHM__CRC32C_FOLD - 32) / 8) << 1;
     } else if (code == POSENC_SHM__K_TABLE) {
@@ -359,7 +453,7 @@ static inline void posenc_shm_crc32c_update(posenc_shm_crc32c_stream *s, const v
 {
     const uint8_t *p = (const uint8_t *)buf;
 #ifdef POSENC_SHM_HAVE_CRC32C_VPCLMUL
-    if (s->kernel == POSENC_SHM__K_VPCLMUL) {
+    if (s->kernel >= POSENC_SHM__K_VPCLMUL) {
         if (s->folding || s->n_pending || n >= 2 * POSENC_SHM__CRC32C_FOLD)
             posenc_shm__crc32c_fold_update(s, p, n);
         else /* short pieces before any fold: the register takes them */
@@ -380,7 +474,7 @@ static inline void posenc_shm_crc32c_update(posenc_shm_crc32c_stream *s, const v
 static inline uint32_t posenc_shm_crc32c_end(posenc_shm_crc32c_stream *s)
 {
 #ifdef POSENC_SHM_HAVE_CRC32C_VPCLMUL
-    if (s->kernel == POSENC_SHM__K_VPCLMUL && s->folding) {
+    if (s->kernel >= POSENC_SHM__K_VPCLMUL && s->folding) {
         /* ~0 in: the hw routine starts from register 0, as the folded bytes already hold the initial register */
         s->crc = posenc_shm__crc32c_hw(posenc_shm__crc32c_hw(0xFFFFFFFFu, s->fold, sizeof s->fold), s->pending,
                                        s->n_pending);
