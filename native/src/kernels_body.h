@@ -157,15 +157,17 @@ typedef struct {
 } trig_state;
 
 static int trig_state_init(trig_state *st, const double *freqs, const double *amp, int64_t n_sin,
-                           size_t tile_row_bytes) {
+                           size_t tile_row_bytes, size_t tile_min_bytes) {
     int64_t padded = (n_sin + VW - 1) / VW * VW;
     int64_t mid_slots = n_sin <= CACHE_MAX_FREQS ? MID_ROWS : 1;
     int64_t fine_slots = n_sin <= CACHE_MAX_FREQS ? POSENC_SPLIT_FINE : 1;
     size_t state_bytes = (size_t)((6 + 2 * (mid_slots + fine_slots)) * padded) * sizeof(double);
     size_t tag_bytes = (size_t)(mid_slots + fine_slots) * sizeof(int64_t);
-    st->tile_rows = tile_row_bytes ? (int64_t)(TILE_BYTES / tile_row_bytes) : 0;
-    if (tile_row_bytes && st->tile_rows < 1)
-        st->tile_rows = 1;
+    st->tile_rows = 0;
+    if (tile_row_bytes) /* TILE_BYTES, or at least tile_min_bytes, in whole rows */
+        st->tile_rows = tile_min_bytes > TILE_BYTES ? (int64_t)((tile_min_bytes + tile_row_bytes - 1) / tile_row_bytes)
+                        : TILE_BYTES / tile_row_bytes ? (int64_t)(TILE_BYTES / tile_row_bytes)
+                                                      : 1;
     size_t bytes = state_bytes + tag_bytes + (size_t)st->tile_rows * tile_row_bytes;
     st->block = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!st->block)
@@ -432,14 +434,18 @@ static int sincos_rows_into(const double *positions, int64_t n_rows, const doubl
     int stream = sincos_stream_mode(out, n_rows, n_sin, lay, es);
     if (crc && stream == STREAM_DIRECT) /* rows are checksummed in L1 before they are streamed out */
         stream = STREAM_TILE;
-    trig_state st;
-    int chunked = stream == STREAM_TILE || crc;
-    int rc = trig_state_init(&st, freqs, amp, n_sin, chunked ? (size_t)((n_sin + lay->n_cos) * es) : 0);
-    if (rc != POSENC_OK)
-        return rc;
     posenc_shm_crc32c_stream crc_stream;
     if (crc)
         posenc_shm_crc32c_begin(&crc_stream, *crc);
+    /* Chunks at least the CRC's full-speed piece: with the crc32 instruction that is 96 KiB (three
+     * 32 KiB lanes; in 8 KiB tiles it ran in one lane and the one pass took 1.6x as long as rows
+     * and CRC apart on Zen 2), so the tile then lives in L2, which is still no memory pass. */
+    trig_state st;
+    int chunked = stream == STREAM_TILE || crc;
+    int rc = trig_state_init(&st, freqs, amp, n_sin, chunked ? (size_t)((n_sin + lay->n_cos) * es) : 0,
+                             crc ? posenc_shm_crc32c_piece(&crc_stream) : 0);
+    if (rc != POSENC_OK)
+        return rc;
     posenc_shm_crc32c_stream *cs = crc ? &crc_stream : NULL;
     /* one stamped loop per (layout, dtype, stream mode) */
 #define SINCOS_LOOP(il, f, mode) sincos_loop(&st, positions, n_rows, out, cs, lay, n_sin, il, f, mode)
