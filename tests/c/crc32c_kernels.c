@@ -52,10 +52,14 @@ int main(void)
     uint32_t x = 12345;
     for (size_t i = 0; i < size; i++) data[i] = (unsigned char)((x = x * 1103515245u + 12345u) >> 24);
     printf("best: %s\n", posenc_shm_crc32c_kernel());
-    /* the three-lane join's constants, written out in the header */
+    /* the constants written out in the header: the three-lane join's and the folds' */
     int failures = (posenc_shm__crc32c_shift(POSENC_SHM__CRC32C_LANE) != POSENC_SHM__CRC32C_LANE_SHIFT1) +
-                   (posenc_shm__crc32c_shift(2 * POSENC_SHM__CRC32C_LANE) != POSENC_SHM__CRC32C_LANE_SHIFT2);
-    if (failures) printf("mismatch: the three-lane join constants\n");
+                   (posenc_shm__crc32c_shift(2 * POSENC_SHM__CRC32C_LANE) != POSENC_SHM__CRC32C_LANE_SHIFT2) +
+                   ((uint64_t)posenc_shm__crc32c_shift(POSENC_SHM__CRC32C_FOLD + 4) << 1 !=
+                    (uint64_t)POSENC_SHM__CRC32C_FOLD_K_LO) +
+                   ((uint64_t)posenc_shm__crc32c_shift(POSENC_SHM__CRC32C_FOLD - 4) << 1 !=
+                    (uint64_t)POSENC_SHM__CRC32C_FOLD_K_HI);
+    if (failures) printf("mismatch: the constants written out in posenc_shm.h\n");
     for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
         uint32_t probe;
         if (posenc_shm_crc32c_by(kernels[k], 0, "", 0, &probe) != 0) {
