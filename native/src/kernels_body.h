@@ -359,7 +359,7 @@ static void flush_tile(const trig_state *st, int64_t count, char *out, int64_t r
  * dense rows is laid out as the destination, so it is the next bytes of the output and goes
  * out as one run; other layouts' tiles are compact and flush_tile scatters them.
  * crc (sincos_rows_crc; dense layouts only): each chunk, in the tile when streaming or in
- * place otherwise, is folded into the CRC while it is in L1. */
+ * place otherwise, is folded into the CRC while it is in cache (L1, or L2 for 96 KiB chunks). */
 INLINE void sincos_loop(trig_state *st, const double *positions, int64_t n_rows, void *out,
                         posenc_shm_crc32c_stream *crc, ROW_ARGS) {
     int tiled = stream == STREAM_TILE;
@@ -438,8 +438,8 @@ static int sincos_rows_into(const double *positions, int64_t n_rows, const doubl
     if (crc)
         posenc_shm_crc32c_begin(&crc_stream, *crc);
     /* Chunks at least the CRC's full-speed piece: with the crc32 instruction that is 96 KiB (three
-     * 32 KiB lanes; in 8 KiB tiles it ran in one lane and the one pass took 1.6x as long as rows
-     * and CRC apart on Zen 2), so the tile then lives in L2, which is still no memory pass. */
+     * 32 KiB lanes; in 8 KiB tiles it ran in one lane and the one pass took 1.5-1.9x as long as
+     * rows and CRC apart on Zen 2), so the tile then lives in L2, which is still no memory pass. */
     trig_state st;
     int chunked = stream == STREAM_TILE || crc;
     int rc = trig_state_init(&st, freqs, amp, n_sin, chunked ? (size_t)((n_sin + lay->n_cos) * es) : 0,
