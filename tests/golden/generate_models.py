@@ -158,6 +158,8 @@ def _tiny_sizes(config, tiny) -> dict:
         if (isinstance(current, int) and not isinstance(current, bool)) or (current is None and key in NONE_SIZES
                                                                           and _has(config, key)):
             out[key] = value
+    if _get(config, "num_key_value_heads") == _get(config, "num_attention_heads") and "num_key_value_heads" in out:
+        out["num_key_value_heads"] = out["num_attention_heads"]  # MHA stays MHA (ESMC's k_norm spans hidden)
     vocab = out.get("vocab_size", _get(config, "vocab_size"))
     for key in vars(config):
         value = _get(config, key)
@@ -198,6 +200,8 @@ def _tiny_widths(default, config) -> dict:
             out["qk_head_dim"] = _get(config, "qk_nope_head_dim") + head_dim
     elif _has(config, "head_dim") and head_dim is None and hidden:
         out["head_dim"] = head_dim = hidden // heads
+    if isinstance(_get(config, "indexer_head_dim"), int) and isinstance(head_dim, int):
+        out["indexer_head_dim"] = head_dim  # Qwen4-Exp's indexer rotates with the attention's cos/sin
     if isinstance(_get(config, "rotary_dim"), int) and isinstance(heads, int):
         out["rotary_dim"] = (head_dim if isinstance(head_dim, int) else hidden // heads) // 2
     expand = _get(config, "mamba_expand")
@@ -210,7 +214,7 @@ def _tiny_widths(default, config) -> dict:
     params = _get(config, "rope_parameters")
     source = _modeling_source(config)
     if isinstance(params, dict) and "rope_type" in params and "mrope_section" in source:
-        half = _rotary_dim(config) // 2
+        half = int((head_dim or hidden // heads) * (params.get("partial_rotary_factor") or 1.0)) // 2
         found = re.search(r'"mrope_section", \[(\d+), (\d+), (\d+)\]', source)
         default = params.get("mrope_section") or ([int(g) for g in found.groups()] if found else [24, 20, 20])
         section = [half * s // sum(default) for s in default]
@@ -337,6 +341,10 @@ def layer_pattern_variations(base) -> list[tuple[str, object]]:
                 except Exception:
                     continue
                 out.append((f"odd layers {kind}", config))
+    if hasattr(base, "attn_layer_indices"):  # hybrids listing their attention layers (Bamba: none by default)
+        config = copy.deepcopy(base)
+        config.attn_layer_indices = list(range(1, _get(base, "num_hidden_layers"), 2))
+        out.append(("attention at odd layers", config))
     flags = getattr(base, "no_rope_layers", None)
     if isinstance(flags, list) and flags:
         config = copy.deepcopy(base)
@@ -512,17 +520,19 @@ def run_case(config) -> dict:
         recorder.close()
     if not recorder.layers:
         raise RuntimeError("no decoder layers found")
-    layers = {}
+    layers, several = {}, {}
     for path in recorder.layers:
         calls = recorder.calls.get(path, [])
         errors = [c for c in calls if isinstance(c, str)]
         if errors:
             raise RuntimeError(f"{path}: {errors[0]}")
         truths = [model_truth.LayerTruth.from_matrices(m) for m in calls]
-        if len({t.key() for t in truths}) > 1:
-            raise RuntimeError(f"{path}: applies several different rotations")
-        layers[path] = truths[0] if truths else None
-    return {"layers": layers, "positions": recorder.positions or list(range(len(POSITIONS)))}
+        distinct = {t.key(): t for t in truths}
+        if len(distinct) > 1:  # an indexer's or compressor's own rotation besides the attention's
+            several[path] = [t.layout for t in distinct.values()]
+        layers[path] = truths[0] if truths else None  # the first: the attention's q/k in every such layer
+    return {"layers": layers, "several": several,
+            "positions": recorder.positions or list(range(len(POSITIONS)))}
 
 
 def _forward(model: nn.Module, ids, pos) -> None:
@@ -537,8 +547,7 @@ def _forward(model: nn.Module, ids, pos) -> None:
     except ValueError as exc:
         if "inputs_embeds" not in str(exc) and "input_ids" not in str(exc):
             raise
-        hidden = model.get_input_embeddings().embedding_dim if isinstance(
-            model.get_input_embeddings(), nn.Embedding) else model.config.hidden_size
+        hidden = model.config.hidden_size
         model(inputs_embeds=torch.randn(1, ids.shape[1], hidden), position_ids=pos, use_cache=False)
 
 
@@ -578,14 +587,15 @@ def _cases_of(model_type: str) -> tuple[list, str | None]:
                     traceback.print_exc()
                 return [], f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
             continue
-        cases.append(model_truth.Case(model_type, name, config.to_dict(), result["positions"], result["layers"]))
+        cases.append(model_truth.Case(model_type, name, config.to_dict(), result["positions"], result["layers"],
+                                      result["several"]))
         legacy = legacy_form(config)
         if legacy is not None:
             cases.append(model_truth.Case(model_type, f"{name} (legacy flat keys)", legacy, result["positions"],
-                                          result["layers"]))
+                                          result["layers"], result["several"]))
         if name == "default" and outer is not base:  # the composite config.json a user has
             cases.append(model_truth.Case(model_type, "composite config", outer.to_dict(), result["positions"],
-                                          result["layers"]))
+                                          result["layers"], result["several"]))
         print(f"{model_type:32s} {name:28s} {sum(t is not None for t in result['layers'].values())}/"
               f"{len(result['layers'])} layers rotate", flush=True)
     return cases, None

@@ -111,6 +111,7 @@ def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> Model
             sub = _ntk_alpha(sub)
         sub, mrope = _mrope(sub, facts, view)
         sub, notes[name] = _outside_rotation(sub, view)
+        sub = _mla_factor(sub, prf, view, head, head_field)
         specs[name] = build_spec(sub, theta=base, prf=None if prf is None else Default(*prf), dims=dims,
                                  original=original, layout=pairing, mrope=mrope)
     if nested is None and len(set(specs.values())) == 1:  # one RoPE shared by every layer that has positions
@@ -195,6 +196,28 @@ def _outside_rotation(params: ConfigView | None, view: ConfigView) -> tuple[Conf
         notes = (f"the attention also scales q by 1 + {beta:g} * log(1 + floor(position / "
                  "original_max_position_embeddings)) (llama_4_scaling_beta): not part of cos/sin",)
     return ConfigView(raw, params.path), notes
+
+
+def _mla_factor(params: ConfigView | None, prf, view: ConfigView, head: int, head_field: str) -> ConfigView | None:
+    """MLA: transformers sizes the rotary from `head_dim` x `partial_rotary_factor` and applies it
+    to the `qk_rope_head_dim`-wide q_pe / k_pe. Where `head_dim` is wider (Mistral-4: nope + rope,
+    with the factor rope / head_dim), the factor is re-expressed on the rotary part; without a
+    `head_dim` the width a factor scales is the family's (DeepSeek's rope part, Mistral-4's whole
+    head), which posenc does not guess."""
+    raw = dict(params.raw) if params is not None else {}
+    if not head_field.endswith("qk_rope_head_dim") or (raw.get("partial_rotary_factor") is None and prf is None):
+        return params
+    path = params.path if params is not None else view.field("rope_parameters")
+    field = f"{path}.partial_rotary_factor" if raw.get("partial_rotary_factor") is not None else prf[1]
+    if not view.has("head_dim"):
+        raise PosencError(field, "with qk_rope_head_dim and no head_dim, the width this factor scales is the "
+                          "family's (the rope part or the whole head): posenc will not guess")
+    factor = raw["partial_rotary_factor"] if raw.get("partial_rotary_factor") is not None else prf[0]
+    width = view.int("head_dim") * factor
+    if width > head or width != int(width):
+        raise PosencError(field, f"head_dim x partial_rotary_factor = {width:g} rotary dims do not fit the "
+                          f"qk_rope_head_dim ({head}) the attention rotates")
+    return ConfigView({**raw, "partial_rotary_factor": width / head}, path)
 
 
 def _ntk_alpha(params: ConfigView | None) -> ConfigView | None:

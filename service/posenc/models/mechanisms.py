@@ -76,7 +76,8 @@ def layer_types(view: ConfigView, layers: int, modeling: Modeling) -> list[str |
 def _positionless_indices(view: ConfigView, layers: int) -> set[int]:
     """Layers other keys mark as mixing tokens without positions: `cross_attention_layers` (Mllama:
     their indices), `block_types` (RecurrentGemma: a pattern repeated over the layers),
-    `layers_block_type` (one kind per layer), `attn_layer_indices` (hybrids: every other layer is mamba)."""
+    `layers_block_type` (one kind per layer), `attn_layer_indices` (hybrids: every other layer is mamba;
+    null: every layer is)."""
     out: set[int] = set()
     cross = view.raw.get("cross_attention_layers")
     if cross is not None:
@@ -97,7 +98,9 @@ def _positionless_indices(view: ConfigView, layers: int) -> set[int]:
                 raise PosencError(view.field(key), f"layer kind {kind!r} is not one posenc knows to apply "
                                   "positions or not")
     indices = view.raw.get("attn_layer_indices")
-    if indices is not None:
+    if indices is None and "attn_layer_indices" in view.raw:  # Bamba: null lists no attention layer
+        out |= set(range(layers))
+    elif indices is not None:
         if not isinstance(indices, list) or not all(isinstance(i, int) and 0 <= i < layers for i in indices):
             raise PosencError(view.field("attn_layer_indices"), f"must be a list of layer indices < {layers}")
         out |= set(range(layers)) - set(indices)
