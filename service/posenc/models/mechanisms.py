@@ -30,13 +30,26 @@ def num_layers(view: ConfigView) -> tuple[int, str]:
     key = view.first_key(*LAYER_KEYS) or LAYER_KEYS[0]
     if not view.has(key) and isinstance(view.raw.get("layer_types"), list):
         return len(view.raw["layer_types"]), view.field("layer_types")
-    return view.int(key, 0, minimum=1, maximum=MAX_LAYERS), view.field(key)
+    count = view.int(key, 0, minimum=1, maximum=MAX_LAYERS)
+    raw = view.raw.get("layer_types")
+    if _sub_layers(raw) and len(raw) == count:  # Dory's config.json counts the sub-layers too
+        count //= 2
+    return count, view.field(key)
+
+
+def _sub_layers(raw) -> bool:
+    """Whether `layer_types` lists sub-layers (Dory's config.json: each decoder layer's attention
+    type, then "mlp"), so that a decoder layer's type is every other entry."""
+    return isinstance(raw, list) and len(raw) >= 2 and len(raw) % 2 == 0 and all(k == "mlp" for k in raw[1::2]) \
+        and "mlp" not in raw[::2]
 
 
 def layer_types(view: ConfigView, layers: int, modeling: Modeling) -> list[str | None]:
     """Per layer, the name of the RoPE it uses (a layer type, or "default"), or None for no positions."""
     names: list[str | None] = ["default"] * layers
     raw = view.raw.get("layer_types")
+    if _sub_layers(raw) and len(raw) == 2 * layers:
+        raw = raw[::2]
     if raw is not None:
         if not isinstance(raw, list) or len(raw) != layers:
             raise PosencError(view.field("layer_types"), f"must be a list with one entry per layer ({layers})")
@@ -138,7 +151,7 @@ def partial_factor(view: ConfigView, head: int, modeling: Modeling) -> tuple[flo
     if view.has("partial_rotary_factor"):
         return view.float("partial_rotary_factor", exclusive_minimum=0.0, maximum=1.0), \
             view.field("partial_rotary_factor")
-    if view.has("rotary_dim"):
+    if view.has("rotary_dim") and "rotary_dim" not in modeling.ignored_keys:
         return factor_for(view.int("rotary_dim"), head, view.field("rotary_dim")), view.field("rotary_dim")
     for key in ("rotary_pct", "rope_pct"):
         if view.has(key):
