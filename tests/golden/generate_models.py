@@ -42,6 +42,7 @@ import torch
 import transformers
 from torch import nn
 from transformers import AutoConfig, AutoModel
+from transformers.integrations.heterogeneity.configuration_utils import AmbiguousGlobalPerLayerAttributeError
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES, model_type_to_module_name
 
 HERE = Path(__file__).parent
@@ -282,14 +283,14 @@ def _get(config, key, default=None):
     """An attribute, also one a heterogeneous (per-layer) config guards: its global value."""
     try:
         return getattr(config, key, default)
-    except Exception:
+    except AmbiguousGlobalPerLayerAttributeError:
         return config.__dict__.get(key, default)
 
 
 def _has(config, key) -> bool:
     try:
         return hasattr(config, key)
-    except Exception:
+    except AmbiguousGlobalPerLayerAttributeError:
         return key in config.__dict__
 
 
