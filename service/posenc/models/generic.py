@@ -107,6 +107,11 @@ def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> Model
     params = rope_dict(view)
     nested = _nested_dicts(view, params, per_layer)
     specs, notes = {}, {}
+    if nested is None and facts.nested_only and len({n for n in per_layer if n is not None}) > 1:
+        raise PosencError(view.field(view.first_key("rope_theta", "rope_scaling") or "rope_parameters"),
+                          f"is flat, but model type {model_type!r} gives each layer "
+                          "type its own default RoPE (a legacy rope_theta sets only some): posenc reads this "
+                          "family's rope_parameters only nested per layer type")
     if nested is not None:  # a null entry: layers of that type apply no positions (Beam's full attention)
         per_layer = [None if n in nested and nested[n] is None else n for n in per_layer]
     per_layer, widths = _per_layer_heads(view, per_layer, head, head_field)

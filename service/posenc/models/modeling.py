@@ -24,6 +24,9 @@ class Modeling:
     #: dict's partial_rotary_factor decides; Qwen2.5-Omni's talker's audio timing, which sets
     #: position ids as M-RoPE image grids do, not cos/sin)
     ignored_keys: tuple[str, ...] = ()
+    #: its config class gives each layer type its own default RoPE when the config's is flat (a
+    #: legacy rope_theta sets only some types'): posenc reads only the nested rope_parameters
+    nested_only: bool = False
     #: a mechanism of its modeling code posenc does not reproduce: every config of it is refused
     unsupported: str | None = None
     #: its rotary class reads {"rope_type": "dynamic", "alpha": a} as static NTK: base * a^(d/(d-2))
@@ -83,6 +86,7 @@ MODELING: dict[str, Modeling] = {
     "glm_moe_dsa": INTERLEAVED,
     "longcat_flash": INTERLEAVED,
     "dots3_note_text": INTERLEAVED,
+    "embedding_gemma2_text": Modeling(nested_only=True),
     "qwen4_exp_text": Modeling(mrope="interleaved", mrope_default=(11, 11, 10)),
     "hy_v4_vl_text": Modeling(layout="interleaved", mrope="interleaved", mrope_default=(24, 20, 20)),
     "mistral_large4_text": INTERLEAVED,
