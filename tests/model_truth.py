@@ -13,7 +13,7 @@ pair up), the rotated slice and any scale at once.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -75,7 +75,11 @@ class Case:
     variation: str
     config: dict  # the config's to_dict(): what a saved config.json holds
     positions: list
-    layers: dict  # {layer path: LayerTruth | None}
+    layers: dict  # {layer path: LayerTruth | None}: the first rotation each layer applies
+    #: {layer path: layouts}: layers that apply several different rotations (DeepSeek-V3.2's
+    #: indexer rotates its own q/k half-split besides the attention's interleaved q/k): one
+    #: rotation per layer cannot describe them, so posenc must refuse
+    several: dict = field(default_factory=dict)
 
 
 def save(path: Path, cases: list[Case], failures: dict, *, versions: dict, enumerated: list[str]) -> None:
@@ -93,7 +97,8 @@ def save(path: Path, cases: list[Case], failures: dict, *, versions: dict, enume
                 arrays[f"{c}|{index}|rows"] = truth.rows
                 arrays[f"{c}|{index}|vals"] = truth.vals
         meta_cases.append({"model_type": case.model_type, "variation": case.variation, "config": case.config,
-                           "positions": case.positions, "layers": layers})
+                           "positions": case.positions, "layers": layers,
+                           **({"several": case.several} if case.several else {})})
     meta = {"versions": versions, "enumerated": enumerated, "failures": failures, "cases": meta_cases}
     np.savez_compressed(path, meta=np.array(json.dumps(meta, sort_keys=True, default=str)), **arrays)
 
@@ -107,7 +112,8 @@ def load(path: Path = GOLDEN) -> tuple[dict, list[Case]]:
     for c, raw in enumerate(meta["cases"]):
         layers = {layer: None if i is None else LayerTruth(arrays[f"{c}|{i}|rows"], arrays[f"{c}|{i}|vals"])
                   for layer, i in raw["layers"].items()}
-        cases.append(Case(raw["model_type"], raw["variation"], raw["config"], raw["positions"], layers))
+        cases.append(Case(raw["model_type"], raw["variation"], raw["config"], raw["positions"], layers,
+                          raw.get("several", {})))
     return meta, cases
 
 
@@ -128,6 +134,10 @@ def judge(case: Case) -> Verdict:
         model = posenc.from_hf_config(case.config)
     except posenc.PosencError as exc:
         return Verdict("refused", f"{exc.field}: {exc.message}")
+    if case.several:
+        path, layouts = next(iter(case.several.items()))
+        return Verdict("wrong", f"{path} applies {len(layouts)} different rotations ({', '.join(layouts)}); "
+                                "posenc describes one")
     rotating = sorted({path.rsplit(".", 1)[0] for path, t in case.layers.items() if t is not None}, key=len)
     if len(rotating) > 1:
         return Verdict("wrong", f"answered for a model with several rotating layer stacks {rotating}")
@@ -211,6 +221,8 @@ def layer_summary(case: Case) -> str:
     none = [p.rsplit(".", 1)[1] for p, t in case.layers.items() if t is None]
     layouts = sorted({t.layout for t in case.layers.values() if t is not None})
     text = f"{len(case.layers) - len(none)}/{len(case.layers)} rotate" + (f" ({', '.join(layouts)})" if layouts else "")
+    if case.several:
+        text += f"; {len(case.several)} apply several rotations ({', '.join(next(iter(case.several.values())))})"
     return text + (f"; none: {', '.join(none)}" if none and len(none) < len(case.layers) else "")
 
 

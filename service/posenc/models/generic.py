@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from dataclasses import replace
 
 from ..errors import PosencError
 from . import READERS, reader
@@ -54,7 +55,10 @@ def unknown_position_keys(view: ConfigView) -> list[str]:
 
 
 def _check_keys(view: ConfigView, strict: bool) -> None:
+    ignored = modeling(view.raw.get("model_type")).ignored_keys
     for key in unknown_position_keys(view):
+        if key in ignored:
+            continue
         message = (f"is a position mechanism posenc does not read for model type {view.raw.get('model_type')!r}; "
                    "posenc will not guess what it does")
         if strict:
@@ -104,16 +108,24 @@ def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> Model
     params = rope_dict(view)
     nested = _nested_dicts(view, params, per_layer)
     specs, notes = {}, {}
+    if nested is None and facts.nested_only and len({n for n in per_layer if n is not None}) > 1:
+        raise PosencError(view.field(view.first_key("rope_theta", "rope_scaling") or "rope_parameters"),
+                          f"is flat, but model type {model_type!r} gives each layer "
+                          "type its own default RoPE (a legacy rope_theta sets only some): posenc reads this "
+                          "family's rope_parameters only nested per layer type")
     if nested is not None:  # a null entry: layers of that type apply no positions (Beam's full attention)
         per_layer = [None if n in nested and nested[n] is None else n for n in per_layer]
+    per_layer, widths = _per_layer_heads(view, per_layer, head, head_field)
     for name in dict.fromkeys(n for n in per_layer or ["default"] if n is not None):
-        sub, base = _rope_params_for(view, name, params, nested, facts, theta)
+        kind, (width, full) = name.split(WIDER)[0], widths.get(name, (head, None))
+        sub, base = _rope_params_for(view, kind, params, nested, facts, theta)
         if facts.ntk_alpha:
             sub = _ntk_alpha(sub)
         sub, mrope = _mrope(sub, facts, view)
         sub, notes[name] = _outside_rotation(sub, view)
-        specs[name] = build_spec(sub, theta=base, prf=None if prf is None else Default(*prf), dims=dims,
-                                 original=original, layout=pairing, mrope=mrope)
+        sub = _mla_factor(sub, prf, view, width, head_field, full)
+        specs[name] = build_spec(sub, theta=base, prf=None if prf is None else Default(*prf),
+                                 dims=replace(dims, head_dim=width), original=original, layout=pairing, mrope=mrope)
     if nested is None and len(set(specs.values())) == 1:  # one RoPE shared by every layer that has positions
         per_layer = ["default" if n is not None else None for n in per_layer]
         specs, notes = {"default": next(iter(specs.values()))}, {"default": next(iter(notes.values()))}
@@ -130,6 +142,53 @@ def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> Model
     if not encodings:
         raise PosencError(layers_field, "no layer of this model applies positions")
     return ModelPositions(model_type, "__generic__", encodings)
+
+
+WIDER = " with head_dim "  # the name of a layer type's layers whose head_dim a per-layer override changes
+
+
+def _per_layer_heads(view: ConfigView, per_layer: list, head: int, head_field: str) -> tuple[list, dict]:
+    """transformers' heterogeneous configs (`per_layer_config`: {layer index: overrides}, Gemma-4's
+    full-attention layers with a wider `head_dim`, Dots-3's sliding layers with their own MLA
+    widths): (the per-layer names, with the layers whose widths differ from the rest of their type
+    named apart, {name: (rotated head width, MLA head_dim override or None)}). An override of any
+    other position key is refused; one of a size that does not touch the rotation is not."""
+    raw = view.raw.get("per_layer_config")
+    if raw is None:
+        return per_layer, {}
+    field = view.field("per_layer_config")
+    if not isinstance(raw, dict):
+        raise PosencError(field, "must be an object mapping layer indices to per-layer overrides")
+    mla = head_field.endswith("qk_rope_head_dim")
+    heads: list = [(head, None)] * len(per_layer)
+    for key, over in raw.items():
+        index = int(key) if isinstance(key, str) and key.isdigit() else None
+        if index is None or not isinstance(over, dict):
+            raise PosencError(f"{field}.{key}", "must be a layer index with an object of overrides")
+        if index >= len(per_layer):
+            continue  # no such layer: it overrides nothing
+        for name, value in over.items():
+            rotated = name == ("qk_rope_head_dim" if mla else "head_dim")
+            if not rotated and not (mla and name == "head_dim") and (
+                    name in ("qk_rope_head_dim", "kv_channels", "rotary_dim", "layer_types") or POSITION_WORDS.search(name)):
+                raise PosencError(f"{field}.{key}.{name}", "a per-layer override of a position key: posenc does "
+                                  "not read it")
+            if (rotated or name == "head_dim") and (
+                    not isinstance(value, int) or isinstance(value, bool) or value < 2 or value % 2):
+                raise PosencError(f"{field}.{key}.{name}", f"must be an even integer >= 2, got {value!r}")
+            if rotated:
+                heads[index] = (value, heads[index][1])
+            elif mla and name == "head_dim":
+                heads[index] = (heads[index][0], value)
+    names, widths = list(per_layer), {}
+    for kind in dict.fromkeys(n for n in per_layer if n is not None):
+        found = {heads[i] for i, n in enumerate(per_layer) if n == kind}
+        for i, n in enumerate(per_layer):
+            if n == kind:
+                names[i] = kind if len(found) == 1 or heads[i] == (head, None) else f"{kind}{WIDER}{heads[i][0]}" + (
+                    f" of {heads[i][1]}" if heads[i][1] else "")
+                widths[names[i]] = heads[i]
+    return names, widths
 
 
 def _nested_dicts(view: ConfigView, params: ConfigView | None, per_layer: list) -> dict | None:
@@ -170,6 +229,8 @@ def _mrope(params: ConfigView | None, facts: Modeling, view: ConfigView):
     raw = dict(params.raw) if params is not None else {}
     section = raw.pop("mrope_section", None)
     raw.pop("mrope_interleaved", None)  # the modeling code decides (Qwen3-VL interleaves whatever it says)
+    if facts.mrope == "ignored":
+        return (None if params is None else ConfigView(raw, params.path)), None
     if facts.mrope is None:
         if section is not None:
             raise PosencError(f"{params.path}.mrope_section", f"M-RoPE as model type {view.raw.get('model_type')!r} "
@@ -196,6 +257,29 @@ def _outside_rotation(params: ConfigView | None, view: ConfigView) -> tuple[Conf
         notes = (f"the attention also scales q by 1 + {beta:g} * log(1 + floor(position / "
                  "original_max_position_embeddings)) (llama_4_scaling_beta): not part of cos/sin",)
     return ConfigView(raw, params.path), notes
+
+
+def _mla_factor(params: ConfigView | None, prf, view: ConfigView, head: int, head_field: str,
+                full: int | None = None) -> ConfigView | None:
+    """MLA: transformers sizes the rotary from `head_dim` x `partial_rotary_factor` and applies it
+    to the `qk_rope_head_dim`-wide q_pe / k_pe. Where `head_dim` is wider (Mistral-4: nope + rope,
+    with the factor rope / head_dim), the factor is re-expressed on the rotary part; without a
+    `head_dim` the width a factor scales is the family's (DeepSeek's rope part, Mistral-4's whole
+    head), which posenc does not guess. `full`: a per-layer override of head_dim."""
+    raw = dict(params.raw) if params is not None else {}
+    if not head_field.endswith("qk_rope_head_dim") or (raw.get("partial_rotary_factor") is None and prf is None):
+        return params
+    path = params.path if params is not None else view.field("rope_parameters")
+    field = f"{path}.partial_rotary_factor" if raw.get("partial_rotary_factor") is not None else prf[1]
+    if full is None and not view.has("head_dim"):
+        raise PosencError(field, "with qk_rope_head_dim and no head_dim, the width this factor scales is the "
+                          "family's (the rope part or the whole head): posenc will not guess")
+    factor = raw["partial_rotary_factor"] if raw.get("partial_rotary_factor") is not None else prf[0]
+    width = (full or view.int("head_dim")) * factor
+    if width > head or width != int(width):
+        raise PosencError(field, f"head_dim x partial_rotary_factor = {width:g} rotary dims do not fit the "
+                          f"qk_rope_head_dim ({head}) the attention rotates")
+    return ConfigView({**raw, "partial_rotary_factor": width / head}, path)
 
 
 def _ntk_alpha(params: ConfigView | None) -> ConfigView | None:

@@ -30,13 +30,26 @@ def num_layers(view: ConfigView) -> tuple[int, str]:
     key = view.first_key(*LAYER_KEYS) or LAYER_KEYS[0]
     if not view.has(key) and isinstance(view.raw.get("layer_types"), list):
         return len(view.raw["layer_types"]), view.field("layer_types")
-    return view.int(key, 0, minimum=1, maximum=MAX_LAYERS), view.field(key)
+    count = view.int(key, 0, minimum=1, maximum=MAX_LAYERS)
+    raw = view.raw.get("layer_types")
+    if _sub_layers(raw) and len(raw) == count:  # Dory's config.json counts the sub-layers too
+        count //= 2
+    return count, view.field(key)
+
+
+def _sub_layers(raw) -> bool:
+    """Whether `layer_types` lists sub-layers (Dory's config.json: each decoder layer's attention
+    type, then "mlp"), so that a decoder layer's type is every other entry."""
+    return isinstance(raw, list) and len(raw) >= 2 and len(raw) % 2 == 0 and all(k == "mlp" for k in raw[1::2]) \
+        and "mlp" not in raw[::2]
 
 
 def layer_types(view: ConfigView, layers: int, modeling: Modeling) -> list[str | None]:
     """Per layer, the name of the RoPE it uses (a layer type, or "default"), or None for no positions."""
     names: list[str | None] = ["default"] * layers
     raw = view.raw.get("layer_types")
+    if _sub_layers(raw) and len(raw) == 2 * layers:
+        raw = raw[::2]
     if raw is not None:
         if not isinstance(raw, list) or len(raw) != layers:
             raise PosencError(view.field("layer_types"), f"must be a list with one entry per layer ({layers})")
@@ -76,7 +89,8 @@ def layer_types(view: ConfigView, layers: int, modeling: Modeling) -> list[str |
 def _positionless_indices(view: ConfigView, layers: int) -> set[int]:
     """Layers other keys mark as mixing tokens without positions: `cross_attention_layers` (Mllama:
     their indices), `block_types` (RecurrentGemma: a pattern repeated over the layers),
-    `layers_block_type` (one kind per layer), `attn_layer_indices` (hybrids: every other layer is mamba)."""
+    `layers_block_type` (one kind per layer), `attn_layer_indices` (hybrids: every other layer is mamba;
+    null: every layer is)."""
     out: set[int] = set()
     cross = view.raw.get("cross_attention_layers")
     if cross is not None:
@@ -97,7 +111,9 @@ def _positionless_indices(view: ConfigView, layers: int) -> set[int]:
                 raise PosencError(view.field(key), f"layer kind {kind!r} is not one posenc knows to apply "
                                   "positions or not")
     indices = view.raw.get("attn_layer_indices")
-    if indices is not None:
+    if indices is None and "attn_layer_indices" in view.raw:  # Bamba: null lists no attention layer
+        out |= set(range(layers))
+    elif indices is not None:
         if not isinstance(indices, list) or not all(isinstance(i, int) and 0 <= i < layers for i in indices):
             raise PosencError(view.field("attn_layer_indices"), f"must be a list of layer indices < {layers}")
         out |= set(range(layers)) - set(indices)
@@ -135,7 +151,7 @@ def partial_factor(view: ConfigView, head: int, modeling: Modeling) -> tuple[flo
     if view.has("partial_rotary_factor"):
         return view.float("partial_rotary_factor", exclusive_minimum=0.0, maximum=1.0), \
             view.field("partial_rotary_factor")
-    if view.has("rotary_dim"):
+    if view.has("rotary_dim") and "rotary_dim" not in modeling.ignored_keys:
         return factor_for(view.int("rotary_dim"), head, view.field("rotary_dim")), view.field("rotary_dim")
     for key in ("rotary_pct", "rope_pct"):
         if view.has(key):

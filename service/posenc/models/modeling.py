@@ -20,6 +20,13 @@ class Modeling:
     #: layer types a legacy flat `rope_scaling` scales (None: every type shares one RoPE)
     legacy_scaled: tuple[str, ...] | None = None
     ignored_head_keys: tuple[str, ...] = ()
+    #: config keys its modeling code never reads for the rotation (MiniMax-M3's rotary_dim: the rope
+    #: dict's partial_rotary_factor decides; Qwen2.5-Omni's talker's audio timing, which sets
+    #: position ids as M-RoPE image grids do, not cos/sin)
+    ignored_keys: tuple[str, ...] = ()
+    #: its config class gives each layer type its own default RoPE when the config's is flat (a
+    #: legacy rope_theta sets only some types'): posenc reads only the nested rope_parameters
+    nested_only: bool = False
     #: a mechanism of its modeling code posenc does not reproduce: every config of it is refused
     unsupported: str | None = None
     #: its rotary class reads {"rope_type": "dynamic", "alpha": a} as static NTK: base * a^(d/(d-2))
@@ -27,7 +34,8 @@ class Modeling:
     #: its config class derives absent `no_rope_layers` from `no_rope_layer_interval` (this default)
     nope_interval: int | None = None
     #: M-RoPE as its modeling code applies `mrope_section`: "chunked" (Qwen2-VL's split, chunk i from
-    #: axis i % 3) or "interleaved" (Qwen3-VL's apply_interleaved_mrope); None: a section is refused
+    #: axis i % 3), "interleaved" (Qwen3-VL's apply_interleaved_mrope) or "ignored" (its rotary class
+    #: never reads the section: Qwen3-Omni's code predictor); None: a section is refused
     mrope: str | None = None
     mrope_default: tuple[int, ...] | None = None  # its rotary class's section when the config has none
 
@@ -44,6 +52,11 @@ def _full_attention_nope(view, layer_type: str) -> bool:
 
 
 INTERLEAVED = Modeling(layout="interleaved")
+#: DeepSeek sparse attention (index_topk / index_n_heads / index_head_dim): the indexer that picks
+#: each query's keys applies its own rotation, half-split, besides the MLA's interleaved one;
+#: posenc describes one rotation per layer (GLM-MoE-DSA's indexer rotates interleaved, as its MLA)
+DSA_HALF_INDEXER = ("its DeepSeek sparse attention indexer (index_topk) rotates its own q/k half-split besides "
+                    "the attention's interleaved rotation: two rotations per layer")
 #: model_type -> its modeling facts; absent: Llama's (`rotate_half`, full rotary, every layer).
 MODELING: dict[str, Modeling] = {
     "ernie4_5": INTERLEAVED,
@@ -59,19 +72,35 @@ MODELING: dict[str, Modeling] = {
     "lara_mini": Modeling(nope=_full_attention_nope),
     "bailing_hybrid": INTERLEAVED,
     "openai_privacy_filter": INTERLEAVED,
-    "minimax_m3_vl_text": Modeling(unsupported="its rotary_dim does not pair dims as partial rotary does"),
-    "dory": Modeling(unsupported="its layer_types lists sub-layers (attention and mlp), not decoder layers"),
+    "minimax_m3_vl_text": Modeling(ignored_keys=("rotary_dim",)),
     "hrm_text": Modeling(unsupported="two rotary layer stacks (H and L modules) share one config"),
     "nanochat": Modeling(unsupported="its apply_rotary_pos_emb rotates the other way (sin negated)"),
+    "deepseek_v32": Modeling(unsupported=DSA_HALF_INDEXER),
+    "axk2": Modeling(unsupported=DSA_HALF_INDEXER),
+    "deepseek_v4": Modeling(unsupported="its layers apply several rotations: the attention's q/kv, its "
+                            "compressors' compressed keys, and the inverse one (sin negated) on the attention output"),
     "olmo3": Modeling(legacy_scaled=("full_attention",)),
     "qwen3_vl_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
     "qwen3_vl_moe_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
     "cosmos3_edge_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
     "glm_moe_dsa": INTERLEAVED,
-    "hy_v4_vl_text": INTERLEAVED,
+    "longcat_flash": INTERLEAVED,
+    "dots3_note_text": INTERLEAVED,
+    "embedding_gemma2_text": Modeling(nested_only=True),
+    "qwen4_exp_text": Modeling(mrope="interleaved", mrope_default=(11, 11, 10)),
+    "hy_v4_vl_text": Modeling(layout="interleaved", mrope="interleaved", mrope_default=(24, 20, 20)),
     "mistral_large4_text": INTERLEAVED,
     "qwen2_5_omni_text": Modeling(mrope="chunked", mrope_default=(16, 24, 24)),
+    "paddleocr_vl_text": Modeling(mrope="chunked", mrope_default=(16, 24, 24)),
+    "glm4v_text": Modeling(layout="interleaved", mrope="chunked", mrope_default=(8, 12, 12)),
+    "glm_ocr_text": Modeling(layout="interleaved", mrope="chunked", mrope_default=(8, 12, 12)),
+    "glm4v_moe_text": Modeling(mrope="chunked", mrope_default=(8, 12, 12)),
+    "glm_image_text": Modeling(mrope="chunked", mrope_default=(8, 12, 12)),
+    "qwen3_omni_moe_talker_code_predictor": Modeling(mrope="ignored"),
     "qwen2_5_omni_thinker": Modeling(mrope="chunked", mrope_default=(16, 24, 24)),
+    "qwen2_5_omni_talker": Modeling(mrope="chunked", mrope_default=(16, 24, 24),
+                                    ignored_keys=("position_id_per_seconds", "seconds_per_chunk")),
+    "qwen3_omni_moe_talker_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
     "llama4_text": Modeling(layout="interleaved", nope_interval=4),
     "smollm3": Modeling(nope_interval=4),
     "hunyuan_v1_dense": Modeling(ntk_alpha=True),
