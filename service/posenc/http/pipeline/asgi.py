@@ -81,6 +81,16 @@ class _Recorder:
             self.nbytes += len(message.get("body", b""))
         await self.send(message)
 
+    def plan_head(self, answer) -> list[tuple[bytes, bytes]]:
+        """The head of a plan's 200 that the pipeline sends to `self.send` itself (its headers, made
+        for this request, take X-Request-Id in place: no copy of the message), noted as `__call__`
+        notes what passes through it."""
+        self.status = 200
+        self.started = True
+        self.nbytes += len(answer.payload)
+        answer.headers.append(self.id_header)
+        return answer.headers
+
 
 class ServiceApp:
     """The pipeline: the rules, once, then the plans (plans.py) or FastAPI. With `plans=False` the
@@ -157,18 +167,16 @@ class ServiceApp:
             return None
         started = time.perf_counter()
         request_id, valid = request_id_of(scope)
-        # the rules' own functions, each called only when its cheap precondition holds
-        if not valid or (self.api_key is not None and not self._authorized(scope)) or len(body) > self.max_body \
-                or (self.service.in_flight >= self.max_concurrency and self._crowded(scope["path"])):
+        if not valid or (self.api_key is not None and not self._authorized(scope)):
             return None
-        for plan in plans:
-            answer = plan.answer(scope, body)
-            if answer is not None:
-                answer.headers.append((REQUEST_ID_HEADER, request_id.encode("ascii")))
-                answer.done()
-                self._account(scope, answer.route, 200, started, len(answer.payload), request_id)
-                return answer.headers, answer.payload
-        return None
+        found = self._first_answer(scope, body, plans)
+        if found is None:
+            return None
+        answer = found[1]
+        answer.headers.append((REQUEST_ID_HEADER, request_id.encode("ascii")))
+        answer.done()
+        self._account(scope, answer.route, 200, started, len(answer.payload), request_id)
+        return answer.headers, answer.payload
 
     def _account(self, scope, route: int, status: int, started: float, nbytes: int, request_id: str) -> None:
         """Count a finished request in the metrics (and the access log), whichever path answered it."""
@@ -183,26 +191,30 @@ class ServiceApp:
         """The rules in order (after the request id): API key, body (size, deadline, budget),
         concurrency; then the plans of the request's shape, then FastAPI."""
         path = scope["path"]
-        if not self._authorized(scope):
+        if self.api_key is not None and not self._authorized(scope):
             await self._refuse(send, HttpError("unauthorized", "send Authorization: Bearer <POSENC_API_KEY>",
                                                "authorization", headers={"www-authenticate": "Bearer"}))
             return
         plans = self.router.lookup(scope["method"], path)
         tried = False  # whether the `now` plans have seen this request
-        if plans and plans[0].now and scope["method"] == "GET":  # the row plan reads no body
-            tried = True
-            if await self._answer_first(scope, send, b"", plans):
-                return
-        elif plans and plans[0].now:  # a body complete in its first message: the `now` plans, no read_body
-            first = started(receive())
-            if type(first) is not dict:  # the body is still on its way: read below
-                receive = resumed(first, receive)
+        if plans and plans[0].now:  # a body complete in its first message: the `now` plans, no read_body
+            body = None
+            if scope["method"] == "GET":  # the row plan reads no body
+                body = b""
             else:
-                if first["type"] == "http.request" and not first.get("more_body"):
-                    tried = True
-                    if await self._answer_first(scope, send, first.get("body", b""), plans):
-                        return
-                receive = replay_message(first, receive)
+                first = started(receive())
+                if type(first) is not dict:  # the body is still on its way: read below
+                    receive = resumed(first, receive)
+                else:
+                    if first["type"] == "http.request" and not first.get("more_body"):
+                        body = first.get("body", b"")
+                    receive = replay_message(first, receive)
+            if body is not None:
+                tried = True
+                found = self._first_answer(scope, body, plans)
+                if found is not None:
+                    await self._send(scope, send, *found)
+                    return
         reservation = self.service.budget.take(0, "the request body")
         try:
             try:  # no concurrency slot is held while the body arrives
@@ -221,61 +233,66 @@ class ServiceApp:
         finally:
             reservation.release()
 
-    async def _answer_first(self, scope, send, body: bytes, plans) -> bool:
-        """A request whose whole body came in its first message, answered by a `now` plan under the
-        same rules as `answer_now` (body limit, budget, concurrency); False when none answers it (or
-        a rule would refuse it: the general path below then refuses it)."""
-        service = self.service
+    def _first_answer(self, scope, body: bytes, plans):
+        """(plan, Answer) of a request whose whole body came in its first message, answered by a
+        `now` plan under the same rules as `answer_now` (body limit, budget, concurrency), the body's
+        bytes held in the budget until the answer is done; None when none answers it (or a rule
+        would refuse it: the general path then refuses it)."""
+        budget = self.service.budget
         size = len(body)
-        if size > self.max_body or self._crowded(scope["path"]) or (size and not service.budget.try_take(size)):
-            return False
+        if size > self.max_body or self._crowded(scope["path"]) or (size and not budget.try_take(size)):
+            return None
         try:
             for plan in plans:
                 if not plan.now:
-                    return False
+                    break
                 answer = plan.answer(scope, body)
-                if answer is None:
-                    continue
-                service.in_flight += 1
-                service.metrics.enter()
-                try:
-                    await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
-                    await send({"type": "http.response.body", "body": answer.payload})
-                finally:
-                    service.in_flight -= 1
-                    service.metrics.leave()
-                    answer.done()
-                scope[RECORDER].route = answer.route
-                scope[PLAN] = plan.name
-                return True
-            return False
+                if answer is not None:
+                    answer.held += size  # the body's bytes, given back with the answer's own (Answer.done)
+                    return plan, answer
+        except BaseException:
+            budget.give_back(size)
+            raise
+        budget.give_back(size)
+        return None
+
+    async def _send(self, scope, send, plan, answer) -> None:
+        """Send a `now` plan's 200, counted in flight while it is written; `answer.done()` after."""
+        service = self.service
+        recorder = scope[RECORDER]
+        if send is recorder:  # no CORS wrapper between: the head goes out as it is, no copy of the message
+            headers, send = recorder.plan_head(answer), recorder.send
+        else:
+            headers = answer.headers
+        service.in_flight += 1
+        service.metrics.enter()
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer.payload})
         finally:
-            if size:
-                service.budget.give_back(size)
+            service.in_flight -= 1
+            service.metrics.leave()
+            answer.done()
+        recorder.route = answer.route
+        scope[PLAN] = plan.name
 
     async def _answer(self, scope, receive, send, body: bytes, plans, tried: bool) -> None:
-        """The router: the first plan of the request's shape that answers it (the `now` ones unless
-        `_answer_first` tried them already), else FastAPI."""
+        """The router: the first plan of the request's shape that answers it (the `now` ones, which
+        come first, unless `_first_answer` tried them already), else FastAPI."""
+        if not tried:
+            for plan in plans:
+                if not plan.now:
+                    break
+                answer = plan.answer(scope, body)
+                if answer is not None:
+                    await self._send(scope, send, plan, answer)
+                    return
         service = self.service
         service.in_flight += 1
         service.metrics.enter()
         try:
             for plan in plans:
-                if plan.now:
-                    if tried:
-                        continue
-                    answer = plan.answer(scope, body)
-                    if answer is None:
-                        continue
-                    try:
-                        await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
-                        await send({"type": "http.response.body", "body": answer.payload})
-                    finally:
-                        answer.done()
-                    scope[RECORDER].route = answer.route
-                    scope[PLAN] = plan.name
-                    return
-                if await plan.answer(scope, receive, send, body):
+                if not plan.now and await plan.answer(scope, receive, send, body):
                     scope[RECORDER].route = service.metrics.layout.index[("POST", scope[TEMPLATE])]
                     scope[PLAN] = plan.name
                     return
