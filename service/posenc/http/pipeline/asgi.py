@@ -240,7 +240,8 @@ class ServiceApp:
         would refuse it: the general path then refuses it)."""
         budget = self.service.budget
         size = len(body)
-        if size > self.max_body or self._crowded(scope["path"]) or (size and not budget.try_take(size)):
+        if size > self.max_body or (self.service.in_flight >= self.max_concurrency and self._crowded(scope["path"])) \
+                or (size and not budget.try_take(size)):
             return None
         try:
             for plan in plans:
