@@ -23,11 +23,11 @@ from ...dtypes import OUTPUT_DTYPES
 from ...errors import PosencError
 from ..api.codecs import JSON, encode, json_data, json_frame, negotiate
 from ..api.errors import HttpError
-from .headers import header, text_of
 from ..api.responses import GZIP_MIN_BYTES, accepts_gzip
 from ..api.routes.rows import dtype_for
 from ..runtime.caches import ByteCache
 from ..runtime.table_cache import TableCache
+from .headers import header, text_of
 from .prepared import Answer
 
 ROW_ROUTE = ("GET", "/v1/tables/{name}/rows/{position}")

@@ -22,8 +22,9 @@ tests/test_http_plans.py enumerates `plan_table`: every plan has its equivalence
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from ..api.codecs import JSON, NPY, RAW
 from .fastpath import ROW_ROUTE
