@@ -13,15 +13,16 @@ import time
 import httpx
 import numpy as np
 import orjson
-import posenc
 import pytest
 from fastapi.testclient import TestClient
+from shm_support import published_config
+from prometheus_client.parser import text_string_to_metric_families
+
+import posenc
 from posenc.config import ServiceConfig
 from posenc.http import create_app
-from posenc.http.api.responses import GZIP_MIN_BYTES, STREAM_BYTES, json_pieces
 from posenc.http.runtime.launch import ServerProcess
-from prometheus_client.parser import text_string_to_metric_families
-from shm_support import published_config
+from posenc.http.api.responses import GZIP_MIN_BYTES, STREAM_BYTES, json_pieces
 
 NPY, RAW = "application/x-npy", "application/octet-stream"
 ROPE = {"kind": "rope", "head_dim": 16}
