@@ -1,6 +1,8 @@
 """The ASGI app uvicorn runs: request id, API key, CORS, limits, metrics, the raw row route, then FastAPI.
 
-Per request, in order, each rule once (the protocol's `answer_now` calls the same functions):
+Per request, in order, each rule once (the protocol's `answer_now` and the lane, `_lane`, which
+sends a `now` plan's answer before the request's recorder and context are made, call the same
+functions, through `_now_answer`):
   * X-Request-Id: the client's (1..128 of [A-Za-z0-9._~:/+=@-], else 422) or a generated one;
     echoed on every response, in every error body and in the service's log lines;
   * CORS, when `server.cors_origins` lists origins (off otherwise: no CORS headers at all);
@@ -80,16 +82,6 @@ class _Recorder:
         elif message["type"] == "http.response.body":
             self.nbytes += len(message.get("body", b""))
         await self.send(message)
-
-    def plan_head(self, answer) -> list[tuple[bytes, bytes]]:
-        """The head of a plan's 200 that the pipeline sends to `self.send` itself (its headers, made
-        for this request, take X-Request-Id in place: no copy of the message), noted as `__call__`
-        notes what passes through it."""
-        self.status = 200
-        self.started = True
-        self.nbytes += len(answer.payload)
-        answer.headers.append(self.id_header)
-        return answer.headers
 
 
 def _first_body(scope, receive):
@@ -337,21 +329,16 @@ class ServiceApp:
     async def _send(self, scope, send, plan, answer) -> None:
         """Send a `now` plan's 200, counted in flight while it is written; `answer.done()` after."""
         service = self.service
-        recorder = scope[RECORDER]
-        if send is recorder:  # no CORS wrapper between: the head goes out as it is, no copy of the message
-            headers, send = recorder.plan_head(answer), recorder.send
-        else:
-            headers = answer.headers
         service.in_flight += 1
         service.metrics.enter()
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
             await send({"type": "http.response.body", "body": answer.payload})
         finally:
             service.in_flight -= 1
             service.metrics.leave()
             answer.done()
-        recorder.route = answer.route
+        scope[RECORDER].route = answer.route
         scope[PLAN] = plan.name
 
     async def _answer(self, scope, receive, send, body: bytes, plans, tried: bool) -> None:
