@@ -132,7 +132,7 @@ class ServiceApp:
         started = time.perf_counter()
         lane = None  # None: the general path looks at the first message; else whether the lane tried the plans
         if self.now:
-            plans = self.router.now(scope["method"], scope["path"])
+            plans = self.router.find(scope["method"], scope["path"])[1]
             if plans:
                 body, receive = _first_body(scope, receive)
                 lane = False  # the body is on its way: the general path reads it, then tries the plans
@@ -227,7 +227,7 @@ class ServiceApp:
         would refuse is declined here and refused there."""
         if not self.now:
             return None
-        plans = self.router.now(scope["method"], scope["path"])
+        plans = self.router.find(scope["method"], scope["path"])[1]
         if not plans:
             return None
         started = time.perf_counter()
@@ -274,7 +274,7 @@ class ServiceApp:
             await self._refuse(send, HttpError("unauthorized", "send Authorization: Bearer <POSENC_API_KEY>",
                                                "authorization", headers={"www-authenticate": "Bearer"}))
             return
-        plans = self.router.lookup(scope["method"], path)
+        plans = self.router.find(scope["method"], path)[0]
         tried = bool(lane)  # whether the `now` plans have seen this request
         if plans and plans[0].now and lane is None:  # a body complete in its first message: no read_body
             body, receive = _first_body(scope, receive)

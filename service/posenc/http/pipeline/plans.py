@@ -23,7 +23,6 @@ tests/test_http_plans.py enumerates `plan_table`: every plan has its equivalence
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import NamedTuple
 
 from ..api.codecs import JSON, NPY, RAW
@@ -48,10 +47,10 @@ class Router:
     """The plans by method and template: what `lookup` returns is the tuple to try, in order.
 
     Everything that depends only on the request's method and route template is worked out here,
-    once, when the table is built: per method, a dict from each registered path or template to its
-    plans, and a second one to its `now` plans alone. A request then costs a dict lookup for its
-    method and one for its path (a table path: its template, found by one substring test), and
-    allocates nothing."""
+    once, when the table is built: per method, a dict from each registered path or template to
+    (its plans, its `now` plans). A request then costs one call, a dict lookup for its method and
+    one for its path (a table path: its template, found by one substring test), and allocates
+    nothing."""
 
     def __init__(self, plans: list[Plan]):
         self.plans = tuple(plans)
@@ -63,29 +62,30 @@ class Router:
                     raise ValueError(f"plan {plan.name}: `now` plans come before awaited ones (the pipeline "
                                      f"tries them first, on the body's first message)")
                 listed.append(plan)
-        self._all = {method: {path: tuple(ps) for path, ps in paths.items()} for method, paths in found.items()}
-        self._now = {method: {path: now for path, ps in paths.items() if (now := tuple(p for p in ps if p.now))}
-                     for method, paths in found.items()}
-        #: lookup(method, path): the plans to try for a request, in order; () for none.
-        self.lookup = partial(_find, self._all)
-        #: now(method, path): the `now` plans of `lookup` (what the protocol may answer without an ASGI task).
-        self.now = partial(_find, self._now)
+        self._table = {method: {path: (tuple(ps), tuple(p for p in ps if p.now)) for path, ps in paths.items()}
+                       for method, paths in found.items()}
+
+    def find(self, method: str, path: str) -> tuple[tuple[Plan, ...], tuple[Plan, ...]]:
+        """(the plans to try for a request, in order; the `now` ones among them): ((), ()) for none."""
+        paths = self._table.get(method)
+        if paths is None:
+            return _NONE
+        found = paths.get(path)
+        if found is None:
+            if not path.startswith(_TABLES):
+                return _NONE
+            # a table path's template, found coarsely (the plans check the name and position themselves):
+            # GET .../rows/..., POST .../rows
+            found = paths.get((ROW if "/rows/" in path else path) if method == "GET" else
+                              (ROWS if path.endswith("/rows") else path), _NONE)
+        return found
+
+    def lookup(self, method: str, path: str) -> tuple[Plan, ...]:
+        """The plans to try for a request, in order; () for none."""
+        return self.find(method, path)[0]
 
 
-def _find(table: dict[str, dict[str, tuple[Plan, ...]]], method: str, path: str) -> tuple[Plan, ...]:
-    """The plans `table` (method -> path or template -> plans) holds for a request; () for none."""
-    paths = table.get(method)
-    if paths is None:
-        return ()
-    found = paths.get(path)
-    if found is None:
-        if not path.startswith(_TABLES):
-            return ()
-        # a table path's template, found coarsely (the plans check the name and position themselves):
-        # GET .../rows/..., POST .../rows
-        found = paths.get((ROW if "/rows/" in path else path) if method == "GET" else
-                          (ROWS if path.endswith("/rows") else path), ())
-    return found
+_NONE: tuple[tuple[Plan, ...], tuple[Plan, ...]] = ((), ())
 
 
 def plan_table(fast, prepared, computed, service) -> list[Plan]:
