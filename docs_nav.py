@@ -10,7 +10,7 @@ from pathlib import Path
 
 ORDER = {
     "Start": ["index.md"],
-    "Guides": ["library.md", "model-families.md", "models.md", "torch.md", "shm.md", "http.md",
+    "Guides": ["library.md", "cli.md", "model-families.md", "models.md", "torch.md", "shm.md", "http.md",
                "http-pipeline.md", "binary-protocol.md", "server-io.md", "explore-and-audit.md",
                "explorer.md", "deploy.md", "startup.md", "platforms.md"],
     "Contracts": ["protocol.md", "shm-format.md", "audit.md"],
@@ -18,7 +18,7 @@ ORDER = {
 }
 
 TITLES = {
-    "index.md": "Overview", "model-families.md": "Model families", "torch.md": "Inside transformers",
+    "index.md": "Overview", "cli.md": "Command line", "model-families.md": "Model families", "torch.md": "Inside transformers",
     "explore-and-audit.md": "Explorer and audit", "deploy.md": "Deploy", "protocol.md": "Binary protocol v1",
     "shm-format.md": "Shared-memory format v1", "audit.md": "Audit report",
 }

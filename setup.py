@@ -13,7 +13,11 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 # Every C file of native/src (the ISA-specific ones compile to nothing off x86-64).
-SOURCES = sorted(path.name for path in Path(__file__).parent.joinpath("native", "src").glob("*.c"))
+NATIVE = Path(__file__).parent / "native"
+SOURCES = sorted(path.name for path in NATIVE.joinpath("src").glob("*.c"))
+# The headers the sources include (kernel bodies, SIMD wrappers, the CRC): an edit to one alone
+# must rebuild the library, which setuptools does only for the files named here.
+HEADERS = sorted(f"native/{p.parent.name}/{p.name}" for d in ("src", "include") for p in NATIVE.joinpath(d).glob("*.h"))
 
 
 class SharedLibrary(Extension):
@@ -38,6 +42,7 @@ native_core = SharedLibrary(
     "posenc.native.posenc",  # -> posenc/native/libposenc.so
     sources=[f"native/src/{name}" for name in SOURCES],
     include_dirs=["native/include", "native/src"],
+    depends=HEADERS,
     libraries=["m"],
     # FMA only where the kernels ask for it, so results do not depend on compiler whims
     extra_compile_args=["-std=c11", "-O3", "-fvisibility=hidden", "-ffp-contract=off"],

@@ -243,6 +243,7 @@ def table_markdown(path: Path = GOLDEN) -> str:
         f"{count['refused']} refused naming the mechanism, {count['wrong']} silently wrong**",
         f"* all {len(results)} configs (defaults and variations): {var_count['exact']} exact, "
         f"{var_count['refused']} refused, {var_count['wrong']} wrong",
+        *checked_lines(json.loads(CHECKED.read_text())),
         "",
         "| model type | default config | variations exact | layers (tiny model, 8 layers) |",
         "|---|---|---|---|",
@@ -259,3 +260,128 @@ def table_markdown(path: Path = GOLDEN) -> str:
         lines += ["", "## Not built by the generator", "", "| model type | why |", "|---|---|"]
         lines += [f"| `{t}` | {why.replace('|', '/')} |" for t, why in sorted(meta["failures"].items())]
     return "\n".join(lines) + "\n"
+
+
+# --- which model types a golden checks: service/posenc/models/checked.json -----------------
+
+CHECKED = Path(__file__).parent.parent / "service" / "posenc" / "models" / "checked.json"
+FIXTURES = Path(__file__).parent / "fixtures" / "hf_configs"
+#: The family goldens (generate.py / generate_bias.py): arrays named "<fixture>|..." and a meta keyed by fixture.
+FAMILY_GOLDENS = (GOLDEN.with_name("model_rope.npz"), GOLDEN.with_name("model_other.npz"))
+
+
+def config_chain(config: dict) -> list[str]:
+    """The model types from_hf_config dispatches on for this config: its own, then each nested
+    language config's in the order the generic reader follows them (thinker_config, text_config,
+    llm_config), each of which the gate checks."""
+    from posenc.models.generic import NESTED
+
+    chain = []
+    while isinstance(config, dict):
+        if isinstance(config.get("model_type"), str):
+            chain.append(config["model_type"])
+        config = next((config[key] for key in NESTED if isinstance(config.get(key), dict)), None)
+    return chain
+
+
+def family_golden_types() -> set[str]:
+    """Model types a family golden checks: the fixtures (tests/fixtures/hf_configs) and bare
+    `defaults-<model_type>` configs that model_rope.npz and model_other.npz hold values for."""
+    names = set()
+    for path in FAMILY_GOLDENS:
+        with np.load(path, allow_pickle=False) as z:
+            names |= {key.split("|")[0] for key in z.files}
+            if "meta" in z.files:
+                names |= set(json.loads(str(z["meta"])))
+    types = {name.removeprefix("defaults-") for name in names if name.startswith("defaults-")}
+    return types | {json.loads((FIXTURES / f"{name}.json").read_text())["model_type"] for name in names
+                    if (FIXTURES / f"{name}.json").is_file()}
+
+
+def coverage_record(facts: dict[str, dict], path: Path = GOLDEN) -> dict:
+    """checked.json without the verdicts: per model type transformers knows, `facts` (what
+    generate_models.known_model_types read from transformers: positions, inputs, nests,
+    config_error) and `golden`, the gate's input:
+    * "judged": a config of model_truth.npz dispatches on it (its verdict comes from `with_verdicts`);
+    * "family": a family golden checks it (model_rope.npz, model_other.npz);
+    * "wrapper": its modeling code has no positions of its own (but a vision tower's learned patch
+      table) and its config nests a language config, which is what posenc reads (and gates);
+    * "unchecked": none of these (with `failure`, why the truth generator could not build it):
+      from_hf_config refuses it unless a family reader has it, saying why (`checked.why`)."""
+    meta, cases = load(path)
+    judged = {t for case in cases for t in config_chain(case.config)}
+    family = family_golden_types()
+    types = {}
+    for model_type, fact in facts.items():
+        entry = dict(fact)
+        if model_type in judged:
+            entry["golden"] = "judged"
+        elif model_type in family:
+            entry["golden"] = "family"
+        elif fact.get("nests") and set(fact["positions"]) <= {"learned patch"}:
+            entry["golden"] = "wrapper"
+        else:
+            entry["golden"] = "unchecked"
+            if model_type in meta["failures"]:
+                entry["failure"] = meta["failures"][model_type]
+        types[model_type] = entry
+    return {"transformers": meta["versions"]["transformers"], "model_types": types}
+
+
+def with_verdicts(record: dict, path: Path = GOLDEN) -> dict:
+    """The record with each judged model type's `verdict`: "exact" when a default config that
+    dispatches on it is judged exact (any config when no default does), else "refused" and its
+    `refusal`. Judged with the gate of the record as written (it lets every judged type through)."""
+    by_type: dict[str, list] = {}
+    for case, verdict in verdicts(path):
+        for model_type in config_chain(case.config):
+            by_type.setdefault(model_type, []).append((case.variation == "default", verdict))
+    out = {**record, "model_types": {t: dict(e) for t, e in record["model_types"].items()}}
+    for model_type, entry in out["model_types"].items():
+        if entry["golden"] != "judged":
+            continue
+        rows = by_type[model_type]
+        pool = [v for is_default, v in rows if is_default] or [v for _, v in rows]
+        exact = any(v.status == "exact" for v in pool)
+        entry["verdict"] = "exact" if exact else pool[0].status
+        if not exact:
+            entry["refusal"] = pool[0].detail
+    return out
+
+
+def refused_by_gate(record: dict) -> list[str]:
+    """The model types from_hf_config refuses as unchecked: no golden, no family reader."""
+    from posenc.models import READERS, families  # noqa: F401  (families registers every reader)
+
+    return sorted(t for t, e in record["model_types"].items() if e["golden"] == "unchecked" and t not in READERS)
+
+
+def checked_lines(record: dict) -> list[str]:
+    """The model table's summary of checked.json: what posenc answers and refuses over every model
+    type transformers knows, and the non-rotary positions enumerated from its modeling files."""
+    from posenc.models import READERS, families  # noqa: F401  (families registers every reader)
+
+    types = record["model_types"]
+    golden = {g: sorted(t for t, e in types.items() if e["golden"] == g) for g in ("judged", "family", "wrapper",
+                                                                                    "unchecked")}
+    verdict = {v: sum(types[t]["verdict"] == v for t in golden["judged"]) for v in ("exact", "refused")}
+    gated = refused_by_gate(record)
+    by_reader = [t for t in golden["unchecked"] if t in READERS]
+    other = {t: e for t, e in types.items() if e["positions"] and "rotary" not in e["positions"]}
+    kinds = sorted({k for e in other.values() for k in e["positions"]})
+    per_kind = ", ".join(f"{k} {sum(k in e['positions'] for e in other.values())}" for k in kinds)
+    other_checked = sorted(t for t, e in other.items() if e["golden"] in ("judged", "family") or t in READERS)
+    return [
+        f"* every model type transformers {record['transformers']} knows: {len(types)} "
+        f"(`service/posenc/models/checked.json`, which from_hf_config's gate reads): "
+        f"**{len(golden['judged'])} that the configs above dispatch on ({verdict['exact']} exact on a default "
+        f"config, {verdict['refused']} refused naming the mechanism), {len(golden['family'])} checked by the "
+        f"family goldens** (model_rope.npz, model_other.npz), {len(golden['wrapper'])} wrappers without "
+        f"positions of their own (read through their language config, which the gate checks), **{len(gated)} unchecked and refused** saying why "
+        f"(`config.model_type`), {len(by_reader)} unchecked but answered by a hand-written family reader "
+        f"({', '.join(f'`{t}`' for t in by_reader)})",
+        f"* positions other than rotary, from the modeling files (ALiBi, relative attention bias, sinusoidal, "
+        f"learned absolute, a vision tower's learned patch table, M-RoPE position ids of a wrapper): "
+        f"{len(other)} model types ({per_kind}); checked (a golden, or a family reader): {len(other_checked)} "
+        f"({', '.join(f'`{t}`' for t in other_checked)})",
+    ]

@@ -66,6 +66,12 @@ def test_computed_requests_match_the_library(client):
     np.testing.assert_array_equal(sin, want_sin)
     cos2, _ = client.rope_cos_sin(positions, hf_config=LLAMA)
     np.testing.assert_array_equal(cos2, want_cos)
+    for arrangement in ("cat", "interleave"):  # transformers' shapes, binary body and JSON body alike
+        want = posenc.rope_cos_sin(positions, spec, arrangement=arrangement)
+        for got in (client.rope_cos_sin(positions, spec, arrangement=arrangement),
+                    client.rope_cos_sin(positions, hf_config=LLAMA, arrangement=arrangement)):
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
     inv, factor = client.rope_inv_freq(spec)
     np.testing.assert_array_equal(inv, posenc.rope_inv_freq(spec)[0])
     assert factor == 1.0

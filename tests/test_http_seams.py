@@ -105,9 +105,10 @@ class _Transport:
         pass
 
 
-def through_protocol(app, *reads: bytes, settle_s: float = 0.3):
+def through_protocol(app, *reads: bytes, settle_s: float = 0.3, half_close: bool = False):
     """(transport, server state, protocol) after `reads` were received by posenc's protocol, each
-    in one data_received, and the event loop ran what they started."""
+    in one data_received (the last one followed at once by the client's half-close, if asked),
+    and the event loop ran what they started."""
 
     async def main():
         config = uvicorn.Config(app, http=GuardedHttpToolsProtocol, lifespan="off", access_log=False,
@@ -120,6 +121,8 @@ def through_protocol(app, *reads: bytes, settle_s: float = 0.3):
         protocol.connection_made(transport)
         for data in reads:
             protocol.data_received(data)
+            if half_close and data is reads[-1] and not protocol.eof_received():
+                transport.close()  # what asyncio does when eof_received says so
             await asyncio.sleep(0.01)
         deadline = asyncio.get_running_loop().time() + settle_s
         while state.tasks and asyncio.get_running_loop().time() < deadline:
@@ -173,6 +176,19 @@ def test_a_malformed_request_behind_several_is_answered_after_all_of_them(app):
     row = b"GET /v1/tables/sin128/rows/5 HTTP/1.1\r\nHost: x\r\nAccept: application/octet-stream\r\n\r\n"
     transport, _, _ = through_protocol(app, good + row + good + b"\x00BAD\r\n\r\n")
     assert statuses(transport.written) == [b"200", b"200", b"200", b"400"]
+
+
+def test_a_half_close_keeps_the_rejection_behind_the_answers_ahead_of_it(app):
+    """Found by tests/test_http_hostile.py: a malformed request behind two good ones, then the
+    client's half-close while the second still ran: its answer closed the connection and the 400
+    was never sent. The rejection keeps the connection open and closes it after it."""
+    spec = orjson.dumps({"spec": {"dim": 32}, "positions": [0]})
+    data = (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"POST /v1/sinusoidal HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+            str(len(spec)).encode() + b"\r\n\r\n" + spec +
+            b"POST /v1/sinusoidal HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n")
+    transport, _, _ = through_protocol(app, data, half_close=True)
+    assert statuses(transport.written) == [b"200", b"200", b"400"]
 
 
 @pytest.mark.parametrize("data, status, request_id", [
@@ -336,7 +352,7 @@ def _row_requests(client, status: str) -> float:
 
 @pytest.mark.parametrize("cancelled_at", ["http.response.start", "http.response.body"])
 def test_a_plan_answer_cancelled_while_sent_ends_as_the_general_path_ends_it(app, client, cancelled_at):
-    """The lane sends a `now` plan's answer before the request's recorder exists; a send cancelled
+    """The ASGI lane sends a `now` plan's answer before the request's recorder exists; a send cancelled
     there (uvicorn's drain limit at shutdown, while the client is not reading) ends as the general
     path ends it: a JSON 503 with X-Request-Id when the head had not gone out, the 503 counted
     either way, nothing raised to uvicorn (whose answer would be a plain-text 500)."""

@@ -85,7 +85,9 @@ def exchange(server, raw: bytes, wait_s: float = 5.0, half_close: bool = False) 
 
 def test_binary_round_trips(server):
     positions = np.array([0, 17, 4095], dtype="<i8")
-    with httpx.Client(base_url=server.url) as c:
+    # The module's first requests: a worker may still compile a kernel the warm-up does not cover
+    # (the float16 rotation), which on a loaded 2-CPU machine once took over httpx's default 5 s.
+    with httpx.Client(base_url=server.url, timeout=30) as c:
         r = c.post("/v1/tables/sin64/rows", content=positions.tobytes(),
                    headers={"Content-Type": RAW, "Accept": RAW})
         assert r.headers["x-posenc-shape"] == "3,64" and r.headers["x-posenc-dtype"] == "float32"

@@ -179,7 +179,7 @@ def test_cli_builds_a_table_from_a_npy_file(tmp_path, capsys):
     assert main(["table", "build", str(tmp_path / "wpe.npy"), "--positions", "3:9", "--dtype", "float64",
                  "--root", str(tmp_path / "shm")]) == 0
     name = capsys.readouterr().out.split()[1]
-    assert name.startswith("learned-")
+    assert name == f"wpe-3to9-f64-{checkpoint.values_sha256(OPT_WPE)[:6]}"  # the file, positions, dtype, the values' digest
     with attach(name, root=tmp_path / "shm") as tbl:
         assert (tbl.start, tbl.stop, tbl.spec.dtype) == (3, 9, "float64")
         np.testing.assert_array_equal(tbl.array, OPT_WPE[3:9].astype(np.float64))

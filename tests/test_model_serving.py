@@ -125,7 +125,8 @@ def test_cli_config_build_publishes_one_table_per_layer_type(tmp_path, capsys):
     assert main(["table", "build", str(path), "--layer-type", "sliding_attention", "--positions", "0:8",
                  "--root", str(tmp_path / "shm")]) == 0
     (line,) = capsys.readouterr().out.splitlines()
-    assert re.match(r"published rope-[0-9a-f]{8}\.sliding_attention generation \d+: 8x256 ", line)
+    # the default name: the model's directory (no _name_or_path here), the positions, the layer type
+    assert re.match(rf"published {re.escape(tmp_path.name)}-8\.sliding_attention generation \d+: 8x256 ", line)
     before = sorted(p.name for p in (tmp_path / "shm").iterdir())
     assert main(["table", "build", str(path), "--name", "g" * 50, "--root", str(tmp_path / "shm")]) == 2
     assert "name: 'gggggggggggggggggggggggggggggggggggggggggggggggggg.full_attention' must be 1..64" in \

@@ -56,10 +56,10 @@ def test_build_accepts_a_whole_table_spec_and_shows_progress(shm_root, capsys):
     spec = table_from({"kind": "rope", "head_dim": 64}, 0, 70000).to_dict()  # 5 blocks of 4 MiB
     assert main(["table", "build", json.dumps(spec), "--progress", "always", "--root", str(shm_root)]) == 0
     captured = capsys.readouterr()
-    assert re.search(r"\rrope-[0-9a-f]{8} \[#{30}\] 100%  70000/70000 rows  [0-9.]+ s\n\Z", captured.err)
+    assert re.search(r"\rrope-d64-theta10000-70000 \[#{30}\] 100%  70000/70000 rows  [0-9.]+ s\n\Z", captured.err)
     assert captured.err.count("\r") >= 2
     name = captured.out.split()[1]
-    assert name.startswith("rope-") and attach(name, root=shm_root).array.shape == (70000, 64)
+    assert name == "rope-d64-theta10000-70000" and attach(name, root=shm_root).array.shape == (70000, 64)
 
 
 def test_verify_reports_a_corrupted_table(shm_root, capsys):

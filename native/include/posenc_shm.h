@@ -16,8 +16,8 @@
  * "Validating a segment" list except parsing the spec JSON (posenc_shm__check_segment: it
  * does check the spec bytes against spec_hash, a SHA-256 of those bytes), with
  * the same words as the Python reader; the data checksum is CRC-32 or CRC-32C as the
- * header's `checksum` field says (CRC-32C with AVX-512 VPCLMULQDQ or the SSE4.2 instruction
- * where available; posenc_shm_crc32c_begin/update/end compute it piece by piece, as a writer
+ * header's `checksum` field says (CRC-32C with VPCLMULQDQ, 512-bit with AVX-512 or 256-bit
+ * with AVX2, or the SSE4.2 instruction where available; posenc_shm_crc32c_begin/update/end compute it piece by piece, as a writer
  * producing the data can). Needs POSIX mmap, GCC/Clang __atomic builtins and
  * a little-endian host. All functions are static inline: include it in as many files as you like.
  */
@@ -168,23 +168,21 @@ static inline uint32_t posenc_shm_crc32(const posenc_shm_crc_tables *c, uint32_t
     return ~crc;
 }
 
-/* a * b modulo the CRC-32C polynomial, both reflected (x^0 is bit 31): zlib's multmodp. */
+/* a * b modulo the CRC-32C polynomial, both reflected (x^0 is bit 31): zlib's multmodp,
+ * without branches (with them, each bit of a was a coin-flip branch: ~290 ns a call on Zen 2,
+ * a tenth of the crc32 instructions' time on a 96 KiB block; 2.5x faster so). */
 static inline uint32_t posenc_shm__crc32c_mulmod(uint32_t a, uint32_t b)
 {
-    uint32_t m = 1u << 31, p = 0;
-    for (;;) {
-        if (a & m) {
-            p ^= b;
-            if ((a & (m - 1)) == 0) break;
-        }
-        m >>= 1;
-        b = (b & 1u) ? (b >> 1) ^ POSENC_SHM_CRC32C_POLY : b >> 1;
+    uint32_t p = 0;
+    for (int i = 0; i < 32; i++, a <<= 1) {
+        p ^= b & (0u - (a >> 31));
+        b = (b >> 1) ^ (POSENC_SHM_CRC32C_POLY & (0u - (b & 1u)));
     }
     return p;
 }
 
 /* x^(8n) modulo the polynomial: appending n zero bytes to a message multiplies its CRC
- * register by this. */
+ * register by this. The kernels' constants are its values, written out (tests check them). */
 static inline uint32_t posenc_shm__crc32c_shift(uint64_t n)
 {
     uint32_t power = 1u << 31, square = 1u << 30; /* x^0, x^1 */
@@ -195,11 +193,16 @@ static inline uint32_t posenc_shm__crc32c_shift(uint64_t n)
     return power;
 }
 
+/* Bytes per lane: three lanes run at once (the crc32 instruction has a latency of 3 cycles
+ * and a throughput of 1), then are joined with two multiplications modulo the polynomial, by
+ * x^(8*LANE) and x^(16*LANE) mod P: posenc_shm__crc32c_shift(LANE) and (2*LANE), written out
+ * (computing them cost ~2 us a call; tests/c/crc32c_kernels.c checks them). */
+#define POSENC_SHM__CRC32C_LANE 32768u
+#define POSENC_SHM__CRC32C_LANE_SHIFT1 0xE2EA32DCu
+#define POSENC_SHM__CRC32C_LANE_SHIFT2 0xFE7740E6u
+
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define POSENC_SHM_HAVE_CRC32C_HW 1
-/* Bytes per lane: three lanes run at once (the crc32 instruction has a latency of 3 cycles
- * and a throughput of 1), then are joined with two multiplications modulo the polynomial. */
-#define POSENC_SHM__CRC32C_LANE 32768u
 
 __attribute__((target("sse4.2"))) static inline uint32_t posenc_shm__crc32c_hw(uint32_t crc, const uint8_t *p,
                                                                                size_t n)
@@ -207,8 +210,7 @@ __attribute__((target("sse4.2"))) static inline uint32_t posenc_shm__crc32c_hw(u
     uint64_t r = (uint32_t)~crc;
     for (; n && ((uintptr_t)p & 7u); n--) r = __builtin_ia32_crc32qi((uint32_t)r, *p++);
     if (n >= 3 * (size_t)POSENC_SHM__CRC32C_LANE) {
-        const uint32_t one = posenc_shm__crc32c_shift(POSENC_SHM__CRC32C_LANE);
-        const uint32_t two = posenc_shm__crc32c_shift(2 * (uint64_t)POSENC_SHM__CRC32C_LANE);
+        const uint32_t one = POSENC_SHM__CRC32C_LANE_SHIFT1, two = POSENC_SHM__CRC32C_LANE_SHIFT2;
         const size_t lane = POSENC_SHM__CRC32C_LANE;
         for (; n >= 3 * lane; n -= 3 * lane, p += 3 * lane) {
             uint64_t a = r, b = 0, c = 0;
@@ -232,19 +234,24 @@ __attribute__((target("sse4.2"))) static inline uint32_t posenc_shm__crc32c_hw(u
 #include <immintrin.h>
 #endif
 
-/* Bytes folded per iteration by the VPCLMULQDQ kernel: four 512-bit accumulators. */
+/* Bytes folded per iteration by the carry-less multiplication kernels: 256, as four 512-bit
+ * or eight 256-bit accumulators; and their folding constants (below), x^(2048+32) and
+ * x^(2048-32) mod P, reflected and shifted left by one: posenc_shm__crc32c_shift(256 + 4) << 1
+ * and (256 - 4) << 1, written out (computing them cost each stream ~2 us; tests/c/crc32c_kernels.c
+ * checks them). */
 #define POSENC_SHM__CRC32C_FOLD 256u
+#define POSENC_SHM__CRC32C_FOLD_K_LO 0xDCB17AA4ll
+#define POSENC_SHM__CRC32C_FOLD_K_HI 0xB9E02B86ll
 
 /* A CRC-32C computed piece by piece (posenc_shm_crc32c_begin / _update / _end): the value is
  * the CRC-32C of all the pieces in order, whatever their sizes, so a writer can checksum
  * data while it is still in cache, as it produces it (libposenc's sincos_rows_crc folds each
- * 8 KiB tile of rows in before streaming it out). With VPCLMULQDQ the four accumulators and
+ * 8 KiB tile of rows in before streaming it out). With a folding kernel the accumulators and
  * the bytes short of a whole 256-byte block are kept here between pieces; the other kernels
  * keep a CRC register. */
 typedef struct posenc_shm_crc32c_stream {
-    uint8_t fold[POSENC_SHM__CRC32C_FOLD];    /* VPCLMULQDQ: the accumulators, once `folding` */
-    uint8_t pending[POSENC_SHM__CRC32C_FOLD]; /* VPCLMULQDQ: bytes waiting for a whole block */
-    uint64_t k_lo, k_hi;                      /* VPCLMULQDQ: the folding constants */
+    uint8_t fold[POSENC_SHM__CRC32C_FOLD];    /* folding kernels: the accumulators, once `folding` */
+    uint8_t pending[POSENC_SHM__CRC32C_FOLD]; /* folding kernels: bytes waiting for a whole block */
     uint32_t crc;       /* the CRC so far (other kernels), or the one to continue (before any fold) */
     uint32_t n_pending;
     int kernel;         /* POSENC_SHM__K_* */
@@ -252,39 +259,105 @@ typedef struct posenc_shm_crc32c_stream {
     posenc_shm_crc_tables tables; /* "table" kernel only */
 } posenc_shm_crc32c_stream;
 
-enum { POSENC_SHM__K_TABLE = 0, POSENC_SHM__K_SSE42 = 1, POSENC_SHM__K_VPCLMUL = 2 };
+/* Kernel codes; the folding ones (VPCLMUL and up) share everything but the fold loop. */
+enum {
+    POSENC_SHM__K_TABLE = 0,
+    POSENC_SHM__K_SSE42 = 1,
+    POSENC_SHM__K_VPCLMUL = 2,    /* "vpclmulqdq": AVX-512, 512-bit accumulators */
+    POSENC_SHM__K_VPCLMUL256 = 3, /* "vpclmulqdq256": AVX2 + VPCLMULQDQ (Zen 3, Alder Lake), 256-bit */
+};
 
 #ifdef POSENC_SHM_HAVE_CRC32C_VPCLMUL
-/* CRC-32C by carry-less multiplication (AVX-512 VPCLMULQDQ), about 3x the crc32 instruction:
- * the data is folded into four 512-bit accumulators, 256 bytes at a time. A 128-bit lane L
- * followed by 256 bytes D has the same CRC as (L * x^2048 mod P) xor D's first 16 bytes, and
- * in the bit-reflected domain that product is clmul(L.lo, x^(2048+32) mod P) xor clmul(L.hi,
- * x^(2048-32) mod P), each constant reflected and shifted left by one (Intel's "Fast CRC
- * computation using PCLMULQDQ"). At the end the 256 accumulator bytes stand in for
- * everything folded so far, so the crc32 instruction finishes them and the bytes left over:
- * no Barrett reduction is needed. The initial register is xored into the first four bytes.
- * Folds n bytes (a multiple of 256) at p into the stream's accumulators. */
-__attribute__((target("avx512f,vpclmulqdq,sse4.2"))) static inline void
-posenc_shm__crc32c_fold_vpclmul(posenc_shm_crc32c_stream *s, const uint8_t *p, size_t n)
+/* CRC-32C by carry-less multiplication, 256 or 512 bits per instruction. The data is folded into 256 bytes of accumulators,
+ * 256 bytes at a time. A 128-bit lane L followed by 256 bytes D has the same CRC as
+ * (L * x^2048 mod P) xor D's first 16 bytes, and in the bit-reflected domain that product is
+ * clmul(L.lo, x^(2048+32) mod P) xor clmul(L.hi, x^(2048-32) mod P), each constant reflected
+ * and shifted left by one (Intel's "Fast CRC computation using PCLMULQDQ"). At the end the 256
+ * accumulator bytes stand in for everything folded so far, so the crc32 instruction finishes
+ * them and the bytes left over: no Barrett reduction is needed. The initial register is xored
+ * into the first four bytes.
+ *
+ * Every lane folds onto the lane 256 bytes on, whatever the register width, so the 512- and
+ * 256-bit kernels compute the same accumulator bytes with the same constants and differ only
+ * in how many lanes one instruction carries: POSENC_SHM__CRC32C_FOLD_BODY is the one loop,
+ * stamped per width with that width's load, store, seed and fold. Each fold kernel folds n
+ * bytes (a multiple of 256) at p into the stream's accumulators. (A 128-bit PCLMULQDQ stamp
+ * ran at 0.4x the three-lane crc32 kernel on Zen 2 and is not kept.) */
+#define POSENC_SHM__CRC32C_FOLD_BODY(V, K, LOAD, STORE, SEED, FOLD)                                       \
+    enum { lanes = POSENC_SHM__CRC32C_FOLD / sizeof(V) };                                                  \
+    const uint8_t *from = s->fold;                                                                         \
+    if (!s->folding) {                                                                                     \
+        from = p;                                                                                          \
+        p += POSENC_SHM__CRC32C_FOLD;                                                                      \
+        n -= POSENC_SHM__CRC32C_FOLD;                                                                      \
+    }                                                                                                      \
+    V x[lanes];                                                                                            \
+    for (int i = 0; i < lanes; i++) x[i] = LOAD(from + sizeof(V) * i);                                     \
+    if (!s->folding) x[0] = SEED(x[0], ~s->crc);                                                           \
+    s->folding = 1;                                                                                        \
+    for (; n >= POSENC_SHM__CRC32C_FOLD; n -= POSENC_SHM__CRC32C_FOLD, p += POSENC_SHM__CRC32C_FOLD)       \
+        for (int i = 0; i < lanes; i++) x[i] = FOLD(x[i], K, LOAD(p + sizeof(V) * i));                     \
+    for (int i = 0; i < lanes; i++) STORE(s->fold + sizeof(V) * i, x[i]);
+
+#define POSENC_SHM__TARGET_512 __attribute__((target("avx512f,vpclmulqdq,sse4.2")))
+POSENC_SHM__TARGET_512 static inline __m512i posenc_shm__load512_vpclmul(const uint8_t *p)
 {
-    const __m512i k = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)s->k_hi, (long long)s->k_lo));
-    const uint8_t *from = s->fold;
-    if (!s->folding) {
-        from = p;
-        p += POSENC_SHM__CRC32C_FOLD;
-        n -= POSENC_SHM__CRC32C_FOLD;
-    }
-    __m512i x[4];
-    for (int i = 0; i < 4; i++) x[i] = _mm512_loadu_si512((const void *)(from + 64 * i));
-    if (!s->folding)
-        x[0] = _mm512_xor_si512(x[0], _mm512_inserti32x4(_mm512_setzero_si512(), _mm_cvtsi32_si128((int)~s->crc), 0));
-    s->folding = 1;
-    for (; n >= POSENC_SHM__CRC32C_FOLD; n -= POSENC_SHM__CRC32C_FOLD, p += POSENC_SHM__CRC32C_FOLD)
-        for (int i = 0; i < 4; i++) /* 0x96: a ^ b ^ c */
-            x[i] = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x[i], k, 0x00),
-                                             _mm512_clmulepi64_epi128(x[i], k, 0x11),
-                                             _mm512_loadu_si512((const void *)(p + 64 * i)), 0x96);
-    for (int i = 0; i < 4; i++) _mm512_storeu_si512((void *)(s->fold + 64 * i), x[i]);
+    return _mm512_loadu_si512((const void *)p);
+}
+POSENC_SHM__TARGET_512 static inline void posenc_shm__store512_vpclmul(uint8_t *p, __m512i x)
+{
+    _mm512_storeu_si512((void *)p, x);
+}
+POSENC_SHM__TARGET_512 static inline __m512i posenc_shm__seed512_vpclmul(__m512i x, uint32_t r)
+{
+    return _mm512_xor_si512(x, _mm512_inserti32x4(_mm512_setzero_si512(), _mm_cvtsi32_si128((int)r), 0));
+}
+POSENC_SHM__TARGET_512 static inline __m512i posenc_shm__fold512_vpclmul(__m512i x, __m512i k, __m512i d)
+{
+    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00), _mm512_clmulepi64_epi128(x, k, 0x11), d,
+                                     0x96); /* 0x96: a ^ b ^ c */
+}
+POSENC_SHM__TARGET_512 static inline void posenc_shm__crc32c_fold_vpclmul(posenc_shm_crc32c_stream *s,
+                                                                          const uint8_t *p, size_t n)
+{
+    const __m512i k = _mm512_broadcast_i32x4(_mm_set_epi64x(POSENC_SHM__CRC32C_FOLD_K_HI, POSENC_SHM__CRC32C_FOLD_K_LO));
+    POSENC_SHM__CRC32C_FOLD_BODY(__m512i, k, posenc_shm__load512_vpclmul, posenc_shm__store512_vpclmul,
+                                 posenc_shm__seed512_vpclmul, posenc_shm__fold512_vpclmul)
+}
+
+#define POSENC_SHM__TARGET_256 __attribute__((target("avx2,vpclmulqdq,sse4.2")))
+POSENC_SHM__TARGET_256 static inline __m256i posenc_shm__load256_vpclmul(const uint8_t *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+POSENC_SHM__TARGET_256 static inline void posenc_shm__store256_vpclmul(uint8_t *p, __m256i x)
+{
+    _mm256_storeu_si256((__m256i *)p, x);
+}
+POSENC_SHM__TARGET_256 static inline __m256i posenc_shm__seed256_vpclmul(__m256i x, uint32_t r)
+{
+    return _mm256_xor_si256(x, _mm256_inserti128_si256(_mm256_setzero_si256(), _mm_cvtsi32_si128((int)r), 0));
+}
+POSENC_SHM__TARGET_256 static inline __m256i posenc_shm__fold256_vpclmul(__m256i x, __m256i k, __m256i d)
+{
+    return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(x, k, 0x00), _mm256_clmulepi64_epi128(x, k, 0x11)),
+                            d);
+}
+POSENC_SHM__TARGET_256 static inline void posenc_shm__crc32c_fold256_vpclmul(posenc_shm_crc32c_stream *s,
+                                                                             const uint8_t *p, size_t n)
+{
+    const __m256i k = _mm256_broadcastsi128_si256(_mm_set_epi64x(POSENC_SHM__CRC32C_FOLD_K_HI, POSENC_SHM__CRC32C_FOLD_K_LO));
+    POSENC_SHM__CRC32C_FOLD_BODY(__m256i, k, posenc_shm__load256_vpclmul, posenc_shm__store256_vpclmul,
+                                 posenc_shm__seed256_vpclmul, posenc_shm__fold256_vpclmul)
+}
+
+/* The stream's fold kernel over n bytes (a multiple of 256). */
+static inline void posenc_shm__crc32c_fold(posenc_shm_crc32c_stream *s, const uint8_t *p, size_t n)
+{
+    if (s->kernel == POSENC_SHM__K_VPCLMUL)
+        posenc_shm__crc32c_fold_vpclmul(s, p, n);
+    else
+        posenc_shm__crc32c_fold256_vpclmul(s, p, n);
 }
 
 /* Whole blocks go to the accumulators, the rest waits in `pending` for the next piece. */
@@ -298,36 +371,63 @@ static inline void posenc_shm__crc32c_fold_update(posenc_shm_crc32c_stream *s, c
         p += take;
         n -= take;
         if (s->n_pending < block) return;
-        posenc_shm__crc32c_fold_vpclmul(s, s->pending, block);
+        posenc_shm__crc32c_fold(s, s->pending, block);
         s->n_pending = 0;
     }
     size_t whole = n / block * block;
-    if (whole) posenc_shm__crc32c_fold_vpclmul(s, p, whole);
+    if (whole) posenc_shm__crc32c_fold(s, p, whole);
     memcpy(s->pending, p + whole, n - whole);
     s->n_pending = (uint32_t)(n - whole);
 }
 #endif
 
-/* Which CRC-32C code posenc_shm_crc32c runs on this CPU: "vpclmulqdq", "sse4.2" or "table". */
-static inline const char *posenc_shm_crc32c_kernel(void)
+/* The name of a POSENC_SHM__K_* code (NULL past the last). */
+static inline const char *posenc_shm__crc32c_name(int code)
 {
+    static const char *const names[] = {"table", "sse4.2", "vpclmulqdq", "vpclmulqdq256"};
+    return code >= 0 && code < (int)(sizeof names / sizeof names[0]) ? names[code] : NULL;
+}
+
+/* Whether this CPU and build run a kernel: its CPUID features, with the OS saving the
+ * registers it uses (__builtin_cpu_supports checks both). */
+static inline int posenc_shm__crc32c_runs(int code)
+{
+    switch (code) {
 #ifdef POSENC_SHM_HAVE_CRC32C_VPCLMUL
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("sse4.2"))
-        return "vpclmulqdq";
+    case POSENC_SHM__K_VPCLMUL:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") &&
+               __builtin_cpu_supports("sse4.2");
+    case POSENC_SHM__K_VPCLMUL256:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq") &&
+               __builtin_cpu_supports("sse4.2");
 #endif
 #ifdef POSENC_SHM_HAVE_CRC32C_HW
-    if (__builtin_cpu_supports("sse4.2")) return "sse4.2";
+    case POSENC_SHM__K_SSE42:
+        return __builtin_cpu_supports("sse4.2");
 #endif
+    case POSENC_SHM__K_TABLE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Which CRC-32C code posenc_shm_crc32c runs on this CPU, the fastest it has: "vpclmulqdq"
+ * (AVX-512), "vpclmulqdq256" (AVX2 with VPCLMULQDQ), "sse4.2" or "table". */
+static inline const char *posenc_shm_crc32c_kernel(void)
+{
+    static const int fastest_first[] = {POSENC_SHM__K_VPCLMUL, POSENC_SHM__K_VPCLMUL256, POSENC_SHM__K_SSE42};
+    for (size_t i = 0; i < sizeof fastest_first / sizeof fastest_first[0]; i++)
+        if (posenc_shm__crc32c_runs(fastest_first[i])) return posenc_shm__crc32c_name(fastest_first[i]);
     return "table";
 }
 
 /* The POSENC_SHM__K_* of a kernel name, or -1 if this CPU or build lacks it. */
 static inline int posenc_shm__crc32c_kernel_code(const char *kernel)
 {
-    const char *best = posenc_shm_crc32c_kernel();
-    if (!strcmp(kernel, "vpclmulqdq")) return strcmp(best, "vpclmulqdq") ? -1 : POSENC_SHM__K_VPCLMUL;
-    if (!strcmp(kernel, "sse4.2")) return strcmp(best, "table") ? POSENC_SHM__K_SSE42 : -1;
-    return strcmp(kernel, "table") ? -1 : POSENC_SHM__K_TABLE;
+    for (int code = 0; posenc_shm__crc32c_name(code); code++)
+        if (!strcmp(kernel, posenc_shm__crc32c_name(code))) return posenc_shm__crc32c_runs(code) ? code : -1;
+    return -1;
 }
 
 /* Start a stream continuing `crc` (0 to start) with the named kernel; -1 if unavailable. */
@@ -339,12 +439,7 @@ static inline int posenc_shm_crc32c_begin_by(posenc_shm_crc32c_stream *s, const 
     s->kernel = code;
     s->n_pending = 0;
     s->folding = 0;
-    if (code == POSENC_SHM__K_VPCLMUL) {
-        s->k_lo = (uint64_t)posenc_shm__crc32c_shift((8 * POSENC_SHM__CRC32C_FOLD + 32) / 8) << 1;
-        s->k_hi = (uint64_t)posenc_shm__crc32c_shift((8 * POSENC_SHM__CRC32C_FOLD - 32) / 8) << 1;
-    } else if (code == POSENC_SHM__K_TABLE) {
-        posenc_shm_crc_init_poly(&s->tables, POSENC_SHM_CRC32C_POLY);
-    }
+    if (code == POSENC_SHM__K_TABLE) posenc_shm_crc_init_poly(&s->tables, POSENC_SHM_CRC32C_POLY);
     return 0;
 }
 
@@ -354,12 +449,22 @@ static inline void posenc_shm_crc32c_begin(posenc_shm_crc32c_stream *s, uint32_t
     posenc_shm_crc32c_begin_by(s, posenc_shm_crc32c_kernel(), crc);
 }
 
+/* The piece size a writer feeding the stream should use where it can choose (sincos_rows_crc
+ * sizes its row tiles by it): whole 3 x 32 KiB blocks for the crc32 instruction's three lanes
+ * (anything shorter runs in one lane, at a third of the speed); 256 bytes for the folding
+ * kernels, which carry partial blocks between pieces; 1 for the table kernel. */
+static inline size_t posenc_shm_crc32c_piece(const posenc_shm_crc32c_stream *s)
+{
+    if (s->kernel == POSENC_SHM__K_SSE42) return 3 * (size_t)POSENC_SHM__CRC32C_LANE;
+    return s->kernel >= POSENC_SHM__K_VPCLMUL ? POSENC_SHM__CRC32C_FOLD : 1;
+}
+
 /* Continue the stream over the next n bytes at buf. */
 static inline void posenc_shm_crc32c_update(posenc_shm_crc32c_stream *s, const void *buf, size_t n)
 {
     const uint8_t *p = (const uint8_t *)buf;
 #ifdef POSENC_SHM_HAVE_CRC32C_VPCLMUL
-    if (s->kernel == POSENC_SHM__K_VPCLMUL) {
+    if (s->kernel >= POSENC_SHM__K_VPCLMUL) {
         if (s->folding || s->n_pending || n >= 2 * POSENC_SHM__CRC32C_FOLD)
             posenc_shm__crc32c_fold_update(s, p, n);
         else /* short pieces before any fold: the register takes them */
@@ -380,7 +485,7 @@ static inline void posenc_shm_crc32c_update(posenc_shm_crc32c_stream *s, const v
 static inline uint32_t posenc_shm_crc32c_end(posenc_shm_crc32c_stream *s)
 {
 #ifdef POSENC_SHM_HAVE_CRC32C_VPCLMUL
-    if (s->kernel == POSENC_SHM__K_VPCLMUL && s->folding) {
+    if (s->kernel >= POSENC_SHM__K_VPCLMUL && s->folding) {
         /* ~0 in: the hw routine starts from register 0, as the folded bytes already hold the initial register */
         s->crc = posenc_shm__crc32c_hw(posenc_shm__crc32c_hw(0xFFFFFFFFu, s->fold, sizeof s->fold), s->pending,
                                        s->n_pending);

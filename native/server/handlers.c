@@ -146,12 +146,17 @@ static void handle_encode_table(struct worker *w, struct conn *c, const struct p
     }
     if (!encode_args_ok(w, c, h, t->width))
         return;
-    if (t->dtype == POSENC_SHM_FLOAT32 && (h->dtype == POSENC_DTYPE_FLOAT16 || h->dtype == POSENC_DTYPE_BFLOAT16)) {
-        /* Rows stored in float32 already carry one rounding; a 16-bit value made from them would be
-         * rounded twice, and the stored bits cannot tell which way a float32 midpoint should go. */
+    if (t->dtype == POSENC_SHM_FLOAT32 && (h->dtype == POSENC_DTYPE_FLOAT16 || h->dtype == POSENC_DTYPE_BFLOAT16) &&
+        !tables_is_learned(t)) {
+        /* Computed rows stored in float32 carry one rounding already: where a value sits exactly on a
+         * 16-bit midpoint, the stored bits cannot say which way the exact value lies, and the server
+         * has no kernels for the spec to recompute it (HTTP does). Refused for every request, not only
+         * those that hit a midpoint, so that a client does not fail at a rare position in production.
+         * A learned table's float32 values are the weights themselves: one cast is one rounding. */
         reply_fail(w, c, h, POSENC_STATUS_BAD_ARGUMENT,
-                   "dtype: %s rows from a float32 table would be rounded twice; ask float32, publish the "
-                   "table in float64, or use ENCODE_SPEC", h->dtype == POSENC_DTYPE_FLOAT16 ? "float16" : "bfloat16");
+                   "dtype: %s rows from a computed float32 table would be rounded twice; ask float32, "
+                   "publish the table in float64, use ENCODE_SPEC, or ask HTTP (it recomputes the rows "
+                   "on a 16-bit midpoint)", h->dtype == POSENC_DTYPE_FLOAT16 ? "float16" : "bfloat16");
         return;
     }
     int64_t *rows = scratch_values(w, h->count);

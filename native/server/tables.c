@@ -169,6 +169,33 @@ void tables_check(struct table_cache *cache, const char *dir, uint64_t now_ms) {
     }
 }
 
+static size_t skip_json_space(const char *s, size_t n, size_t i) {
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+        i++;
+    return i;
+}
+
+int tables_is_learned(const posenc_shm_table *t) {
+    const char *s = t->spec_json;
+    size_t n = t->spec_json_len;
+    for (size_t i = 0; i < n;) {
+        if (s[i++] != '"')
+            continue;
+        size_t first = i; /* a string token: to its closing quote, escapes skipped whole */
+        while (i < n && s[i] != '"')
+            i += s[i] == '\\' ? 2 : 1;
+        if (i >= n)
+            return 0;
+        size_t len = i++ - first;
+        size_t colon = skip_json_space(s, n, i);
+        if (len != 4 || memcmp(s + first, "kind", 4) != 0 || colon >= n || s[colon] != ':')
+            continue; /* a value, or another key */
+        size_t value = skip_json_space(s, n, colon + 1);
+        return n - value >= 9 && memcmp(s + value, "\"learned\"", 9) == 0;
+    }
+    return 0;
+}
+
 int tables_describe(const posenc_shm_table *t, uint32_t id, struct buf *json) {
     int rc = json_printf(json, "{\"id\":%u,\"name\":", id);
     rc |= json_string(json, t->name, strlen(t->name));

@@ -55,6 +55,13 @@ int tables_get(struct table_names *names, struct table_cache *cache, const char 
  * attached again on next use. Cheap when not due (every TABLE_CHECK_MS). */
 void tables_check(struct table_cache *cache, const char *dir, uint64_t now_ms);
 
+/* Whether the table holds given values (a learned table: its spec's encoding has "kind":"learned")
+ * rather than rows computed from a spec. The server has no JSON parser: this scans the spec's
+ * tokens, skipping strings whole (so no tensor name can fake the key), for the one "kind" key an
+ * accepted spec has. A kind spelled with escapes ("\u006bind") is not recognised: the table is then
+ * treated as computed, which refuses 16-bit rows from float32 (never a wrong answer). */
+int tables_is_learned(const posenc_shm_table *table);
+
 /* JSON object describing one attached table. */
 int tables_describe(const posenc_shm_table *table, uint32_t id, struct buf *json);
 

@@ -100,7 +100,9 @@ static int valid_dtype(int dtype) { return dtype == POSENC_F32 || dtype == POSEN
  *                  before the copy-out (the tile then has the destination's layout and goes
  *                  out as one run; whole rows written directly with non-temporal stores
  *                  while also kept in the tile for the CRC were no faster for interleaved
- *                  rows and 2-10x slower for [sin | cos] rows) */
+ *                  rows and 2-10x slower for [sin | cos] rows); and, where the SIMD layer
+ *                  sets V_TILE_BLOCK_ROWS, for whole [sin | cos] or [cos | sin] rows (RoPE
+ *                  tables), which then also go out as one run: see simd_avx2.h */
 enum { STREAM_OFF, STREAM_DIRECT, STREAM_TILE };
 #define STREAM_MIN_BYTES ((size_t)8 << 20)
 
@@ -155,15 +157,17 @@ typedef struct {
 } trig_state;
 
 static int trig_state_init(trig_state *st, const double *freqs, const double *amp, int64_t n_sin,
-                           size_t tile_row_bytes) {
+                           size_t tile_row_bytes, size_t tile_min_bytes) {
     int64_t padded = (n_sin + VW - 1) / VW * VW;
     int64_t mid_slots = n_sin <= CACHE_MAX_FREQS ? MID_ROWS : 1;
     int64_t fine_slots = n_sin <= CACHE_MAX_FREQS ? POSENC_SPLIT_FINE : 1;
     size_t state_bytes = (size_t)((6 + 2 * (mid_slots + fine_slots)) * padded) * sizeof(double);
     size_t tag_bytes = (size_t)(mid_slots + fine_slots) * sizeof(int64_t);
-    st->tile_rows = tile_row_bytes ? (int64_t)(TILE_BYTES / tile_row_bytes) : 0;
-    if (tile_row_bytes && st->tile_rows < 1)
-        st->tile_rows = 1;
+    st->tile_rows = 0;
+    if (tile_row_bytes) /* TILE_BYTES, or at least tile_min_bytes, in whole rows */
+        st->tile_rows = tile_min_bytes > TILE_BYTES ? (int64_t)((tile_min_bytes + tile_row_bytes - 1) / tile_row_bytes)
+                        : TILE_BYTES / tile_row_bytes ? (int64_t)(TILE_BYTES / tile_row_bytes)
+                                                      : 1;
     size_t bytes = state_bytes + tag_bytes + (size_t)st->tile_rows * tile_row_bytes;
     st->block = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!st->block)
@@ -351,15 +355,18 @@ static void flush_tile(const trig_state *st, int64_t count, char *out, int64_t r
                       st->tile + (size_t)r * tile_row + (size_t)n_sin * es, (size_t)lay->n_cos * es);
 }
 
-/* crc (sincos_rows_crc; dense layouts only): rows are built in chunks of `tile_rows`, in the
- * tile when streaming (laid out as the destination, so each tile is the next bytes of the
- * output) or in place otherwise, and each chunk is folded into the CRC while it is in L1. */
+/* Rows are built in chunks of `tile_rows` when tiled or with crc, else in one pass. A tile of
+ * dense rows is laid out as the destination, so it is the next bytes of the output and goes
+ * out as one run; other layouts' tiles are compact and flush_tile scatters them.
+ * crc (sincos_rows_crc; dense layouts only): each chunk, in the tile when streaming or in
+ * place otherwise, is folded into the CRC while it is in cache (L1, or L2 for 96 KiB chunks). */
 INLINE void sincos_loop(trig_state *st, const double *positions, int64_t n_rows, void *out,
                         posenc_shm_crc32c_stream *crc, ROW_ARGS) {
     int tiled = stream == STREAM_TILE;
     size_t es = elem_size(f32);
     posenc_layout tile_lay = compact_layout(lay, n_sin);
-    const posenc_layout *row_lay = tiled && !crc ? &tile_lay : lay;
+    int one_run = rows_dense(lay, n_sin); /* the tile is the next bytes of the output (always with crc) */
+    const posenc_layout *row_lay = tiled && !one_run ? &tile_lay : lay;
     size_t row_bytes = (size_t)row_lay->row_stride * es;
     int64_t chunk = tiled || crc ? st->tile_rows : n_rows;
     for (int64_t r0 = 0; r0 < n_rows;) { /* one pass, or one per chunk */
@@ -392,7 +399,7 @@ INLINE void sincos_loop(trig_state *st, const double *positions, int64_t n_rows,
         }
         if (crc)
             posenc_shm_crc32c_update(crc, base, (size_t)(end - r0) * row_bytes);
-        if (tiled && crc)
+        if (tiled && one_run)
             v_stream_copy((char *)out + (size_t)r0 * row_bytes, st->tile, (size_t)(end - r0) * row_bytes);
         else if (tiled)
             flush_tile(st, end - r0, (char *)out, r0, lay, n_sin, es);
@@ -407,6 +414,8 @@ static int sincos_stream_mode(const void *out, int64_t n_rows, int64_t n_sin, co
     size_t total = (size_t)(n_rows * (n_sin + lay->n_cos) * es);
     if (!can_stream(out, total, runs, lay->interleaved ? 1 : 5))
         return STREAM_OFF;
+    if (V_TILE_BLOCK_ROWS && !lay->interleaved && rows_dense(lay, n_sin))
+        return STREAM_TILE;
     int in_row = lay->interleaved || (lay->sin_base + n_sin <= lay->row_stride && lay->cos_base + lay->n_cos <= lay->row_stride);
     return in_row ? STREAM_DIRECT : STREAM_TILE;
 }
@@ -425,14 +434,18 @@ static int sincos_rows_into(const double *positions, int64_t n_rows, const doubl
     int stream = sincos_stream_mode(out, n_rows, n_sin, lay, es);
     if (crc && stream == STREAM_DIRECT) /* rows are checksummed in L1 before they are streamed out */
         stream = STREAM_TILE;
-    trig_state st;
-    int chunked = stream == STREAM_TILE || crc;
-    int rc = trig_state_init(&st, freqs, amp, n_sin, chunked ? (size_t)((n_sin + lay->n_cos) * es) : 0);
-    if (rc != POSENC_OK)
-        return rc;
     posenc_shm_crc32c_stream crc_stream;
     if (crc)
         posenc_shm_crc32c_begin(&crc_stream, *crc);
+    /* Chunks at least the CRC's full-speed piece: with the crc32 instruction that is 96 KiB (three
+     * 32 KiB lanes; in 8 KiB tiles it ran in one lane and the one pass took 1.5-1.9x as long as
+     * rows and CRC apart on Zen 2), so the tile then lives in L2, which is still no memory pass. */
+    trig_state st;
+    int chunked = stream == STREAM_TILE || crc;
+    int rc = trig_state_init(&st, freqs, amp, n_sin, chunked ? (size_t)((n_sin + lay->n_cos) * es) : 0,
+                             crc ? posenc_shm_crc32c_piece(&crc_stream) : 0);
+    if (rc != POSENC_OK)
+        return rc;
     posenc_shm_crc32c_stream *cs = crc ? &crc_stream : NULL;
     /* one stamped loop per (layout, dtype, stream mode) */
 #define SINCOS_LOOP(il, f, mode) sincos_loop(&st, positions, n_rows, out, cs, lay, n_sin, il, f, mode)

@@ -78,10 +78,30 @@ static inline void v_stream_pair(double *p, vd a, vd b) {
     _mm_stream_pd(p + 4, _mm256_extractf128_pd(lo, 1));
     _mm_stream_pd(p + 6, _mm256_extractf128_pd(hi, 1));
 }
+/* nbytes a multiple of 16 at a 16-byte aligned dst: once dst reaches a 64-byte boundary, two
+ * 256-bit stores per cache line, one line after the other. */
 static inline void v_stream_copy(void *dst, const void *src, size_t nbytes) {
-    for (size_t k = 0; k < nbytes; k += 16)
-        _mm_stream_ps((float *)((char *)dst + k), _mm_loadu_ps((const float *)((const char *)src + k)));
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    size_t k = 0;
+    for (; k < nbytes && ((uintptr_t)(d + k) & 63); k += 16)
+        _mm_stream_ps((float *)(d + k), _mm_loadu_ps((const float *)(s + k)));
+    for (; k + 64 <= nbytes; k += 64) {
+        __m256 lo = _mm256_loadu_ps((const float *)(s + k)), hi = _mm256_loadu_ps((const float *)(s + k + 32));
+        _mm256_stream_ps((float *)(d + k), lo);
+        _mm256_stream_ps((float *)(d + k + 32), hi);
+    }
+    for (; k < nbytes; k += 16)
+        _mm_stream_ps((float *)(d + k), _mm_loadu_ps((const float *)(s + k)));
 }
+/* Whole [sin | cos] rows go through an L1 tile and out in one run (STREAM_TILE in
+ * kernels_body.h) rather than straight out: the direct stores, 16 bytes each, feed 8 partial
+ * cache lines at once (4 rows x 2 blocks), and where rows do not start on a 64-byte boundary
+ * (numpy's big arrays start 16 bytes past one) the lines shared by neighbouring blocks are
+ * flushed half written: RoPE 131072 x 64 x 2 float32 took 1.45x as long as into an aligned
+ * buffer on Zen 2, and the tile beat direct stores at either alignment (bench numbers in
+ * docs/benchmarks.md). Interleaved rows stay direct: through the tile they ran ~1.2x slower. */
+#define V_TILE_BLOCK_ROWS 1
 static inline void v_stream_fence(void) { _mm_sfence(); }
 
 #endif

@@ -125,5 +125,8 @@ static inline void v_stream_copy(void *dst, const void *src, size_t nbytes) {
         stream_16(d + k, s + k);
 }
 static inline void v_stream_fence(void) { X(_mm_sfence)(); }
+/* Whole [sin | cos] rows are stored straight out here (see simd_avx2.h: not measured on an
+ * AVX-512 machine, so left as it was). */
+#define V_TILE_BLOCK_ROWS 0
 
 #endif

@@ -51,5 +51,6 @@ static inline void v_store_pair_f32(float *p, vd a, vd b) { p[0] = (float)a; p[1
 #define v_stream_pair v_store_pair
 static inline void v_stream_copy(void *dst, const void *src, size_t nbytes) { memcpy(dst, src, nbytes); }
 static inline void v_stream_fence(void) {}
+#define V_TILE_BLOCK_ROWS 0 /* never streams (V_STREAM 0) */
 
 #endif

@@ -201,8 +201,8 @@ int main(int argc, char **argv) {
     }
     static const char *paths[] = {"scalar", "avx2", "avx512"};
     static const char *json_paths[] = {"scalar", "avx2", "avx512"};
-    static const char *crc_kernels[] = {"table", "sse4.2", "vpclmulqdq"};
-    int counts[3] = {0}, json_counts[3] = {0}, crc_counts[3] = {0}, active_count = 0, failures = 0, index = 0;
+    static const char *crc_kernels[] = {"table", "sse4.2", "vpclmulqdq256", "vpclmulqdq"};
+    int counts[3] = {0}, json_counts[3] = {0}, crc_counts[4] = {0}, active_count = 0, failures = 0, index = 0;
     vector v;
     int status;
     for (; (status = read_vector(f, &v)) == 1; index++, free_vector(&v)) {
@@ -221,7 +221,7 @@ int main(int argc, char **argv) {
                 json_counts[i] += run_json(&lib, json_paths[i], &v, index) ? 1 : (failures++, 0);
             }
         } else if (v.kind == 5) {
-            for (int i = 0; i < 3; i++) {
+            for (int i = 0; i < 4; i++) {
                 uint32_t probe;
                 if (lib.crc_by(crc_kernels[i], 0, "", 0, &probe) != 0) continue;
                 crc_counts[i] += run_crc(&lib, crc_kernels[i], &v, index) ? 1 : (failures++, 0);
@@ -243,7 +243,7 @@ int main(int argc, char **argv) {
             printf("path %s: not runnable\n", paths[i]);
     printf("active %s: %d vectors bit-identical\n", lib.active()->name, active_count);
     for (int i = 0; i < 3; i++) printf("json %s: %d vectors\n", json_paths[i], json_counts[i]);
-    for (int i = 0; i < 3; i++) printf("crc32c %s: %d vectors\n", crc_kernels[i], crc_counts[i]);
+    for (int i = 0; i < 4; i++) printf("crc32c %s: %d vectors\n", crc_kernels[i], crc_counts[i]);
     printf("%d vectors, %d mismatches\n", index, failures);
     return failures ? 1 : 0;
 }

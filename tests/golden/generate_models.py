@@ -2,7 +2,7 @@
 
     PYTHONPATH=service python tests/golden/generate_models.py   # needs torch + transformers
     PYTHONPATH=service python tests/golden/generate_models.py llama qwen3   # redo these model types
-    PYTHONPATH=service python tests/golden/generate_models.py --table   # only docs/models.md
+    PYTHONPATH=service python tests/golden/generate_models.py --table   # docs/models.md and checked.json only
 
 For every model type whose modeling file defines a `*RotaryEmbedding` class, this builds a
 tiny model (the config class's defaults, sizes shrunk, `layer_types` kept as a prefix) and
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import faulthandler
+import gzip
 import importlib
 import inspect
 import json
@@ -40,9 +41,11 @@ from pathlib import Path
 import numpy as np
 import torch
 import transformers
+from posenc.models.generic import NESTED
 from torch import nn
 from transformers import AutoConfig, AutoModel
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES, model_type_to_module_name
+from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
@@ -478,6 +481,111 @@ def interleaved_mrope_golden() -> None:
                         positions=positions[:, 0].numpy(), cos=cos[0, :, :half].numpy(), sin=sin[0, :, :half].numpy())
 
 
+UNCHECKED_CONFIGS = HERE / "model_unchecked_configs.json.gz"
+#: What a modeling file's source shows of each kind of positions (checked.json's `positions`).
+POSITION_PATTERNS = {
+    "rotary": re.compile(r"^class \w*Rotary\w*Embedding\w*\b", re.MULTILINE),
+    "ALiBi": re.compile(r"alibi", re.IGNORECASE),
+    "relative attention bias": re.compile(r"relative_attention_bias"),
+    "sinusoidal": re.compile(r"SinusoidalPositionalEmbedding|sinusoidal_position|create_sinusoidal", re.IGNORECASE),
+    "learned absolute": re.compile(r"nn\.Embedding\(\s*(?:self\.)?(?:config\.)?max_\w*position|"
+                                   r"^class \w*LearnedPositionalEmbedding\(nn\.Embedding\)", re.MULTILINE),
+    #: a vision tower's table over its patches (CLIP's num_positions, ViT's parameter): not a language model's
+    "learned patch": re.compile(r"nn\.Embedding\(\s*(?:self\.)?num_positions|position_embeddings? = nn\.Parameter"),
+    "M-RoPE": re.compile(r"def get_rope_index\b"),  # a wrapper computing 3-D position ids
+}
+
+
+def known_model_types() -> tuple[dict[str, dict], dict[str, dict]]:
+    """Every model type the installed transformers knows, without building a model: ({type: facts},
+    {type: default config dict}). The facts are what checked.json keeps of transformers itself
+    (model_truth judges the rest from the goldens): the kinds of positions its modeling code has
+    (`POSITION_PATTERNS`), the inputs of its model class when they are not text (an image or audio
+    encoder's rotary runs over patches or frames), whether its config nests a language config, and
+    why its config class cannot be built with its defaults."""
+    warnings.filterwarnings("ignore")
+    transformers.logging.set_verbosity_error()
+    models = Path(transformers.__file__).parent / "models"
+    defined = {}  # class name -> the modeling file defining it (the one transformers runs a type with)
+    for path in sorted(models.glob("*/modeling_*.py")):
+        for name in re.findall(r"^class (\w+)\(", path.read_text(), re.MULTILINE):
+            defined.setdefault(name, path)
+    facts, defaults = {}, {}
+    for model_type in sorted(CONFIG_MAPPING_NAMES):
+        fact = {}
+        try:
+            config = AutoConfig.for_model(model_type)
+            defaults[model_type] = json.loads(json.dumps(config.to_dict(), default=str))
+            if any(isinstance(defaults[model_type].get(key), dict) for key in NESTED):
+                fact["nests"] = True
+        except Exception as exc:  # a config class whose defaults do not validate
+            fact["config_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
+        source_path = _modeling_path(model_type, defined)
+        source = source_path.read_text() if source_path else ""
+        fact["positions"] = [kind for kind, pattern in POSITION_PATTERNS.items() if pattern.search(source)]
+        inputs = _input_modalities(model_type, source_path) if fact["positions"] else None
+        if inputs and "text" not in inputs:
+            fact["inputs"] = inputs
+        facts[model_type] = fact
+    return facts, defaults
+
+
+def _modeling_path(model_type: str, defined: dict) -> Path | None:
+    """The modeling file of the model class transformers builds for this type (exaone runs
+    LlamaModel), else the one beside its configuration file."""
+    names = MODEL_MAPPING_NAMES.get(model_type)
+    for name in (names,) if isinstance(names, str) else names or ():
+        if name in defined:
+            return defined[name]
+    config_file = Path(inspect.getfile(transformers.CONFIG_MAPPING[model_type]))
+    modeling = config_file.with_name(config_file.name.replace("configuration_", "modeling_"))
+    return modeling if modeling.exists() else None
+
+
+def _input_modalities(model_type: str, source_path: Path | None) -> list[str] | None:
+    """`input_modalities` of the model classes for this type's config class (importing the modeling
+    module builds nothing): e.g. ["image", "video"] for a vision tower."""
+    if source_path is None:
+        return None
+    try:
+        module = importlib.import_module(f"transformers.models.{source_path.parent.name}.{source_path.stem}")
+    except Exception:  # an optional dependency of that modeling file is missing
+        return None
+    config_class = transformers.CONFIG_MAPPING[model_type]
+    found = set()
+    for cls in vars(module).values():
+        if isinstance(cls, type) and issubclass(cls, nn.Module) and getattr(cls, "config_class", None) is config_class:
+            modalities = getattr(cls, "input_modalities", None)
+            found.update([modalities] if isinstance(modalities, str) else modalities or ())
+    return sorted(found) or None
+
+
+def write_checked() -> None:
+    """service/posenc/models/checked.json (which model types a golden checked: from_hf_config's
+    gate) and model_unchecked_configs.json.gz (the default configs of the others, which the tests
+    check it refuses), from the goldens as they are and transformers' config classes: no model is
+    built, so `--table` refreshes them after a merge of new goldens."""
+    facts, defaults = known_model_types()
+    record = model_truth.coverage_record(facts)
+    _write_record(record)  # the gate as these goldens set it: every judged model type passes it
+    model_truth.verdicts.cache_clear()
+    record = model_truth.with_verdicts(record)  # judged under that gate, not the one checked.json had
+    _write_record(record)  # the same gate, with the verdicts
+    # a config that saves another model_type ("gpt-sw3" saves "gpt2") is gated as that one
+    unchecked = {t: defaults[t] for t in model_truth.refused_by_gate(record) if defaults.get(t, {}).get("model_type") == t}
+    UNCHECKED_CONFIGS.write_bytes(gzip.compress(json.dumps(unchecked, sort_keys=True).encode(), mtime=0))
+
+
+def _write_record(record: dict) -> None:
+    """checked.json, and posenc's gate reading it anew."""
+    from posenc.models import checked
+
+    lines = [f" {json.dumps(t)}: {json.dumps(e, sort_keys=True)}" for t, e in sorted(record["model_types"].items())]
+    model_truth.CHECKED.write_text(f'{{"transformers": {json.dumps(record["transformers"])}, "model_types": {{\n'
+                                   + ",\n".join(lines) + "\n}}\n")
+    checked.record.cache_clear()
+
+
 def _timeout(signum, frame):
     raise TimeoutError(f"a case ran over {CASE_TIMEOUT_S} s")
 
@@ -499,13 +607,15 @@ def main(only: list[str] | None = None):
     model_truth.save(OUT, cases, failures, versions={"torch": torch.__version__,
                                                       "transformers": transformers.__version__},
                      enumerated=types)
+    write_checked()
     DOCS.write_text(model_truth.table_markdown(OUT))
     interleaved_mrope_golden()
     print("wrote", OUT, "and", DOCS)
 
 
 if __name__ == "__main__":
-    if "--table" in sys.argv:  # posenc changed, the goldens did not: only the model table
+    if "--table" in sys.argv:  # posenc changed, the goldens did not: the model table and checked.json
+        write_checked()
         DOCS.write_text(model_truth.table_markdown(OUT))
     else:
         main([a for a in sys.argv[1:] if not a.startswith("-")] or None)

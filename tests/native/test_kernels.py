@@ -173,6 +173,35 @@ def test_huge_outputs_stream_with_the_same_values(kernels, layout, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("order", ["cos first", "sin first"])
+def test_streamed_block_rows_are_bit_identical_at_every_cache_line_offset(kernels, order, dtype):
+    """Whole [cos | sin] rows (rope_table's layout) and [sin | cos] rows past 8 MiB: on AVX2 they
+    are built in an L1 tile and streamed out in one run from wherever the output starts (numpy's
+    big arrays start 16 bytes past a cache line); every start gives the bits of the same rows
+    written with ordinary stores (chunks under 8 MiB) and fractional positions (direct sincos)
+    mixed in."""
+    n_freq = 64
+    row_bytes = 2 * n_freq * np.dtype(dtype).itemsize
+    rows = (8 << 20) // row_bytes + 37  # not a whole number of tiles
+    positions = np.arange(rows, dtype=np.float64) + 5000.0
+    positions[::97] += 0.25
+    freqs = 1.0 / 500000.0 ** (np.arange(n_freq) / n_freq)
+    amp = np.full(n_freq, 0.75)
+    plan = ColumnPlan(row_stride=2 * n_freq, sin_base=n_freq if order == "cos first" else 0,
+                      cos_base=0 if order == "cos first" else n_freq, interleaved=False, n_cos=n_freq)
+    expected = np.empty(rows * 2 * n_freq, dtype=dtype)
+    for lo in range(0, rows, 4096):  # 4096 rows: 2-4 MiB, below the streaming threshold
+        kernels.sincos_rows(positions, freqs, amp, expected, plan, lo, min(rows, lo + 4096))
+    raw = np.empty(expected.nbytes + 128, np.uint8)
+    for offset in (0, 16, 32, 48):
+        start = (-raw.ctypes.data) % 64 + offset
+        out = raw[start:start + expected.nbytes].view(dtype)
+        out[:] = np.nan
+        kernels.sincos_rows(positions, freqs, amp, out, plan, 0, rows)
+        assert out.tobytes() == expected.tobytes(), offset
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_rope_rotation_full_and_partial(kernels, layout, dtype):
     rng = np.random.default_rng(3)

@@ -21,7 +21,7 @@ def alibi_slopes(n_heads, *, variant="paper", alibi_bias_max=8) -> np.ndarray:
     """Per-head slopes float64[n_heads] in the reference's order (non-powers of two included).
 
     variant: "paper" (Press et al.), "bloom" (float32 pow), "mpt" (next power of two,
-    alibi_bias_max), "falcon" (bloom rounded to bfloat16)."""
+    alibi_bias_max), "falcon" (bloom rounded to bfloat16), "baichuan" (paper rounded to float32)."""
     return _slopes(n_heads, variant, alibi_bias_max)
 
 

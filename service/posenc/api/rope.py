@@ -12,7 +12,7 @@ from ..args import as_choice, as_float, as_positions
 from ..dtypes import OUTPUT_DTYPES, cast_output, kernel_dtype, output_dtype
 from ..encodings import RopeSpec
 from ..encodings.columns import ColumnPlan
-from ..encodings.rope import LAYOUTS, seq_len_for
+from ..encodings.rope import ARRANGEMENTS, LAYOUTS, seq_len_for
 from ..errors import PosencError
 from ..kernels import rope_rotate_rows, run_rows, xpos_decay_rows
 from ..limits import LIMITS
@@ -85,19 +85,41 @@ def _cos_sin(positions: np.ndarray, spec: RopeSpec, inv: np.ndarray, attention: 
     return cos, sin
 
 
-def rope_cos_sin(positions, spec, *, seq_len=None, dtype="float32") -> tuple[np.ndarray, np.ndarray]:
-    """(cos, sin), each [n, n_freq], attention factor applied to both as HF does.
+def rope_cos_sin(positions, spec, *, seq_len=None, dtype="float32", arrangement="freq"
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(cos, sin), attention factor applied to both as HF does: each [n, n_freq] by default, or
+    [n, 2*n_freq] as a rotary module hands them to attention with `arrangement` "cat" (Llama:
+    the halves duplicated) or "interleave" (Cohere: each value twice); see ARRANGEMENTS.
 
     positions: 1-D, or [3, n] (temporal, height, width) for an M-RoPE spec (`mrope_section`).
     seq_len=None for dynamic/longrope means max(positions)+1, what a fresh HF module uses."""
+    as_choice(arrangement, "arrangement", ARRANGEMENTS)
     spec = as_rope_spec(spec)
     positions = as_rope_positions(positions, spec)
     out_dtype = output_dtype(dtype)
     inv, attention = _frequencies(spec, positions, seq_len)
     n = positions.shape[-1]
-    LIMITS.check_output((2, n, inv.shape[0]), out_dtype.itemsize)
+    LIMITS.check_output((2, n, inv.shape[0] * ARRANGEMENTS[arrangement]), out_dtype.itemsize)
     cos, sin = _cos_sin(positions, spec, inv, attention, kernel_dtype(out_dtype))
-    return cast_output(cos, out_dtype), cast_output(sin, out_dtype)
+    return arrange(cast_output(cos, out_dtype), arrangement), arrange(cast_output(sin, out_dtype), arrangement)
+
+
+def arrange(values: np.ndarray, arrangement: str) -> np.ndarray:
+    """cos or sin [..., n_freq] laid out as `arrangement` (ARRANGEMENTS) over the last axis."""
+    as_choice(arrangement, "arrangement", ARRANGEMENTS)
+    if arrangement == "cat":
+        return np.concatenate([values, values], axis=-1)
+    if arrangement == "interleave":
+        return np.repeat(values, 2, axis=-1)
+    return values
+
+
+def arrange_rows(rows: np.ndarray, arrangement: str) -> np.ndarray:
+    """Rows [..., 2*n_freq] = [cos | sin] with each half laid out as `arrangement`: [cos' | sin']."""
+    if arrangement == "freq":
+        return rows
+    half = rows.shape[-1] // 2
+    return np.concatenate([arrange(rows[..., :half], arrangement), arrange(rows[..., half:], arrangement)], axis=-1)
 
 
 def rope_table(positions, spec, *, seq_len=None, dtype="float32", out=None) -> np.ndarray:

@@ -10,5 +10,6 @@ SUITES = {
     "qps": "binary-protocol server requests/s and open-loop P99 vs redis (pinned cores)",
     "scale": "binary-protocol server requests/s and efficiency per server thread count (load on the other cores)",
     "json": "float32 arrays printed as JSON: libposenc's printer (each writer) vs orjson, the same bytes",
+    "startup": "posenc serve from exec to a 200 from /readyz, by phase (median of several starts)",
     "torch": "posenc.torch cos/sin cache vs transformers' rotary module; logit errors of patched tiny models",
 }

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..bench import SUITES
+from ..bench.paths import PER_PATH_SUITES, on_this_path, requested_paths, run_per_path, suite_argv
 from ..bench.readme import write_into
 
 
@@ -40,15 +41,25 @@ def register(sub) -> None:
 
 
 def add_arguments(name: str, sp: argparse.ArgumentParser) -> None:
+    before = {action.dest for action in sp._actions}
     importlib.import_module(f"posenc.bench.{name}").add_arguments(sp)
+    own = {action.dest for action in sp._actions} - before
+    if name in PER_PATH_SUITES:
+        sp.add_argument("--isa", default="all", help="native kernel paths to measure, each in its own process "
+                        "with POSENC_ISA set: all (default: every path this CPU runs) or a comma-separated list "
+                        "of avx512, avx2, scalar")
     sp.add_argument("--out", type=Path, help="also write the markdown table to this file")
     sp.add_argument("--readme", type=Path, help=f"also put it into this file between "
                     f"'<!-- bench: {name} -->' and '<!-- /bench: {name} -->'")
-    sp.set_defaults(handler=run)
+    sp.set_defaults(handler=run, suite_argv=functools.partial(suite_argv, sp, own=own))
 
 
 def run(args) -> int:
-    markdown = importlib.import_module(f"posenc.bench.{args.suite}").run(args)
+    paths = requested_paths(args.isa) if getattr(args, "isa", None) else []
+    if on_this_path(paths):
+        markdown = importlib.import_module(f"posenc.bench.{args.suite}").run(args)
+    else:
+        markdown = run_per_path(args.suite, args.suite_argv(args), paths)
     print(markdown)
     if args.out:
         args.out.write_text(markdown)

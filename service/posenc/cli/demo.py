@@ -1,10 +1,16 @@
-"""`posenc demo`: print a few encodings, to see at a glance that everything works."""
+"""`posenc demo`: print a few encodings, to see at a glance that everything works.
+
+`posenc demo --config CONFIG` is `posenc positions CONFIG --positions 0,1,4096`: a model's own
+values are that command's job (every layer type, any positions), so demo hands over to it."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import argparse
 
+from . import positions
+
+#: The positions `demo --config` shows.
+CONFIG_POSITIONS = "0,1,4096"
 LLAMA_31_8B = {
     "model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
     "rope_theta": 500000.0,
@@ -15,21 +21,23 @@ LLAMA_31_8B = {
 
 def register(sub) -> None:
     p = sub.add_parser("demo", help="print a few encodings")
-    p.add_argument("--config", type=Path, help="a model's config.json: print its RoPE spec and cache")
+    p.add_argument("--config", help="a model's config.json (or its directory): the same as "
+                   f"`posenc positions CONFIG --positions {CONFIG_POSITIONS}`, which takes more options")
     p.set_defaults(handler=run)
 
 
 def run(args) -> int:
+    if args.config is not None:
+        return positions.run(argparse.Namespace(config=args.config, positions=CONFIG_POSITIONS, layer_type=None,
+                                                layer=None, dtype="float32", seq_len=None, json=False))
     import numpy as np
 
-    from .. import alibi_slopes, rope_cos_sin, sinusoidal, t5_relative_position_bucket
-    from ..encodings import RopeSpec
+    from .. import RopeSpec, alibi_slopes, rope_cos_sin, sinusoidal, t5_relative_position_bucket
 
     np.set_printoptions(precision=6, suppress=True, linewidth=110)
     print("sinusoidal(positions=[0, 1, 1000000], dim=8):")
     print(sinusoidal([0, 1, 1_000_000], 8))
-    config = json.loads(args.config.read_text()) if args.config else LLAMA_31_8B
-    spec = RopeSpec.from_hf_config(config)
+    spec = RopeSpec.from_hf_config(LLAMA_31_8B)
     cos, sin = rope_cos_sin([0, 1, 131071], spec)
     print(f"\n{spec}\nrope cos[:, :6] at positions 0, 1, 131071:")
     print(cos[:, :6])
@@ -37,4 +45,5 @@ def run(args) -> int:
     print(alibi_slopes(12))
     print("\nt5_relative_position_bucket([-200, -20, -3, 0, 3, 20, 200]):")
     print(t5_relative_position_bucket(np.array([-200, -20, -3, 0, 3, 20, 200])))
+    print("\nA model's own values: posenc positions CONFIG --positions 0,1,4096 (CONFIG: its config.json)")
     return 0

@@ -33,8 +33,9 @@ def register(sub) -> None:
     build.add_argument("--positions", help="START:STOP, e.g. 0:131072 (--positions=-8:8 for a negative START; "
                        "default: the table spec's, 0:context length of a HF config, or every position of "
                        "a checkpoint's table)")
-    build.add_argument("--name", help="table name (default KIND-HASH); for a config with several layer types "
-                       "the prefix of NAME.LAYER_TYPE")
+    build.add_argument("--name", help="table name; for a config with several layer types the prefix of "
+                       "NAME.LAYER_TYPE (default: a readable one, e.g. rope-d128-theta10000-128k for a spec, the "
+                       "model's name for a config.json, gpt2-wpe-31dcd5 for a checkpoint; docs/cli.md)")
     build.add_argument("--layer-type", help="HF config / --config: only this layer type's encoding")
     build.add_argument("--tensor", help="checkpoint: the position-embedding tensor (default: the one --config "
                        "names, or the file's only tensor)")
@@ -192,12 +193,15 @@ def checkpoint_table(args) -> TableSpec:
                                     dtype=args.dtype)
 
 
-def build_plan(args) -> tuple[dict[str | None, TableSpec], dict[str, str]]:
-    """({layer type or None: table}, {layer type: why it was skipped}) for `posenc table build`."""
+def build_plan(args) -> tuple[dict[str | None, TableSpec], dict[str, str], str]:
+    """({layer type or None: table}, {layer type: why it was skipped}, default name) for `posenc table build`."""
     from .. import checkpoint
+    from . import table_names
 
+    positions = parse_positions(args.positions) if args.positions is not None else None
     if Path(args.spec).suffix in checkpoint.FORMATS:
-        return {None: checkpoint_table(args)}, {}
+        table = checkpoint_table(args)
+        return {None: table}, {}, table_names.checkpoint_name(args.spec, table, positions)
     for option in ("tensor", "offset", "config"):
         if getattr(args, option) is not None:
             raise PosencError(option, "only applies to a .safetensors / .npy checkpoint")
@@ -205,18 +209,19 @@ def build_plan(args) -> tuple[dict[str | None, TableSpec], dict[str, str]]:
     if "encoding" in spec or "kind" in spec:
         if args.layer_type is not None:
             raise PosencError("layer-type", "only applies to a HF config.json")
-        return {None: table_spec(spec, args.positions, args.dtype, args.seq_len)}, {}
-    return config_tables(spec, args)
+        table = table_spec(spec, args.positions, args.dtype, args.seq_len)
+        return {None: table}, {}, table_names.spec_name(table)
+    tables, skipped = config_tables(spec, args)
+    return tables, skipped, table_names.config_name(spec, args.spec, positions, args.dtype, args.seq_len)
 
 
 def run_build(args) -> int:
     from ..shm import TableStore
 
-    tables, skipped = build_plan(args)
-    named = {}
-    for layer_type, table in tables.items():
-        base = args.name or f"{table.kind}-{table.hash[:8]}"
-        named[check_name(base if layer_type is None else f"{base}.{layer_type}")] = table
+    tables, skipped, default_name = build_plan(args)
+    base = args.name or default_name
+    named = {check_name(base if layer_type is None else f"{base}.{layer_type}"): table
+             for layer_type, table in tables.items()}
     show = args.progress == "always" or (args.progress == "auto" and sys.stderr.isatty())
     store = TableStore(args.root, mode=args.mode, checksum=args.checksum, lock_timeout_s=args.lock_timeout)
     for name, table in named.items():

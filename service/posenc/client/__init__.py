@@ -8,23 +8,23 @@ pipelining) and HTTP (`HttpClient`, `AsyncHttpClient`: binary formats, numpy arr
     ...     c.stats()["requests_total"]
 
 `fetch_stats(address)` is the one-call form the HTTP `/metrics` export uses.
+
+The names import their module on first use (`posenc._lazy`): `posenc serve` needs only
+`process` (the sidecar) and `sync` (the metrics export), not httpx or asyncio, at start-up.
 """
 
-from .address import DEFAULT_ADDRESS, parse_address
-from .aio import AsyncClient
-from .calls import TableRef
-from .http import AsyncHttpClient, HttpClient, HttpError, ServiceUnreachable
-from .process import ServerProcess, server_argv, server_binary, service_argv, start_server
-from .protocol import ProtocolError, ServerError, Status
-from .sync import Client, Pipeline
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_exports
 
-def fetch_stats(address=DEFAULT_ADDRESS, *, timeout: float = 2.0) -> dict:
-    """The server's STATS (counters, open connections, limits) as a dict; raises OSError when
-    the server is unreachable."""
-    with Client(address, timeout=timeout) as client:
-        return client.stats()
-
+if TYPE_CHECKING:  # the names as type checkers see them; at run time __getattr__ imports them
+    from .address import DEFAULT_ADDRESS, parse_address
+    from .aio import AsyncClient
+    from .calls import TableRef
+    from .http import AsyncHttpClient, HttpClient, HttpError, ServiceUnreachable
+    from .process import ServerProcess, server_argv, server_binary, service_argv, start_server
+    from .protocol import ProtocolError, ServerError, Status
+    from .sync import Client, Pipeline, fetch_stats
 
 __all__ = [
     "DEFAULT_ADDRESS",
@@ -47,3 +47,10 @@ __all__ = [
     "service_argv",
     "start_server",
 ]
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "DEFAULT_ADDRESS": "address", "parse_address": "address", "AsyncClient": "aio", "TableRef": "calls",
+    "AsyncHttpClient": "http", "HttpClient": "http", "HttpError": "http", "ServiceUnreachable": "http",
+    "ServerProcess": "process", "server_argv": "process", "server_binary": "process", "service_argv": "process",
+    "start_server": "process", "ProtocolError": "protocol", "ServerError": "protocol", "Status": "protocol",
+    "Client": "sync", "Pipeline": "sync", "fetch_stats": "sync",
+})

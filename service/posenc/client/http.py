@@ -186,10 +186,11 @@ def _sinusoidal(positions, spec, table, dtype):
     return _Requests.computed("/v1/sinusoidal", positions, {"spec": _spec_dict(spec), "table": table, "dtype": dtype})
 
 
-def _cos_sin(positions, spec, hf_config, table, layer_type, seq_len, dtype):
+def _cos_sin(positions, spec, hf_config, table, layer_type, seq_len, dtype, arrangement):
+    """None for `arrangement` sends none: the server's default ("freq"), and the prepared fast path."""
     return _Requests.computed("/v1/rope/cos_sin", positions, {
         "spec": _spec_dict(spec), "hf_config": hf_config, "table": table, "layer_type": layer_type,
-        "seq_len": seq_len, "dtype": dtype})
+        "seq_len": seq_len, "dtype": dtype, "arrangement": arrangement})
 
 
 class HttpClient:
@@ -218,8 +219,11 @@ class HttpClient:
         return self._send(*_sinusoidal(positions, spec, table, dtype))
 
     def rope_cos_sin(self, positions, spec=None, *, hf_config: dict | None = None, table: str | None = None,
-                     layer_type: str | None = None, seq_len: float | None = None, dtype: str = "float32"):
-        return _split_cos_sin(self._send(*_cos_sin(positions, spec, hf_config, table, layer_type, seq_len, dtype)))
+                     layer_type: str | None = None, seq_len: float | None = None, dtype: str = "float32",
+                     arrangement: str | None = None):
+        """(cos, sin) as posenc.rope_cos_sin gives them, `arrangement` included ("cat": transformers')."""
+        return _split_cos_sin(self._send(*_cos_sin(positions, spec, hf_config, table, layer_type, seq_len, dtype,
+                                                   arrangement)))
 
     def rope_apply(self, x, spec=None, *, positions=None, offset: int | None = None, table: str | None = None,
                    layout: str | None = None, seq_len: float | None = None) -> np.ndarray:
@@ -300,8 +304,9 @@ class AsyncHttpClient:
         return await self._send(*_sinusoidal(positions, spec, table, dtype))
 
     async def rope_cos_sin(self, positions, spec=None, *, hf_config=None, table=None, layer_type=None,
-                           seq_len=None, dtype="float32"):
-        rows = await self._send(*_cos_sin(positions, spec, hf_config, table, layer_type, seq_len, dtype))
+                           seq_len=None, dtype="float32", arrangement=None):
+        rows = await self._send(*_cos_sin(positions, spec, hf_config, table, layer_type, seq_len, dtype,
+                                          arrangement))
         return _split_cos_sin(rows)
 
     async def close(self) -> None:

@@ -182,3 +182,10 @@ class Pipeline:
                 if isinstance(result, PosencError):
                     raise result
         return results
+
+
+def fetch_stats(address=DEFAULT_ADDRESS, *, timeout: float = 2.0) -> dict:
+    """The server's STATS (counters, open connections, limits) as a dict; raises OSError when
+    the server is unreachable."""
+    with Client(address, timeout=timeout) as client:
+        return client.stats()

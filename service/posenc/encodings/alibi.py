@@ -5,6 +5,9 @@
 * bloom: the same rule in float32 `pow` (differs from float32(paper) by an ulp for n >= 12).
 * mpt: next power of two P, 2^(-k*alibi_bias_max/P) in float32, odd-then-even reorder.
 * falcon: bloom's slopes rounded to bfloat16 (Falcon multiplies in bf16).
+* baichuan: the paper's float64 slopes rounded to float32 (Baichuan's remote code builds
+  `torch.Tensor(_get_interleave(n))`), so `slope * position` is one float32 rounding of the
+  product of the float32 slope, as its float32 multiply gives.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from ..limits import LIMITS
 from .canonical import Canonical
 from .libm import pow_each
 
-VARIANTS = ("paper", "bloom", "mpt", "falcon")
+VARIANTS = ("paper", "bloom", "mpt", "falcon", "baichuan")
 #: Largest alibi_bias_max: MPT forms 2^(k*alibi_bias_max/P) in float32, finite and normal below 2^127.
 MAX_BIAS_MAX = 126.0
 
@@ -65,6 +68,8 @@ def slopes(n_heads, variant="paper", alibi_bias_max=8) -> np.ndarray:
         return _bloom(n)
     if variant == "falcon":
         return _bloom(n).astype(ml_dtypes.bfloat16).astype(np.float64)
+    if variant == "baichuan":
+        return _paper(n).astype(np.float32).astype(np.float64)
     return _mpt(n, bias_max)
 
 

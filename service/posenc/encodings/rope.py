@@ -14,6 +14,14 @@ from .canonical import Canonical
 from .rope_scaling import ALIASES, VARIANTS, RopeDims
 
 LAYOUTS = ("half", "interleaved")
+#: How cos (and, the same way, sin) are laid out over the last axis: the `arrangement` that
+#: posenc.rope_cos_sin, POST /v1/rope/cos_sin and posenc.torch.cos_sin take. Name -> columns per
+#: frequency. "freq": [c_0 .. c_{n-1}], one column per frequency (the library's and HTTP's default,
+#: and each half of a table row); "cat": [c_0 .. c_{n-1}, c_0 .. c_{n-1}], the halves duplicated
+#: (`torch.cat((freqs, freqs), -1)`: Llama and most transformers rotary modules, posenc.torch's
+#: default); "interleave": [c_0, c_0, c_1, c_1, ...] (`repeat_interleave(freqs, 2)`: Cohere). Not the
+#: rotation layout (LAYOUTS): GLM's module returns "cat" and its apply_rotary_pos_emb interleaves.
+ARRANGEMENTS = {"freq": 1, "cat": 2, "interleave": 2}
 #: Context lengths beyond 2**53 are not exact in float64 (the scaling math divides them).
 MAX_LENGTH = 2**53
 #: Keys that may sit in a HF scaling dict but are not scaling parameters.

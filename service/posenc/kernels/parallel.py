@@ -27,6 +27,16 @@ def set_threads(n: int) -> None:
         _pool = None
 
 
+def _forget_pool() -> None:
+    """In a forked child: the pool's threads stayed in the parent, so its queue would never be
+    served (the first big job would hang); the next big job makes a fresh pool."""
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
 def run_rows(kernel, n_rows: int, elements_per_row: int, *args) -> None:
     """Call kernel(*args, lo, hi) over [0, n_rows), in parallel chunks when the job is big."""
     global _pool

@@ -35,7 +35,9 @@ def from_hf_config(config, *, strict: bool = True) -> ModelPositions:
     transformers `PretrainedConfig`, a path to a config.json, or a model directory holding one.
 
     A position-looking key its reader does not understand raises `PosencError` naming it
-    (`strict=False` downgrades that to a warning): never a silent default.
+    (`strict=False` downgrades that to a warning): never a silent default. A model type that
+    transformers knows, that no family reader has and that no golden checked is refused
+    (`checked.gate`, whatever `strict`), as is each nested language config's.
     """
     config = config_dict(config)
     if not isinstance(config, dict):
@@ -45,7 +47,12 @@ def from_hf_config(config, *, strict: bool = True) -> ModelPositions:
         raise PosencError("config.model_type", f"must be a string, got {type(model_type).__name__}")
     from . import families  # noqa: F401  (registers every reader)
 
-    return READERS.get(model_type, READERS["__generic__"])(config, strict)
+    if model_type in READERS:
+        return READERS[model_type](config, strict)
+    from .checked import gate
+
+    gate(config, "config.model_type")
+    return READERS["__generic__"](config, strict)
 
 
 def rope_spec_from_hf_config(config: dict, *, strict: bool = True) -> RopeSpec:

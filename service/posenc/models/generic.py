@@ -19,6 +19,7 @@ import warnings
 
 from ..errors import PosencError
 from . import READERS, reader
+from .checked import gate
 from .fields import ConfigView
 from .mechanisms import (
     ATTENTION_TYPES,
@@ -206,15 +207,18 @@ def _ntk_alpha(params: ConfigView | None) -> ConfigView | None:
 
 
 def _read_nested(inner: ConfigView, strict: bool) -> ModelPositions:
-    """A composite config: the language model's positions are its own config's."""
+    """A composite config: the language model's positions are its own config's. Each level's model
+    type without a family reader passes the gate (`checked.gate`)."""
     if "model_type" in inner.raw and not isinstance(inner.raw["model_type"], str):
         raise PosencError(inner.field("model_type"), f"must be a string, got {inner.raw['model_type']!r}")
+    read = READERS.get(inner.raw.get("model_type"))
+    if read is None:
+        gate(inner.raw, inner.field("model_type"))
     for key in NESTED:
         if inner.has(key):  # Qwen-Omni: thinker_config.text_config
             return _read_nested(inner.obj(key), strict)
-    read = READERS.get(inner.raw.get("model_type"), read_generic)
     try:
-        return read(inner.raw, strict)
+        return (read or read_generic)(inner.raw, strict)
     except PosencError as exc:
         field = exc.field.replace("config", inner.path, 1) if exc.field.startswith("config") else exc.field
         raise PosencError(field, exc.message) from None

@@ -68,8 +68,9 @@ def _crc32c_numba(data, crc, t):
     return r ^ np.uint32(0xFFFFFFFF)
 
 
-#: libposenc's native CRC-32C kernels, fastest first (posenc_crc32c_by accepts each name).
-KERNELS = ("vpclmulqdq", "sse4.2", "table")
+#: libposenc's native CRC-32C kernels, fastest first (posenc_crc32c_by accepts each name):
+#: VPCLMULQDQ folding with AVX-512 or with AVX2 (Zen 3), the SSE4.2 crc32 instruction, tables.
+KERNELS = ("vpclmulqdq", "vpclmulqdq256", "sse4.2", "table")
 
 
 def _native(name: str, restype, *argtypes):
@@ -126,10 +127,10 @@ def crc32c_by(kernel: str, data, crc: int = 0, *, piece: int | None = None) -> i
 
 def native_kernels() -> list[str]:
     """The native CRC-32C kernels this CPU runs, fastest first: what `crc32c_by` accepts."""
-    if _NATIVE_KERNEL is None:
+    if _NATIVE_KERNEL is None or _NATIVE_BY is None:
         return []
-    best = _NATIVE_KERNEL().decode()
-    return list(KERNELS[KERNELS.index(best):]) if best in KERNELS else []
+    probe = ctypes.c_uint32()
+    return [kernel for kernel in KERNELS if _NATIVE_BY(kernel.encode(), 0, None, 0, ctypes.byref(probe)) == 0]
 
 
 def implementation() -> str:

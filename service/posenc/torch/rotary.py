@@ -16,12 +16,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..api.rope import arrange
 from ..dtypes import output_dtype
 from ..encodings import RopeSpec
 from ..errors import PosencError
 from ..models import LayerPositions, ModelPositions, from_hf_config
 from .cache import CosSinCache
-from .tensors import ARRANGEMENTS, arrange, cos_sin, positions_array, posenc_dtype, to_torch
+from .tensors import ARRANGEMENTS, cos_sin, positions_array, posenc_dtype, to_torch
 
 
 def rope_layers(source) -> dict[str, RopeSpec]:

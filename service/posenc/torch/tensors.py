@@ -12,15 +12,15 @@ import torch
 
 from .. import api
 from ..dtypes import output_dtype
+from ..encodings.rope import ARRANGEMENTS as ARRANGEMENTS_BY_NAME
 from ..errors import PosencError
 
 #: torch dtype -> posenc output dtype name (the dtypes posenc casts to exactly, once).
 TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
                 torch.bfloat16: "bfloat16"}
-#: How a rotary module hands cos/sin to attention: "cat" = [c_0..c_{n-1}, c_0..c_{n-1}] (Llama and
-#: most models), "interleave" = [c_0, c_0, c_1, c_1, ...] (Cohere). Not the same as the apply layout:
-#: GLM's module returns "cat" and its apply_rotary_pos_emb interleaves.
-ARRANGEMENTS = ("cat", "interleave")
+#: How a rotary module hands cos/sin to attention: the arrangements of posenc.encodings.rope.ARRANGEMENTS
+#: (shared with posenc.rope_cos_sin and POST /v1/rope/cos_sin) that fill head_dim, "cat" and "interleave".
+ARRANGEMENTS = tuple(name for name, per_freq in ARRANGEMENTS_BY_NAME.items() if per_freq == 2)
 
 
 def posenc_dtype(dtype) -> str:
@@ -52,30 +52,20 @@ def positions_array(positions) -> np.ndarray:
     return np.asarray(positions, dtype=np.float64) if not isinstance(positions, np.ndarray) else positions
 
 
-def arrange(half: np.ndarray, arrangement: str) -> np.ndarray:
-    """[..., n_freq] -> [..., 2*n_freq] the way a rotary module lays out its cache."""
-    if arrangement == "cat":
-        return np.concatenate([half, half], axis=-1)
-    if arrangement == "interleave":
-        return np.repeat(half, 2, axis=-1)
-    raise PosencError("arrangement", f"must be one of {list(ARRANGEMENTS)}, got {arrangement!r}")
-
-
 def cos_sin(positions, spec, *, device=None, dtype=torch.float32, arrangement="cat", seq_len=None):
     """(cos, sin) for `positions` of any shape [..., n]: tensors [..., n, 2*n_freq] on `device`.
 
-    `arrangement` "cat" gives the duplicated halves transformers' rotary modules return
-    (`torch.cat((freqs, freqs), -1)`), "interleave" gives `repeat_interleave(freqs, 2)` (Cohere).
-    The attention factor is applied, as in the reference. Values are formed in float64 and cast
-    once to `dtype`; on the CPU the tensors share memory with the arrays posenc computed.
+    `arrangement` (posenc.encodings.rope.ARRANGEMENTS, as posenc.rope_cos_sin takes it): "cat" gives
+    the duplicated halves transformers' rotary modules return (`torch.cat((freqs, freqs), -1)`),
+    "interleave" gives `repeat_interleave(freqs, 2)` (Cohere), "freq" one column per frequency
+    ([..., n, n_freq]). The attention factor is applied, as in the reference. Values are formed in
+    float64 and cast once to `dtype`; on the CPU the tensors share memory with the arrays posenc computed.
     """
     name = posenc_dtype(dtype)
     pos = positions_array(positions)
-    flat = pos.reshape(-1)
-    cos, sin = api.rope_cos_sin(flat, spec, seq_len=seq_len, dtype=name)
-    shape = pos.shape + (2 * cos.shape[-1],)
-    return (to_torch(arrange(cos, arrangement).reshape(shape), device),
-            to_torch(arrange(sin, arrangement).reshape(shape), device))
+    cos, sin = api.rope_cos_sin(pos.reshape(-1), spec, seq_len=seq_len, dtype=name, arrangement=arrangement)
+    shape = pos.shape + cos.shape[-1:]
+    return to_torch(cos.reshape(shape), device), to_torch(sin.reshape(shape), device)
 
 
 def alibi_bias(n_heads, q_len, k_len=None, *, device=None, dtype=torch.float32, **kwargs) -> torch.Tensor:

@@ -13,10 +13,13 @@ from typing import Annotated, Any, Literal, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ...encodings.alibi import MAX_BIAS_MAX
+from ...encodings.rope import ARRANGEMENTS
 from ...shm import TableInfo
 
 Dtype = Literal["float32", "float64", "float16", "bfloat16"]
 PositionsDtype = Literal["int64", "float64"]
+#: posenc.encodings.rope.ARRANGEMENTS: "freq", "cat", "interleave".
+Arrangement = Literal[tuple(ARRANGEMENTS)]
 #: A table name as posenc.shm.paths.check_name accepts it: 1..64 of [A-Za-z0-9_.-], not ".", no "..".
 TABLE_NAME_PATTERN = r"^([A-Za-z0-9_-]|\.[A-Za-z0-9_-])[A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\.?$"
 TableName = Annotated[str, Field(min_length=1, max_length=64, pattern=TABLE_NAME_PATTERN)]
@@ -63,6 +66,10 @@ class RopeCosSinRequest(_Strict):
     layer_type: str | None = _LAYER_TYPE
     seq_len: float | None = _SEQ_LEN
     dtype: Dtype = "float32"
+    arrangement: Arrangement = Field(
+        "freq", description="How each of cos and sin is laid out in a row [cos | sin]: freq = one column per "
+        "frequency (rows [n, 2*n_freq], the table layout); cat = the halves duplicated, as transformers' rotary "
+        "modules (rows [n, 4*n_freq] = [HF cos | HF sin]); interleave = each value twice (Cohere).")
     positions_dtype: PositionsDtype = _POSITIONS_DTYPE
 
 
@@ -94,7 +101,7 @@ class RopeInvFreqRequest(_Strict):
 
 class AlibiSlopesRequest(_Strict):
     n_heads: int = Field(description="Number of attention heads.", examples=[12])
-    variant: Literal["paper", "bloom", "mpt", "falcon"] | None = None
+    variant: Literal["paper", "bloom", "mpt", "falcon", "baichuan"] | None = None
     alibi_bias_max: AlibiBiasMax | None = Field(None, description="mpt only (default 8).")
     dtype: Dtype = "float64"
 
@@ -107,7 +114,7 @@ class AlibiBiasRequest(_Strict):
     k_offset: int | None = None
     mode: Literal["causal", "symmetric", "bloom"] | None = None
     gamma: float | list[float] | None = Field(None, description="Multiplies the slopes: one number or one per head.")
-    variant: Literal["paper", "bloom", "mpt", "falcon"] | None = None
+    variant: Literal["paper", "bloom", "mpt", "falcon", "baichuan"] | None = None
     alibi_bias_max: AlibiBiasMax | None = Field(None, description="mpt only (default 8).")
     dtype: Dtype = "float32"
 

@@ -1,8 +1,8 @@
 """The ASGI app uvicorn runs: request id, API key, CORS, limits, metrics, the raw row route, then FastAPI.
 
-Per request, in order, each rule once (the protocol's `answer_now` and the lane, `_lane`, which
-sends a `now` plan's answer before the request's recorder and context are made, call the same
-functions, through `_now_answer`):
+Per request, in order, each rule once (the protocol's `answer_now` and the ASGI lane,
+`_asgi_lane`, which sends a `now` plan's answer before the request's recorder and context are
+made, call the same functions, through `_now_answer`):
   * X-Request-Id: the client's (1..128 of [A-Za-z0-9._~:/+=@-], else 422) or a generated one;
     echoed on every response, in every error body and in the service's log lines;
   * CORS, when `server.cors_origins` lists origins (off otherwise: no CORS headers at all);
@@ -115,9 +115,9 @@ class ServiceApp:
         self.api_key = config.api_key.encode() if config.server.require_api_key else None
         self.access_log = config.server.access_log
         self.inner = self._serve
-        #: Whether a `now` plan's answer may be sent by the lane (`_lane`, ahead of the recorder) and
-        #: by the protocol (answer_now): not with CORS (its preflight and headers are the ASGI path's)
-        #: nor the access log (it logs the client uvicorn's proxy-headers middleware finds).
+        #: Whether a `now` plan's answer may be sent by the ASGI lane (`_asgi_lane`, ahead of the
+        #: recorder) and by the protocol (answer_now): not with CORS (its preflight and headers are
+        #: the ASGI path's) nor the access log (it logs the client uvicorn's proxy-headers middleware finds).
         self.now = plans and not config.server.cors_origins and not self.access_log
         if config.server.cors_origins:
             self.inner = Cors(self._serve, allow_origins=list(config.server.cors_origins),
@@ -130,14 +130,14 @@ class ServiceApp:
             await self.api(scope, receive, send)  # lifespan
             return
         started = time.perf_counter()
-        lane = None  # None: the general path looks at the first message; else whether the lane tried the plans
+        lane = None  # None: the general path looks at the first message; else whether the ASGI lane tried the plans
         if self.now:
             plans = self.router.find(scope["method"], scope["path"])[1]
             if plans:
                 body, receive = _first_body(scope, receive)
                 lane = False  # the body is on its way: the general path reads it, then tries the plans
                 if body is not None:
-                    answered = await self._lane(scope, send, body, plans, started)
+                    answered = await self._asgi_lane(scope, send, body, plans, started)
                     if answered:
                         return
                     lane = None if answered is None else True  # a plan raised: the general path runs it again
@@ -148,7 +148,7 @@ class ServiceApp:
             if not valid:
                 await self._refuse(recorder, HttpError("invalid_parameter", "X-Request-Id must be 1..128 characters "
                                                        "of [A-Za-z0-9._~:/+=@-]", "x-request-id"))
-            elif lane is not None:  # no CORS (the lane's condition): `inner` is _serve itself
+            elif lane is not None:  # no CORS (the ASGI lane's condition): `inner` is _serve itself
                 await self._serve(scope, receive, recorder, lane)
             else:
                 await self.inner(scope, receive, recorder)
@@ -179,7 +179,7 @@ class ServiceApp:
                                                                f"{request_id})"))
         recorder.status = 500
 
-    async def _lane(self, scope, send, body: bytes, plans, started: float) -> bool | None:
+    async def _asgi_lane(self, scope, send, body: bytes, plans, started: float) -> bool | None:
         """A request whose whole body is at hand, answered by a `now` plan before the request's
         recorder and context exist (what they cost is most of a small answer's time): the rules of
         `_now_answer`, the answer sent to uvicorn's `send` directly, counted as `__call__` counts
@@ -241,7 +241,7 @@ class ServiceApp:
 
     def _now_answer(self, scope, body: bytes, plans):
         """(request id, plan, Answer with X-Request-Id in its headers) of a complete request a `now`
-        plan answers, for the lane and answer_now: the rules the general path applies before its
+        plan answers, for the ASGI lane and answer_now: the rules the general path applies before its
         plans, from the same functions -- a valid X-Request-Id, the API key, then `_first_answer`'s
         body limit, concurrency and budget; None when one of them would refuse it (the general path
         refuses it then) or no plan answers it."""
@@ -267,7 +267,7 @@ class ServiceApp:
     async def _serve(self, scope, receive, send, lane: bool | None = None):
         """The rules in order (after the request id): API key, body (size, deadline, budget),
         concurrency; then the plans of the request's shape, then FastAPI. `lane`: None when the
-        lane did not run (the first message is looked at here), else whether it put the request to
+        ASGI lane did not run (the first message is looked at here), else whether it put the request to
         the `now` plans already."""
         path = scope["path"]
         if self.api_key is not None and not self._authorized(scope):

@@ -1,11 +1,12 @@
 """`posenc serve`: build the tables once, run uvicorn workers over them, clean up on the way out.
 
-The parent process warms the kernels (so workers load numba's cache instead of all compiling),
-publishes every configured table into shared memory, starts the sidecar processes, then runs
-uvicorn (uvloop, httptools with connection guards; N worker processes that each attach the
-tables read-only and warm up before serving). SIGTERM or Ctrl-C stops accepting, lets
-in-flight requests finish for up to `drain_timeout_s`, stops the sidecars, removes the tables
-the workers created over HTTP and unlinks the configured ones.
+The parent process imports the serving stack and warms the kernels, publishes every configured
+table into shared memory, starts the sidecar processes, then runs uvicorn (uvloop, httptools
+with connection guards). One worker serves in the parent itself; N workers are forks of the
+warm parent (not uvicorn's spawned interpreters, which imported everything and loaded every
+kernel again: seconds each), so each only attaches the tables before serving. SIGTERM or Ctrl-C
+stops accepting, lets in-flight requests finish for up to `drain_timeout_s`, stops the
+sidecars, removes the tables the workers created over HTTP and unlinks the configured ones.
 """
 
 from __future__ import annotations
@@ -14,26 +15,30 @@ import copy
 import logging
 import logging.config
 import math
+import multiprocessing
 import os
 import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import uvicorn
+from uvicorn import _subprocess
 from uvicorn.config import LOGGING_CONFIG
+from uvicorn.supervisors.multiprocess import SIGNALS as SUPERVISOR_SIGNALS
 
 from ...client.process import ServerProcess, service_argv
 from ...config import ServiceConfig
 from ...errors import PosencError
-from ...shm import TableStore
+from ...shm import TableStore, attach
 from ..app import STATE_ENV, serve_state
-from .ledger import cleanup_created_tables
 from ..transport.protocol import GuardedHttpToolsProtocol
-from .service import make_run_dir
-from .warmup import warm_kernels
+from .ledger import cleanup_created_tables
+from .service import freeze_startup_heap, make_run_dir
+from .warmup import warm_kernels, warm_lookups
 
 log = logging.getLogger("posenc.serve")
 
@@ -103,6 +108,46 @@ class Sidecars:
         self.processes = []
 
 
+class WarmForks:
+    """Stands in for the multiprocessing context uvicorn's supervisor makes its workers with
+    (`uvicorn._subprocess.spawn`, its one place for that): each worker is a fork of this warm
+    process instead of a fresh interpreter. A spawned worker imported numpy, numba, ml_dtypes and
+    the HTTP stack and loaded every kernel again (about 2 s of CPU each, all workers at once on a
+    busy node); a fork starts with them loaded, sharing their pages copy-on-write. It does not get
+    the parent's other threads: the kernel pool's (kernels/parallel.py forgets the pool in a child)."""
+
+    _fork = multiprocessing.get_context("fork")
+
+    def Process(self, target, kwargs):  # multiprocessing's name
+        return self._fork.Process(target=_forked_worker, args=(target,), kwargs=kwargs)
+
+
+def _forked_worker(start, **kwargs) -> None:
+    """Give the worker the signal handlers a fresh interpreter has (the supervisor's would queue
+    SIGTERM for a loop that never runs here), then run uvicorn's worker entry point."""
+    for sig in SUPERVISOR_SIGNALS:
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    start(**kwargs)
+
+
+@contextmanager
+def forked_workers():
+    """uvicorn's worker processes are forks of this one while inside (see WarmForks). What is
+    alive now is frozen first (gc.freeze, as the gc docs advise before fork): no worker's
+    collections then touch, and so copy, the pages of the inherited heap."""
+    freeze_startup_heap()
+    spawn = getattr(_subprocess, "spawn", None)
+    if spawn is None:  # a uvicorn that makes its workers elsewhere: they start as it spawns them (slower)
+        log.warning("uvicorn has no _subprocess.spawn: workers start as fresh interpreters")
+        yield
+        return
+    _subprocess.spawn = WarmForks()
+    try:
+        yield
+    finally:
+        _subprocess.spawn = spawn
+
+
 def _log_config() -> dict:
     config = copy.deepcopy(LOGGING_CONFIG)
     config["loggers"]["posenc"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
@@ -117,6 +162,15 @@ def publish_tables(store: TableStore, config: ServiceConfig) -> None:
                  info.dtype, info.nbytes / 2**20, time.perf_counter() - started)
 
 
+def warm_gathers(config: ServiceConfig) -> None:
+    """Run each published table's gather once here, in the parent: the workers, forked after this,
+    inherit it compiled. Each worker warms its tables' gathers again before it reports ready (a
+    millisecond then); with an empty numba cache (a new pod) every worker compiled them at once."""
+    for table in config.tables:
+        with attach(table.name, root=config.server.shm_dir, verify=False) as mapped:  # just written here
+            warm_lookups([mapped])
+
+
 def serve(config: ServiceConfig, sidecars: Sequence[Sidecar] | None = None) -> int:
     """Run the service in this process until SIGTERM/SIGINT; returns the exit status."""
     config.check_serveable()
@@ -128,20 +182,25 @@ def serve(config: ServiceConfig, sidecars: Sequence[Sidecar] | None = None) -> i
     supervisor = Sidecars(sidecars_for(config) if sidecars is None else sidecars)
     store = None
     try:
+        started = time.perf_counter()
         warm_kernels()
+        log.info("kernels warm in %.2f s", time.perf_counter() - started)
         store = TableStore(config.server.shm_dir)
         publish_tables(store, config)
+        warm_gathers(config)
         supervisor.start()
         server = config.server
-        uvicorn.run("posenc.http.app:create_app", factory=True, host=server.host, port=server.port,
-                    workers=server.worker_count, loop="uvloop", http=GuardedHttpToolsProtocol, lifespan="on",
-                    timeout_keep_alive=max(1, round(server.keep_alive_s)),
-                    timeout_graceful_shutdown=math.ceil(server.drain_timeout_s),
-                    # A worker loads its numba kernels before serving; on a busy node that can hold the GIL
-                    # past uvicorn's 5 s ping, and the supervisor would kill and restart a healthy worker.
-                    timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
-                    access_log=False,  # the app writes its own, with the request id (posenc.http.pipeline.asgi)
-                    log_config=_log_config(), server_header=False)
+        with forked_workers():
+            uvicorn.run("posenc.http.app:create_app", factory=True, host=server.host, port=server.port,
+                        workers=server.worker_count, loop="uvloop", http=GuardedHttpToolsProtocol, lifespan="on",
+                        timeout_keep_alive=max(1, round(server.keep_alive_s)),
+                        timeout_graceful_shutdown=math.ceil(server.drain_timeout_s),
+                        # A worker warms its kernels before serving: milliseconds as a fork of this process, but
+                        # a spawned one (see forked_workers) loads them all, which on a busy node can hold the GIL
+                        # past uvicorn's 5 s ping, and the supervisor would kill and restart a healthy worker.
+                        timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
+                        access_log=False,  # the app writes its own, with the request id (posenc.http.pipeline.asgi)
+                        log_config=_log_config(), server_header=False)
     except KeyboardInterrupt:
         pass
     finally:

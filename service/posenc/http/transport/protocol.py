@@ -365,6 +365,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._eof = True
         if self._done:
             return None  # lingering: the client has stopped sending, close now
+        if self._rejection is not None:
+            return True  # a refused request waits for the answers ahead of it; it closes after them
         cycle = self.cycle
         if cycle is None or cycle.response_complete or cycle.more_body:
             return None  # nothing pending, or a body that will never arrive: close

@@ -14,12 +14,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from .... import api
-from ....api.rope import as_rope_spec, rope_rows_at, rope_table
+from ....api.rope import arrange_rows, as_rope_spec, rope_rows_at, rope_table
 from ....api.sinusoidal import sinusoidal_table
 from ....args import as_positions
 from ....dtypes import cast_output, output_dtype
 from ....encodings import RopeSpec, SinusoidalSpec
-from ....encodings.rope import seq_len_for
+from ....encodings.rope import ARRANGEMENTS, seq_len_for
 from ....errors import PosencError
 from ....limits import LIMITS
 from ..calls import Call, as_array, fields_under, read_call, respond, service_of
@@ -60,14 +60,17 @@ def _positions(call: Call) -> np.ndarray:
 
 
 def spec_job(service, key, exact: np.ndarray, dtype: np.dtype, compute: Callable[[np.ndarray], np.ndarray],
-             width: int) -> tuple[Callable[[], np.ndarray], int, bool]:
+             width: int, arrangement: str = "freq") -> tuple[Callable[[], np.ndarray], int, bool]:
     """(job, elements, gathered) for a spec's rows at validated positions: a gather from a covering
-    table when one exists (gathered), else the kernels. (http.prepared answers the plainest requests
-    with the same plan functions and the same tables, without this per-request wrapping.)"""
+    table when one exists (gathered), else the kernels; RoPE rows [cos | sin] with each half laid out
+    as `arrangement` (`width` is the stored one). (http.prepared answers the plainest requests with
+    the same plan functions and the same tables, without this per-request wrapping.)"""
     table = None if key is None else service.tables.covering(key, exact, dtype)
+    elements = exact.size * width * ARRANGEMENTS[arrangement]
     if table is not None:
-        return (lambda: table.spec.cast_rows(table.lookup(exact), exact, dtype)), exact.size * width, True
-    return (lambda: compute(exact)), exact.size * width, False
+        return (lambda: arrange_rows(table.spec.cast_rows(table.lookup(exact), exact, dtype), arrangement)), \
+            elements, True
+    return (lambda: arrange_rows(compute(exact), arrangement)), elements, False
 
 
 def sinusoidal_plan(spec: SinusoidalSpec, dtype: np.dtype):
@@ -88,12 +91,13 @@ def rope_plan(spec: RopeSpec, seq_len, dtype: np.dtype):
     return spec_key_for(spec, seq_len), compute, 2 * spec.n_freq
 
 
-async def _from_spec_or_table(request: Request, call: Call, plan, positions, dtype: np.dtype) -> Response:
+async def _from_spec_or_table(request: Request, call: Call, plan, positions, dtype: np.dtype,
+                              arrangement: str = "freq") -> Response:
     """Rows for a spec (see spec_job). The hit or miss is counted once the answer is ready (a
     request that fails is retried by FastAPI: see fastcompute)."""
     service = service_of(request)
     key, compute, width = plan
-    job, elements, gathered = spec_job(service, key, as_positions(positions), dtype, compute, width)
+    job, elements, gathered = spec_job(service, key, as_positions(positions), dtype, compute, width, arrangement)
     response = await respond(request, call.media, job, elements, gathered=gathered)
     service.metrics.table(hit=gathered)
     return response
@@ -145,11 +149,14 @@ def spec_key_for(encoding, seq_len):
 
 @_route("/rope/cos_sin", RopeCosSinRequest, "RoPE cos/sin rows [cos | sin] for positions", binary=True)
 async def rope_cos_sin(request: Request) -> Response:
-    """Rows [n, 2*n_freq]: cos(p*w_0..) then sin(p*w_0..), attention factor applied (the table layout)."""
+    """Rows [cos | sin], attention factor applied: with `arrangement` "freq" (the default) cos(p*w_0..)
+    then sin(p*w_0..), [n, 2*n_freq] (the table layout); "cat" / "interleave" lay each half out as
+    posenc.rope_cos_sin does ([n, 4*n_freq])."""
     call = await read_call(request, RopeCosSinRequest, "positions")
     params, dtype = call.params, output_dtype(call.params.dtype)
     positions = _positions(call)
     mrope = np.ndim(positions) == 2
+    arrangement = params.arrangement
     if _one_source(params, ("table", "spec", "hf_config")) == "table" and not mrope:
         table = await named_table(request, params.table, "rope")
         built = table.spec.seq_len
@@ -157,19 +164,21 @@ async def rope_cos_sin(request: Request) -> Response:
             raise PosencError("seq_len", f"table {params.table!r} was built without a seq_len (frequencies at init); "
                               "leave seq_len out" if built is None else
                               f"table {params.table!r} was built for seq_len {built:g}")
-        return await rows_response(request, call.media, table, positions, dtype)
+        return await rows_response(request, call.media, table, positions, dtype, arrangement)
     spec, table_seq_len = await _rope_spec(request, params)
     if mrope:  # [3, n] (temporal, height, width): angles per axis, in no table row (a table lends its spec)
         seq_len = table_seq_len if params.seq_len is None else params.seq_len
-        return await respond(request, call.media, lambda: mrope_rows(positions, spec, seq_len, dtype),
-                             positions.size // 3 * 2 * spec.n_freq)
-    return await _from_spec_or_table(request, call, rope_plan(spec, params.seq_len, dtype), positions, dtype)
+        return await respond(request, call.media, lambda: mrope_rows(positions, spec, seq_len, dtype, arrangement),
+                             positions.size // 3 * 2 * spec.n_freq * ARRANGEMENTS[arrangement])
+    return await _from_spec_or_table(request, call, rope_plan(spec, params.seq_len, dtype), positions, dtype,
+                                     arrangement)
 
 
-def mrope_rows(positions, spec: RopeSpec, seq_len, dtype) -> np.ndarray:
-    """[n, 2*n_freq] = [cos | sin] for M-RoPE positions [3, n] (temporal, height, width): the
-    layout of 1-D rows, each frequency chunk's angles taken from its axis (spec.mrope_section)."""
-    cos, sin = api.rope_cos_sin(positions, spec, seq_len=seq_len, dtype=dtype)
+def mrope_rows(positions, spec: RopeSpec, seq_len, dtype, arrangement: str = "freq") -> np.ndarray:
+    """[cos | sin] for M-RoPE positions [3, n] (temporal, height, width): the layout of 1-D rows,
+    each frequency chunk's angles taken from its axis (spec.mrope_section), each half laid out as
+    `arrangement`."""
+    cos, sin = api.rope_cos_sin(positions, spec, seq_len=seq_len, dtype=dtype, arrangement=arrangement)
     return np.concatenate((cos, sin), axis=1)
 
 

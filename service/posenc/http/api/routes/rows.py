@@ -13,7 +13,9 @@ import numpy as np
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
+from ....api.rope import arrange_rows
 from ....dtypes import output_dtype
+from ....encodings.rope import ARRANGEMENTS
 from ....errors import PosencError
 from ....shm import Table
 from ..calls import read_call, respond, service_of
@@ -46,11 +48,19 @@ def dtype_for(table: Table, dtype) -> np.dtype:
     return out
 
 
-async def rows_response(request: Request, media: str, table: Table, positions, dtype) -> Response:
+async def rows_response(request: Request, media: str, table: Table, positions, dtype,
+                        arrangement: str | None = None) -> Response:
+    """The table's rows at `positions` as `dtype`; for a RoPE table, each half of [cos | sin] laid
+    out as `arrangement` (posenc.api.rope.arrange_rows; None: as stored)."""
     dtype = dtype_for(table, dtype)
-    response = await respond(request, media,
-                             lambda: table.spec.cast_rows(table.lookup(positions), positions, dtype),
-                             int(np.size(positions)) * table.spec.width, gathered=True)
+    per_freq = 1 if arrangement is None else ARRANGEMENTS[arrangement]
+
+    def rows():
+        found = table.spec.cast_rows(table.lookup(positions), positions, dtype)
+        return found if arrangement is None else arrange_rows(found, arrangement)
+
+    response = await respond(request, media, rows, int(np.size(positions)) * table.spec.width * per_freq,
+                             gathered=True)
     service_of(request).metrics.table(hit=True)  # once answered: see _from_spec_or_table
     return response
 

@@ -1,0 +1,203 @@
+"""`posenc positions CONFIG --positions 0,1,4096`: what a model's positions look like, per layer type.
+
+The question a new user asks first ("what are my model's cos/sin at position 4096?") answered from
+the config alone, through `posenc.from_hf_config`: every layer type, the layers that use it (and
+the ones that use none), the spec posenc read, and the values at the chosen positions -- RoPE's
+cos and sin, the rows a table of a sinusoidal or ALiBi spec holds, T5's buckets, or where a
+learned table's rows live. Every number is the library's own (`posenc.rope_cos_sin`,
+`TableSpec.compute`, `posenc.t5_relative_position_bucket`), so `--json` is a way to check them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..errors import PosencError
+
+#: Config keys holding the number of decoder (or encoder) layers, in the order families use them.
+LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+
+
+def add_arguments(p, *, positions_default: str | None) -> None:
+    """The arguments of `posenc positions` (also `posenc demo --config`'s, with default positions)."""
+    p.add_argument("--positions", required=positions_default is None, default=positions_default,
+                   help="comma-separated positions, e.g. 0,1,4096 (--positions=-3,0,3 when the first is "
+                        "negative; T5 reads them as relative positions key - query)"
+                        + (f" (default {positions_default})" if positions_default else ""))
+    p.add_argument("--layer-type", help="only this layer type (default: every one)")
+    p.add_argument("--layer", type=int, help="only the layer type layer N uses")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64", "float16", "bfloat16"],
+                   help="output dtype (default float32)")
+    p.add_argument("--seq-len", type=float, help="RoPE: the sequence length length-dependent scaling (dynamic NTK, "
+                   "LongRoPE) uses (default: max position + 1, as a fresh transformers module)")
+    p.add_argument("--json", action="store_true", help="one JSON object: specs, layers and values at full precision")
+    p.set_defaults(handler=run)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("positions", help="a model config's cos/sin (or bias, rows, buckets) at chosen positions",
+                       description="Every layer type of a model config (config.json, a model directory, or a "
+                                   "JSON dict file): the layers using it, the spec posenc read, and its values "
+                                   "at --positions.")
+    p.add_argument("config", help="a config.json, the model directory holding one, or a JSON file of the dict")
+    add_arguments(p, positions_default=None)
+
+
+def parse_positions(text: str) -> list[int | float]:
+    """`0,1,4096` -> [0, 1, 4096]: integers stay integers (T5 buckets need them), others are floats."""
+    values = []
+    for item in text.split(","):
+        item = item.strip()
+        try:
+            values.append(int(item))
+        except ValueError:
+            try:
+                values.append(float(item))
+            except ValueError:
+                raise PosencError("positions", f"must be comma-separated numbers, got {item!r} in {text!r}") from None
+    return values
+
+
+def layer_count(config: dict) -> int | None:
+    """The model's layer count from its config (a multimodal config's text_config first), if it says."""
+    for scope in (config.get("text_config"), config):
+        if isinstance(scope, dict):
+            for key in LAYER_COUNT_KEYS:
+                value = scope.get(key)
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    return value
+    return None
+
+
+def layers_without_positions(model, config: dict) -> list[int] | None:
+    """The layers no layer type lists (NoPE layers), when that is known: the config gives the layer
+    count and every layer type applies per layer (None when an encoding is added once at the input)."""
+    count = layer_count(config)
+    entries = model.encodings.values()
+    if count is None or not all(entry.layers for entry in entries):
+        return None
+    used = {layer for entry in entries for layer in entry.layers}
+    return [layer for layer in range(count) if layer not in used]
+
+
+def select(model, layer_type: str | None, layer: int | None) -> list:
+    """The LayerPositions to show: one layer type, the one layer N uses, or all of them."""
+    if layer_type is not None and layer is not None:
+        raise PosencError("layer", "give --layer-type or --layer, not both")
+    if layer_type is not None:
+        return [model.get(layer_type)]
+    if layer is None:
+        return list(model.encodings.values())
+    for entry in model.encodings.values():
+        if layer in entry.layers:
+            return [entry]
+    known = sorted({i for entry in model.encodings.values() for i in entry.layers})
+    if not known:
+        raise PosencError("layer", f"this {model.model_type} model's encodings are not per layer; use --layer-type")
+    raise PosencError("layer", f"no layer type of this {model.model_type} model lists layer {layer} "
+                      f"(layers with positions: {compact(known)})")
+
+
+def values(entry, positions: list, dtype: str, seq_len: float | None) -> tuple[dict, list[str]]:
+    """({name: array [n, ...]}, what they are) for one layer type at `positions`."""
+    import numpy as np
+
+    from .. import api
+    from ..dtypes import output_dtype
+    from ..encodings import RopeSpec
+    from ..tables import TableSpec
+
+    spec, kind = entry.spec, entry.spec.KIND
+    if kind == RopeSpec.KIND:
+        cos, sin = api.rope_cos_sin(positions, spec, seq_len=seq_len, dtype=dtype)
+        about = [f"cos and sin [position, frequency] ({spec.n_freq} frequencies; attention factor applied)"]
+        if spec.length_dependent:
+            used = seq_len if seq_len is not None else max(positions) + 1
+            about.append(f"frequencies at seq_len {used:g}" + ("" if seq_len is not None else
+                         " (max position + 1, as a fresh transformers module; --seq-len to choose)"))
+        return {"cos": cos, "sin": sin}, about
+    if kind == "t5":
+        buckets = api.t5_relative_position_bucket(np.asarray(positions), spec)
+        return {"bucket": buckets[:, None]}, [
+            ("bucket of each position read as a relative position (key - query); the bias per bucket and "
+             "head is a table in the checkpoint")]
+    if kind == "learned":
+        rows = np.asarray(positions) + spec.offset
+        if rows.dtype.kind != "i" or rows.min() < 0 or rows.max() >= spec.rows:
+            raise PosencError("positions", f"a learned table holds integer positions {-spec.offset}.."
+                              f"{spec.num_positions - 1}")
+        return {"checkpoint_row": rows[:, None]}, [
+            (f"rows of {spec.tensor or 'the checkpoint tensor'} (position + offset {spec.offset}): the values are "
+             "in the checkpoint (posenc table build model.safetensors --config config.json publishes them)")]
+    exact = np.asarray(positions, dtype=np.float64)
+    table = TableSpec(spec, int(np.floor(exact.min())), int(np.floor(exact.max())) + 1, "float64")
+    name = "bias" if kind == "alibi" else "rows"
+    about = (f"bias [position, head] a key at that position gets ({spec.n_heads} heads): an ALiBi table's rows"
+             if kind == "alibi" else f"the encoding rows ({spec.dim} values each)")
+    return {name: table.compute(exact, output_dtype(dtype))}, [about]
+
+
+def as_plain(array):
+    """Integers as they are, every float type (bfloat16 included, which numpy does not print) as float64: exact."""
+    return array if array.dtype.kind in "iu" else array.astype("float64")
+
+
+def compact(layers) -> str:
+    """Sorted layer indices as runs: 0-4, 6-10, 12."""
+    runs: list[list[int]] = []
+    for i in sorted(layers):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def run(args) -> int:
+    import numpy as np
+
+    from .. import from_hf_config
+    from ..models import config_dict
+
+    config = config_dict(str(args.config))
+    model = from_hf_config(config)
+    positions = parse_positions(args.positions)
+    if not positions:
+        raise PosencError("positions", "give at least one position")
+    chosen = select(model, args.layer_type, args.layer)
+    none = layers_without_positions(model, config)
+    shown = []
+    for entry in chosen:
+        try:
+            arrays, about = values(entry, positions, args.dtype, args.seq_len)
+        except PosencError as exc:
+            raise type(exc)(exc.field, f"layer type {entry.layer_type!r}: {exc.message}") from None
+        shown.append((entry, arrays, about))
+    if args.json:
+        doc = {"config": str(args.config), "model_type": model.model_type, "reader": model.reader,
+               "positions": positions, "dtype": args.dtype, "layers_without_positions": none,
+               "layer_types": {entry.layer_type: {**entry.to_dict(), "about": about,
+                                                  "values": {k: as_plain(v).tolist() for k, v in arrays.items()}}
+                               for entry, arrays, about in shown}}
+        json.dump(doc, sys.stdout)
+        print()
+        return 0
+    np.set_printoptions(precision=8, linewidth=110, threshold=sys.maxsize)
+    print(f"{args.config}: model_type {model.model_type} (reader {model.reader}), "
+          f"layer types {', '.join(model.layer_types)}")
+    if none:
+        print(f"layers without positions (NoPE): {compact(none)}")
+    width = max(len(f"{p:g}") for p in positions)
+    for entry, arrays, about in shown:
+        where = f"layers {compact(entry.layers)}" if entry.layers else "once, at the input"
+        print(f"\n{entry.layer_type}: {entry.spec.KIND} ({entry.apply}), {where}")
+        print(f"  spec: {json.dumps(entry.spec.to_dict())}")
+        for line in (*entry.notes, *about):
+            print(f"  {line}")
+        for name, array in arrays.items():
+            print(f"  {name} ({array.dtype}):")
+            for p, row in zip(positions, array):
+                text = np.array2string(as_plain(row), prefix=" " * (width + 7))
+                print(f"    {p:>{width}g}: {text}")
+    return 0

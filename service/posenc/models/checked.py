@@ -1,0 +1,78 @@
+"""The gate of `from_hf_config`: a model type transformers knows is answered only where a golden
+has checked it.
+
+Where no family reader has a model type, the generic reader reads mechanisms wherever a config
+uses them, which is right only when the model applies them the way those keys say: a vision
+tower's 2-D rotary, a codec's, or a hybrid's layer pattern read as a Llama layout would be
+silently wrong. checked.json (written by tests/golden/generate_models.py from the goldens) lists
+every model type of the transformers release the goldens were taken from, and for each whether
+a golden checked it (`golden`: judged / family / wrapper) or not (`unchecked`), and what the
+generator saw of it: its kinds of positions, its inputs when they are not text, why it could not
+be built. An unchecked one is refused, saying so (`why`); a model type transformers does not
+know (a custom or remote-code model) is not in the record and keeps the generic reader's answer.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+from ..errors import PosencError
+
+RECORD = Path(__file__).with_name("checked.json")
+
+
+@cache
+def record() -> dict:
+    """checked.json, read once on the first config that needs it (`import posenc` stays light)."""
+    return json.loads(RECORD.read_text())
+
+
+def gate(config: dict, field: str) -> None:
+    """Raise `PosencError(field)` (the config's `model_type` field) when transformers knows this
+    config's model type and no golden checked it, or when it is a wrapper (a model type without
+    positions of its own) and the config nests no language config. Call it only for model types
+    without a family reader (those are hand-verified)."""
+    from .generic import NESTED
+
+    model_type = config.get("model_type")
+    entry = record()["model_types"].get(model_type) if isinstance(model_type, str) else None
+    if entry is None:
+        return
+    version = record()["transformers"]
+    if entry["golden"] == "unchecked":
+        raise PosencError(field, f"posenc has not checked model type {model_type!r} against transformers {version}: "
+                          f"it is {why(entry)}; posenc will not guess its positions")
+    if entry["golden"] == "wrapper" and not any(isinstance(config.get(key), dict) for key in NESTED):
+        raise PosencError(field, f"model type {model_type!r} has no positions of its own in transformers {version}: "
+                          f"posenc reads its language config ({', '.join(NESTED)}), which this config lacks")
+
+
+def why(entry: dict) -> str:
+    """Why no golden checked a model type, naming its kind of positions: "an image encoder, whose
+    positions index image patches, not text tokens (its modeling file has rotary positions); the
+    truth generator could not build it from its default config (TypeError: ...)"."""
+    kinds = " and ".join(entry["positions"])
+    inputs = entry.get("inputs")
+    if inputs:
+        units = "image patches" if {"image", "video"} & set(inputs) else "audio frames" if "audio" in inputs else \
+            f"{'/'.join(inputs)} steps"
+        article = "an" if inputs[0][0] in "aeiou" else "a"
+        subject = (f"{article} {'/'.join(inputs)} encoder, whose positions index {units}, not text tokens "
+                   f"(its modeling file has {kinds} positions)")
+    elif kinds:
+        subject = f"a model with {kinds} positions"
+    else:
+        subject = ("a model whose modeling code has none of the position modules the truth generator looks for "
+                   "(rotary, ALiBi, relative attention bias, sinusoidal, learned)")
+    if entry.get("config_error"):
+        return f"{subject}; its config class cannot be built with its defaults ({entry['config_error']})"
+    if entry.get("failure"):
+        return f"{subject}; the truth generator could not build it from its default config ({entry['failure']})"
+    if "rotary" in entry["positions"]:
+        return (f"{subject}; the truth generator does not enumerate it (it enumerates model types whose own "
+                "modeling file defines a *RotaryEmbedding class)")
+    if kinds:
+        return f"{subject}; no golden covers them"
+    return f"{subject}, so nothing says which positions it uses"
