@@ -166,8 +166,9 @@ def test_an_unhandled_exception_is_a_counted_json_500_with_the_request_id(root, 
     ("fastcompute", "POST", "/v1/alibi/slopes", {"n_heads": 4}, "/v1/alibi/slopes"),
 ])
 def test_a_bug_on_a_fast_path_is_a_counted_json_500_too(root, monkeypatch, where, method, path, body, route):
-    import posenc.http.pipeline.prepared
     import posenc.http.api.routes.encodings
+    import posenc.http.pipeline.fastpath
+    import posenc.http.pipeline.prepared
 
     def bug(*args, **kwargs):
         raise RuntimeError("a bug")
@@ -175,7 +176,7 @@ def test_a_bug_on_a_fast_path_is_a_counted_json_500_too(root, monkeypatch, where
     app = create_app(config(root))
     with TestClient(app, raise_server_exceptions=False) as c:  # started (warmed up) before the bug is planted
         if where == "raw row route":
-            monkeypatch.setattr(app.fast, "rows", lambda scope: bug() if scope["path"] == path else None)
+            monkeypatch.setattr(posenc.http.pipeline.fastpath, "negotiate", bug)  # inside the row plan's answer
         elif where == "prepared":  # the prepared-plan path and the endpoint it hands the request on to
             monkeypatch.setattr(posenc.http.pipeline.prepared.Plan, "rows", bug)
             monkeypatch.setattr(posenc.http.api.routes.encodings, "spec_job", bug)

@@ -343,6 +343,51 @@ def test_a_half_sent_body_at_shutdown_gets_a_json_503(app):
     assert orjson.loads(sent[1]["body"])["error"]["code"] == "not_ready"
 
 
+def _row_requests(client, status: str) -> float:
+    text = client.get("/metrics").text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith('posenc_http_requests_total{method="GET",route="/v1/tables/{name}/rows/{position}"')
+               and f'status="{status}"' in line)
+
+
+@pytest.mark.parametrize("cancelled_at", ["http.response.start", "http.response.body"])
+def test_a_plan_answer_cancelled_while_sent_ends_as_the_general_path_ends_it(app, client, cancelled_at):
+    """The ASGI lane sends a `now` plan's answer before the request's recorder exists; a send cancelled
+    there (uvicorn's drain limit at shutdown, while the client is not reading) ends as the general
+    path ends it: a JSON 503 with X-Request-Id when the head had not gone out, the 503 counted
+    either way, nothing raised to uvicorn (whose answer would be a plain-text 500)."""
+    sent = []
+
+    async def main():
+        cancelled = []
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            if message["type"] == cancelled_at and not cancelled:
+                cancelled.append(message)
+                raise asyncio.CancelledError
+            sent.append(message)
+
+        scope = {"type": "http", "method": "GET", "path": "/v1/tables/sin128/rows/3",
+                 "raw_path": b"/v1/tables/sin128/rows/3", "query_string": b"", "root_path": "",
+                 "http_version": "1.1", "scheme": "http", "headers": [(b"accept", RAW.encode()),
+                                                                      (b"x-request-id", b"lane-1")],
+                 "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8000), "state": {}}
+        await app(scope, receive, send)
+
+    before = _row_requests(client, "503")
+    asyncio.run(main())
+    assert _row_requests(client, "503") == before + 1
+    if cancelled_at == "http.response.start":
+        headers = dict(sent[0]["headers"])
+        assert sent[0]["status"] == 503 and headers[b"x-request-id"] == b"lane-1"
+        assert orjson.loads(sent[1]["body"])["error"]["code"] == "not_ready"
+    else:
+        assert [m["type"] for m in sent] == ["http.response.start"] and sent[0]["status"] == 200
+
+
 def test_a_trailing_slash_is_not_redirected_to_the_host_header(client):
     """Fault 7: `GET /v1/tables/` with `Host: evil.example` was a 307 to http://evil.example/v1/tables."""
     r = client.get("/v1/tables/", headers={"host": "evil.example"}, follow_redirects=False)

@@ -1,6 +1,8 @@
 """The ASGI app uvicorn runs: request id, API key, CORS, limits, metrics, the raw row route, then FastAPI.
 
-Per request, in order, each rule once (the protocol's `answer_now` calls the same functions):
+Per request, in order, each rule once (the protocol's `answer_now` and the ASGI lane,
+`_asgi_lane`, which sends a `now` plan's answer before the request's recorder and context are
+made, call the same functions, through `_now_answer`):
   * X-Request-Id: the client's (1..128 of [A-Za-z0-9._~:/+=@-], else 422) or a generated one;
     echoed on every response, in every error body and in the service's log lines;
   * CORS, when `server.cors_origins` lists origins (off otherwise: no CORS headers at all);
@@ -26,15 +28,15 @@ import time
 
 from fastapi import FastAPI
 
-from .cors import Cors
 from ..api.errors import REQUEST_ID, HttpError, error_body
+from ..runtime.service import CACHE_SHARES, Service
+from .cors import Cors
 from .fastcompute import TEMPLATE, FastComputed
 from .fastpath import FastRows
 from .headers import REQUEST_ID_HEADER, bearer_matches, header, request_id_of
 from .limits import ClientGone, read_body, replay, replay_message, resumed, started
 from .plans import Router, plan_table
 from .prepared import Prepared
-from ..runtime.service import CACHE_SHARES, Service
 
 log = logging.getLogger("posenc.http")
 access = logging.getLogger("posenc.access")
@@ -82,6 +84,18 @@ class _Recorder:
         await self.send(message)
 
 
+def _first_body(scope, receive):
+    """(the request's whole body, or None when it is not complete in its first message; the receive
+    to go on with, which replays what this read). A GET's is b"" unread: the row plan reads none."""
+    if scope["method"] == "GET":
+        return b"", receive
+    first = started(receive())
+    if type(first) is not dict:  # the body is still on its way: read_body reads it
+        return None, resumed(first, receive)
+    body = first.get("body", b"") if first["type"] == "http.request" and not first.get("more_body") else None
+    return body, replay_message(first, receive)
+
+
 class ServiceApp:
     """The pipeline: the rules, once, then the plans (plans.py) or FastAPI. With `plans=False` the
     plan table is empty and FastAPI answers everything (the equivalence tests' reference)."""
@@ -101,9 +115,9 @@ class ServiceApp:
         self.api_key = config.api_key.encode() if config.server.require_api_key else None
         self.access_log = config.server.access_log
         self.inner = self._serve
-        #: Whether the protocol may answer requests itself (answer_now): not with CORS (its preflight
-        #: and headers are the ASGI path's) nor the access log (it logs the client uvicorn's
-        #: proxy-headers middleware finds).
+        #: Whether a `now` plan's answer may be sent by the ASGI lane (`_asgi_lane`, ahead of the
+        #: recorder) and by the protocol (answer_now): not with CORS (its preflight and headers are
+        #: the ASGI path's) nor the access log (it logs the client uvicorn's proxy-headers middleware finds).
         self.now = plans and not config.server.cors_origins and not self.access_log
         if config.server.cors_origins:
             self.inner = Cors(self._serve, allow_origins=list(config.server.cors_origins),
@@ -116,6 +130,17 @@ class ServiceApp:
             await self.api(scope, receive, send)  # lifespan
             return
         started = time.perf_counter()
+        lane = None  # None: the general path looks at the first message; else whether the ASGI lane tried the plans
+        if self.now:
+            plans = self.router.find(scope["method"], scope["path"])[1]
+            if plans:
+                body, receive = _first_body(scope, receive)
+                lane = False  # the body is on its way: the general path reads it, then tries the plans
+                if body is not None:
+                    answered = await self._asgi_lane(scope, send, body, plans, started)
+                    if answered:
+                        return
+                    lane = None if answered is None else True  # a plan raised: the general path runs it again
         request_id, valid = request_id_of(scope)
         token = REQUEST_ID.set(request_id)
         recorder = scope[RECORDER] = _Recorder(send, request_id)  # `send` below may be CORS's wrapper of it
@@ -123,25 +148,75 @@ class ServiceApp:
             if not valid:
                 await self._refuse(recorder, HttpError("invalid_parameter", "X-Request-Id must be 1..128 characters "
                                                        "of [A-Za-z0-9._~:/+=@-]", "x-request-id"))
+            elif lane is not None:  # no CORS (the ASGI lane's condition): `inner` is _serve itself
+                await self._serve(scope, receive, recorder, lane)
             else:
                 await self.inner(scope, receive, recorder)
-        except asyncio.CancelledError:  # uvicorn's drain limit expired at shutdown: the request ends here
-            if not recorder.started:
-                await self._refuse(recorder, HttpError("not_ready", "the server is shutting down; retry elsewhere",
-                                                       None, headers={"connection": "close", "retry-after": "1"}))
-            else:
-                recorder.status = 503
-        except Exception:  # noqa: BLE001 - the last resort: a JSON 500, logged and counted
-            log.exception("unhandled error on %s %s (request %s)", scope["method"], scope["path"][:200], request_id)
-            if not recorder.started:
-                await self._refuse(recorder, HttpError("internal", f"internal error (logged by the server as request "
-                                                                   f"{request_id})"))
-            recorder.status = 500
+        except (asyncio.CancelledError, Exception) as error:  # noqa: BLE001 - the last resort
+            await self._ended_by(error, scope, recorder, request_id)
         finally:
             REQUEST_ID.reset(token)
         route = recorder.route if recorder.route is not None else \
             self.service.metrics.route(scope["method"], scope["path"])
         self._account(scope, route, recorder.status, started, recorder.nbytes, request_id)
+
+    async def _ended_by(self, error: BaseException, scope, recorder: _Recorder, request_id: str) -> None:
+        """The one policy for a request whose handling raised, whichever way it went: uvicorn's
+        drain limit expiring at shutdown (CancelledError) ends it with a 503 (sent when nothing was
+        yet); any other exception is logged with the request id, answered with the JSON 500 body
+        when nothing was sent yet, and counted as a 500. Notes the status on `recorder`."""
+        if isinstance(error, asyncio.CancelledError):
+            if not recorder.started:
+                await self._refuse(recorder, HttpError("not_ready", "the server is shutting down; retry elsewhere",
+                                                       None, headers={"connection": "close", "retry-after": "1"}))
+            else:
+                recorder.status = 503
+            return
+        log.error("unhandled error on %s %s (request %s)", scope["method"], scope["path"][:200], request_id,
+                  exc_info=error)
+        if not recorder.started:
+            await self._refuse(recorder, HttpError("internal", f"internal error (logged by the server as request "
+                                                               f"{request_id})"))
+        recorder.status = 500
+
+    async def _asgi_lane(self, scope, send, body: bytes, plans, started: float) -> bool | None:
+        """A request whose whole body is at hand, answered by a `now` plan before the request's
+        recorder and context exist (what they cost is most of a small answer's time): the rules of
+        `_now_answer`, the answer sent to uvicorn's `send` directly, counted as `__call__` counts
+        what it answers. True when answered; False when no plan answers it (or a rule would refuse
+        it: the general path then answers or refuses it); None when a plan raised: the general path
+        runs the plans again, inside its error handling, and reports what goes wrong."""
+        try:
+            found = self._now_answer(scope, body, plans)
+        except Exception:  # noqa: BLE001 - see None above
+            return None
+        if found is None:
+            return False
+        request_id, plan, answer = found
+        service = self.service
+        status, head_sent = 200, False
+        service.in_flight += 1
+        service.metrics.enter()
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
+            head_sent = True
+            await send({"type": "http.response.body", "body": answer.payload})
+        except (asyncio.CancelledError, Exception) as error:  # noqa: BLE001 - as the general path ends it
+            recorder = _Recorder(send, request_id)
+            recorder.started = head_sent
+            token = REQUEST_ID.set(request_id)
+            try:
+                await self._ended_by(error, scope, recorder, request_id)
+            finally:
+                REQUEST_ID.reset(token)
+            status = recorder.status
+        finally:
+            service.in_flight -= 1
+            service.metrics.leave()
+            answer.done()
+        scope[PLAN] = plan.name
+        self._account(scope, answer.route, status, started, len(answer.payload) if head_sent else 0, request_id)
+        return True
 
     def answer_now(self, scope, body: bytes):
         """(headers, body) of the 200 of a complete request a `now` plan answers, found without
@@ -152,23 +227,33 @@ class ServiceApp:
         would refuse is declined here and refused there."""
         if not self.now:
             return None
-        plans = self.router.now(scope["method"], scope["path"])
+        plans = self.router.find(scope["method"], scope["path"])[1]
         if not plans:
             return None
         started = time.perf_counter()
-        request_id, valid = request_id_of(scope)
-        # the rules' own functions, each called only when its cheap precondition holds
-        if not valid or (self.api_key is not None and not self._authorized(scope)) or len(body) > self.max_body \
-                or (self.service.in_flight >= self.max_concurrency and self._crowded(scope["path"])):
+        found = self._now_answer(scope, body, plans)
+        if found is None:
             return None
-        for plan in plans:
-            answer = plan.answer(scope, body)
-            if answer is not None:
-                answer.headers.append((REQUEST_ID_HEADER, request_id.encode("ascii")))
-                answer.done()
-                self._account(scope, answer.route, 200, started, len(answer.payload), request_id)
-                return answer.headers, answer.payload
-        return None
+        request_id, _, answer = found
+        answer.done()
+        self._account(scope, answer.route, 200, started, len(answer.payload), request_id)
+        return answer.headers, answer.payload
+
+    def _now_answer(self, scope, body: bytes, plans):
+        """(request id, plan, Answer with X-Request-Id in its headers) of a complete request a `now`
+        plan answers, for the ASGI lane and answer_now: the rules the general path applies before its
+        plans, from the same functions -- a valid X-Request-Id, the API key, then `_first_answer`'s
+        body limit, concurrency and budget; None when one of them would refuse it (the general path
+        refuses it then) or no plan answers it."""
+        request_id, valid = request_id_of(scope)
+        if not valid or (self.api_key is not None and not self._authorized(scope)):
+            return None
+        found = self._first_answer(scope, body, plans)
+        if found is None:
+            return None
+        plan, answer = found
+        answer.headers.append((REQUEST_ID_HEADER, request_id.encode("ascii")))
+        return request_id, plan, answer
 
     def _account(self, scope, route: int, status: int, started: float, nbytes: int, request_id: str) -> None:
         """Count a finished request in the metrics (and the access log), whichever path answered it."""
@@ -179,30 +264,26 @@ class ServiceApp:
             access.info('%s "%s %s" %d %d B %.2f ms request_id=%s', client[0], scope["method"], scope["path"][:200],
                         status, nbytes, seconds * 1e3, request_id)
 
-    async def _serve(self, scope, receive, send):
+    async def _serve(self, scope, receive, send, lane: bool | None = None):
         """The rules in order (after the request id): API key, body (size, deadline, budget),
-        concurrency; then the plans of the request's shape, then FastAPI."""
+        concurrency; then the plans of the request's shape, then FastAPI. `lane`: None when the
+        ASGI lane did not run (the first message is looked at here), else whether it put the request to
+        the `now` plans already."""
         path = scope["path"]
-        if not self._authorized(scope):
+        if self.api_key is not None and not self._authorized(scope):
             await self._refuse(send, HttpError("unauthorized", "send Authorization: Bearer <POSENC_API_KEY>",
                                                "authorization", headers={"www-authenticate": "Bearer"}))
             return
-        plans = self.router.lookup(scope["method"], path)
-        tried = False  # whether the `now` plans have seen this request
-        if plans and plans[0].now and scope["method"] == "GET":  # the row plan reads no body
-            tried = True
-            if await self._answer_first(scope, send, b"", plans):
-                return
-        elif plans and plans[0].now:  # a body complete in its first message: the `now` plans, no read_body
-            first = started(receive())
-            if type(first) is not dict:  # the body is still on its way: read below
-                receive = resumed(first, receive)
-            else:
-                if first["type"] == "http.request" and not first.get("more_body"):
-                    tried = True
-                    if await self._answer_first(scope, send, first.get("body", b""), plans):
-                        return
-                receive = replay_message(first, receive)
+        plans = self.router.find(scope["method"], path)[0]
+        tried = bool(lane)  # whether the `now` plans have seen this request
+        if plans and plans[0].now and lane is None:  # a body complete in its first message: no read_body
+            body, receive = _first_body(scope, receive)
+            if body is not None:
+                tried = True
+                found = self._first_answer(scope, body, plans)
+                if found is not None:
+                    await self._send(scope, send, *found)
+                    return
         reservation = self.service.budget.take(0, "the request body")
         try:
             try:  # no concurrency slot is held while the body arrives
@@ -221,61 +302,62 @@ class ServiceApp:
         finally:
             reservation.release()
 
-    async def _answer_first(self, scope, send, body: bytes, plans) -> bool:
-        """A request whose whole body came in its first message, answered by a `now` plan under the
-        same rules as `answer_now` (body limit, budget, concurrency); False when none answers it (or
-        a rule would refuse it: the general path below then refuses it)."""
-        service = self.service
+    def _first_answer(self, scope, body: bytes, plans):
+        """(plan, Answer) of a request whose whole body came in its first message, answered by a
+        `now` plan under the same rules as `answer_now` (body limit, budget, concurrency), the body's
+        bytes held in the budget until the answer is done; None when none answers it (or a rule
+        would refuse it: the general path then refuses it)."""
+        budget = self.service.budget
         size = len(body)
-        if size > self.max_body or self._crowded(scope["path"]) or (size and not service.budget.try_take(size)):
-            return False
+        if size > self.max_body or (self.service.in_flight >= self.max_concurrency and self._crowded(scope["path"])) \
+                or (size and not budget.try_take(size)):
+            return None
         try:
             for plan in plans:
                 if not plan.now:
-                    return False
+                    break
                 answer = plan.answer(scope, body)
-                if answer is None:
-                    continue
-                service.in_flight += 1
-                service.metrics.enter()
-                try:
-                    await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
-                    await send({"type": "http.response.body", "body": answer.payload})
-                finally:
-                    service.in_flight -= 1
-                    service.metrics.leave()
-                    answer.done()
-                scope[RECORDER].route = answer.route
-                scope[PLAN] = plan.name
-                return True
-            return False
+                if answer is not None:
+                    answer.held += size  # the body's bytes, given back with the answer's own (Answer.done)
+                    return plan, answer
+        except BaseException:
+            budget.give_back(size)
+            raise
+        budget.give_back(size)
+        return None
+
+    async def _send(self, scope, send, plan, answer) -> None:
+        """Send a `now` plan's 200, counted in flight while it is written; `answer.done()` after."""
+        service = self.service
+        service.in_flight += 1
+        service.metrics.enter()
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
+            await send({"type": "http.response.body", "body": answer.payload})
         finally:
-            if size:
-                service.budget.give_back(size)
+            service.in_flight -= 1
+            service.metrics.leave()
+            answer.done()
+        scope[RECORDER].route = answer.route
+        scope[PLAN] = plan.name
 
     async def _answer(self, scope, receive, send, body: bytes, plans, tried: bool) -> None:
-        """The router: the first plan of the request's shape that answers it (the `now` ones unless
-        `_answer_first` tried them already), else FastAPI."""
+        """The router: the first plan of the request's shape that answers it (the `now` ones, which
+        come first, unless `_first_answer` tried them already), else FastAPI."""
+        if not tried:
+            for plan in plans:
+                if not plan.now:
+                    break
+                answer = plan.answer(scope, body)
+                if answer is not None:
+                    await self._send(scope, send, plan, answer)
+                    return
         service = self.service
         service.in_flight += 1
         service.metrics.enter()
         try:
             for plan in plans:
-                if plan.now:
-                    if tried:
-                        continue
-                    answer = plan.answer(scope, body)
-                    if answer is None:
-                        continue
-                    try:
-                        await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
-                        await send({"type": "http.response.body", "body": answer.payload})
-                    finally:
-                        answer.done()
-                    scope[RECORDER].route = answer.route
-                    scope[PLAN] = plan.name
-                    return
-                if await plan.answer(scope, receive, send, body):
+                if not plan.now and await plan.answer(scope, receive, send, body):
                     scope[RECORDER].route = service.metrics.layout.index[("POST", scope[TEMPLATE])]
                     scope[PLAN] = plan.name
                     return

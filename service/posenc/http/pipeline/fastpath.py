@@ -23,11 +23,11 @@ from ...dtypes import OUTPUT_DTYPES
 from ...errors import PosencError
 from ..api.codecs import JSON, encode, json_data, json_frame, negotiate
 from ..api.errors import HttpError
-from .headers import header, text_of
 from ..api.responses import GZIP_MIN_BYTES, accepts_gzip
 from ..api.routes.rows import dtype_for
 from ..runtime.caches import ByteCache
 from ..runtime.table_cache import TableCache
+from .headers import header, text_of
 from .prepared import Answer
 
 ROW_ROUTE = ("GET", "/v1/tables/{name}/rows/{position}")
@@ -38,7 +38,7 @@ _PREFIX_LEN = len(_PREFIX)
 class _Prepared:
     """What every response for one (table, media type, output dtype) shares."""
 
-    __slots__ = ("cast", "data", "dtype", "headers", "prefix", "row_bytes", "table")
+    __slots__ = ("cast", "data", "dtype", "headers", "prefix", "row_bytes", "sized", "table")
 
     def __init__(self, table, media: str, dtype: np.dtype):
         first = table.array[0]
@@ -52,6 +52,10 @@ class _Prepared:
         # binary: the bytes before the row's (the .npy header; none for raw); JSON: the document's head
         self.prefix = json_frame(sample)[0] if media == JSON else body[:len(body) - sample.nbytes]
         self.data = memoryview(table.array).cast("B")
+        #: binary: every answer is the same length, so its whole head, content-length included, is
+        #: made here (copied per answer: the pipeline appends X-Request-Id to it); JSON: None
+        self.sized = None if media == JSON else \
+            [*self.headers, (b"content-length", str(len(self.prefix) + sample.nbytes).encode("ascii"))]
 
 
 class FastRows:
@@ -65,17 +69,6 @@ class FastRows:
     def answer(self, scope, body: bytes = b"") -> Answer | None:
         """The 200 response (the plan "row", plans.py; `body`, a GET's, is not read), or None when
         FastAPI must decide."""
-        found = self.rows(scope)
-        if found is None:
-            return None
-        payload, headers = found
-        if self._route is None:
-            self._route = self.service.metrics.layout.index[ROW_ROUTE]
-        return Answer(self.service, self._route, [*headers, (b"content-length", str(len(payload)).encode("ascii"))],
-                      payload, True, 0)
-
-    def rows(self, scope) -> tuple[bytes, list[tuple[bytes, bytes]]] | None:
-        """(body, headers without content-length) of the 200 response, or None when FastAPI must decide."""
         path = scope["path"]
         query = scope["query_string"]
         if scope["method"] != "GET" or not path.startswith(_PREFIX) or (query and query not in _DTYPE_QUERIES):
@@ -102,19 +95,23 @@ class FastRows:
             except (PosencError, HttpError):  # a dtype the table does not serve, bfloat16 as .npy: FastAPI says so
                 return None
             self._prepared.put((name, media, query), prepared)
+        if self._route is None:
+            self._route = self.service.metrics.layout.index[ROW_ROUTE]
         if prepared.cast:
             values = table.spec.cast_rows(table.array[row:row + 1], [int(position)], prepared.dtype)[0]
             if media != JSON:
-                return prepared.prefix + values.tobytes(), prepared.headers
+                return Answer(self.service, self._route, [*prepared.sized], prepared.prefix + values.tobytes(), True, 0)
         elif media != JSON:
             start = row * prepared.row_bytes
-            return prepared.prefix + prepared.data[start:start + prepared.row_bytes], prepared.headers
+            return Answer(self.service, self._route, [*prepared.sized],
+                          prepared.prefix + prepared.data[start:start + prepared.row_bytes], True, 0)
         else:
             values = table.array[row]
-        body = prepared.prefix + json_data(values) + b"}"
-        if len(body) >= GZIP_MIN_BYTES and accepts_gzip(text_of(header(scope, b"accept-encoding"))):
+        payload = prepared.prefix + json_data(values) + b"}"
+        if len(payload) >= GZIP_MIN_BYTES and accepts_gzip(text_of(header(scope, b"accept-encoding"))):
             return None  # a very wide row to a gzip client: the FastAPI route compresses it
-        return body, prepared.headers
+        return Answer(self.service, self._route, [*prepared.headers, (b"content-length", b"%d" % len(payload))],
+                      payload, True, 0)
 
     def _forget(self, name: str) -> None:
         self._prepared.drop(lambda key: key[0] == name)

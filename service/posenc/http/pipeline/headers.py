@@ -14,13 +14,13 @@ import re
 
 REQUEST_ID_HEADER = b"x-request-id"
 _REQUEST_ID = re.compile(rb"[A-Za-z0-9._~:/+=@-]{1,128}")
-_ID_PREFIX = os.urandom(4).hex()
+_ID_PREFIX = int.from_bytes(os.urandom(4), "big") << 32  # the high half of every generated id, as an int
 _ID_COUNTER = itertools.count()
 
 
 def _reseed_ids() -> None:
     global _ID_PREFIX
-    _ID_PREFIX = os.urandom(4).hex()
+    _ID_PREFIX = int.from_bytes(os.urandom(4), "big") << 32
 
 
 os.register_at_fork(after_in_child=_reseed_ids)  # forked workers must not share a prefix
@@ -40,7 +40,9 @@ def text_of(value: bytes | None) -> str | None:
 
 
 def new_request_id() -> str:
-    return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFF:08x}"
+    """16 hex digits: the process's prefix, then the counter (`bytes.hex` of one int: half the
+    cost of formatting the two halves)."""
+    return (_ID_PREFIX | next(_ID_COUNTER) & 0xFFFFFFFF).to_bytes(8, "big").hex()
 
 
 def request_id_from(given: bytes | None) -> tuple[str, bool]:
@@ -54,7 +56,11 @@ def request_id_from(given: bytes | None) -> tuple[str, bool]:
 
 
 def request_id_of(scope) -> tuple[str, bool]:
-    return request_id_from(header(scope, REQUEST_ID_HEADER))
+    """request_id_from the request's X-Request-Id (`header`'s loop inlined: every request runs this)."""
+    for key, value in scope["headers"]:
+        if key == REQUEST_ID_HEADER:
+            return request_id_from(value)
+    return new_request_id(), True
 
 
 def bearer_matches(authorization: bytes | None, api_key: bytes) -> bool:

@@ -14,14 +14,16 @@ Two kinds:
     (the same rules, then the same plans), which writes the answer without an ASGI task;
   * the others are awaited: `answer(scope, receive, send, body) -> bool` (sent, or not).
 
-`Router.lookup(method, path)` is a dict lookup (the path itself, or for table paths its
-template, found by one substring test), returning the tuple of plans to try in order (() for none).
+`Router.lookup(method, path)` is two dict lookups (the method, then the path itself or for table
+paths its template, found by one substring test), returning the tuple of plans to try in order
+(() for none).
 tests/test_http_plans.py enumerates `plan_table`: every plan has its equivalence cases there.
 """
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from ..api.codecs import JSON, NPY, RAW
 from .fastpath import ROW_ROUTE
@@ -29,7 +31,6 @@ from .prepared import ROWS, SPEC_ROUTES
 
 ROW = ROW_ROUTE[1]
 _TABLES = "/v1/tables/"
-_TABLES_LEN = len(_TABLES)
 
 
 class Plan(NamedTuple):
@@ -42,47 +43,49 @@ class Plan(NamedTuple):
     now: bool  # answer(scope, body) runs nothing asynchronous (the protocol may call it)
 
 
-def shape_of(method: str, path: str) -> str:
-    """The route template a table path's plans are registered under, found coarsely (the plans
-    check the name and position themselves): GET .../rows/..., POST .../rows."""
-    if method == "GET":
-        return ROW if "/rows/" in path else path
-    return ROWS if path.endswith("/rows") else path
-
-
 class Router:
-    """The plans by method and template: what `lookup` returns is the tuple to try, in order."""
+    """The plans by method and template: what `lookup` returns is the tuple to try, in order.
+
+    Everything that depends only on the request's method and route template is worked out here,
+    once, when the table is built: per method, a dict from each registered path or template to
+    (its plans, its `now` plans). A request then costs one call, a dict lookup for its method and
+    one for its path (a table path: its template, found by one substring test), and allocates
+    nothing."""
 
     def __init__(self, plans: list[Plan]):
         self.plans = tuple(plans)
-        found: dict[tuple[str, str], list[Plan]] = {}
+        found: dict[str, dict[str, list[Plan]]] = {}
         for plan in plans:
             for template in plan.templates:
-                found.setdefault((plan.method, template), []).append(plan)
-        self._all = {key: tuple(ps) for key, ps in found.items()}
-        self._now = {key: tuple(p for p in ps if p.now) for key, ps in found.items() if any(p.now for p in ps)}
+                listed = found.setdefault(plan.method, {}).setdefault(template, [])
+                if plan.now and listed and not listed[-1].now:
+                    raise ValueError(f"plan {plan.name}: `now` plans come before awaited ones (the pipeline "
+                                     f"tries them first, on the body's first message)")
+                listed.append(plan)
+        self._table = {method: {path: (tuple(ps), tuple(p for p in ps if p.now)) for path, ps in paths.items()}
+                       for method, paths in found.items()}
+
+    def find(self, method: str, path: str) -> tuple[tuple[Plan, ...], tuple[Plan, ...]]:
+        """(the plans to try for a request, in order; the `now` ones among them): ((), ()) for none."""
+        paths = self._table.get(method)
+        if paths is None:
+            return _NONE
+        found = paths.get(path)
+        if found is None:
+            if not path.startswith(_TABLES):
+                return _NONE
+            # a table path's template, found coarsely (the plans check the name and position themselves):
+            # GET .../rows/..., POST .../rows
+            found = paths.get((ROW if "/rows/" in path else path) if method == "GET" else
+                              (ROWS if path.endswith("/rows") else path), _NONE)
+        return found
 
     def lookup(self, method: str, path: str) -> tuple[Plan, ...]:
-        """The plans to try for a request, in order; () for none. Two dict lookups at most."""
-        found = self._all.get((method, path))
-        if found is None:
-            if not path.startswith(_TABLES):
-                return ()
-            # shape_of, inlined: this runs for every row request
-            found = self._all.get((method, (ROW if "/rows/" in path else path) if method == "GET" else
-                                            (ROWS if path.endswith("/rows") else path)), ())
-        return found
+        """The plans to try for a request, in order; () for none."""
+        return self.find(method, path)[0]
 
-    def now(self, method: str, path: str) -> tuple[Plan, ...]:
-        """The `now` plans of `lookup` (what the protocol may answer without an ASGI task)."""
-        found = self._now.get((method, path))
-        if found is None:
-            if not path.startswith(_TABLES):
-                return ()
-            # shape_of, inlined: this runs for every row request
-            found = self._now.get((method, (ROW if "/rows/" in path else path) if method == "GET" else
-                                            (ROWS if path.endswith("/rows") else path)), ())
-        return found
+
+_NONE: tuple[tuple[Plan, ...], tuple[Plan, ...]] = ((), ())
 
 
 def plan_table(fast, prepared, computed, service) -> list[Plan]:

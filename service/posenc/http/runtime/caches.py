@@ -76,10 +76,11 @@ class ByteCache:
 
     def get(self, key: Hashable):
         """The value kept under `key` (now the most recently used), or None."""
-        found = self._entries.get(key)
+        entries = self._entries
+        found = entries.get(key)
         if found is None:
             return None
-        self._entries.move_to_end(key)
+        entries.move_to_end(key)
         return found[0]
 
     def put(self, key: Hashable, value, weigh=None) -> None:
