@@ -15,9 +15,6 @@ import sys
 
 from ..errors import PosencError
 
-#: Config keys holding the number of decoder (or encoder) layers, in the order families use them.
-LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
-
 
 def add_arguments(p, *, positions_default: str | None) -> None:
     """The arguments of `posenc positions` (also `posenc demo --config`'s, with default positions)."""
@@ -59,21 +56,13 @@ def parse_positions(text: str) -> list[int | float]:
     return values
 
 
-def layer_count(config: dict) -> int | None:
-    """The model's layer count from its config (a multimodal config's text_config first), if it says."""
-    for scope in (config.get("text_config"), config):
-        if isinstance(scope, dict):
-            for key in LAYER_COUNT_KEYS:
-                value = scope.get(key)
-                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                    return value
-    return None
-
-
 def layers_without_positions(model, config: dict) -> list[int] | None:
     """The layers no layer type lists (NoPE layers), when that is known: the config gives the layer
     count and every layer type applies per layer (None when an encoding is added once at the input)."""
-    count = layer_count(config)
+    from ..models.mechanisms import LAYER_KEYS
+    from ..models.tables import config_size
+
+    count = config_size(config, LAYER_KEYS)
     entries = model.encodings.values()
     if count is None or not all(entry.layers for entry in entries):
         return None

@@ -21,15 +21,21 @@ CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_le
                 "max_source_positions")
 
 
-def context_length(config: dict) -> int | None:
-    """The model's context length from its config (a multimodal config's text_config first), if any."""
+def config_size(config: dict, keys: tuple[str, ...]) -> int | None:
+    """The first positive integer among `keys` in a config (a multimodal config's text_config
+    first), if it gives one: a size read for display and table bounds, not validated."""
     for scope in (config.get("text_config"), config):
         if isinstance(scope, dict):
-            for key in CONTEXT_KEYS:
+            for key in keys:
                 value = scope.get(key)
                 if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                     return value
     return None
+
+
+def context_length(config: dict) -> int | None:
+    """The model's context length from its config, if any."""
+    return config_size(config, CONTEXT_KEYS)
 
 
 def layer_tables(model: ModelPositions, *, context: int | None, start: int = 0, stop: int | None = None,
