@@ -43,7 +43,7 @@ import torch
 import transformers
 from posenc.models.generic import NESTED
 from torch import nn
-from transformers import AutoConfig, AutoModel
+from transformers import AutoConfig, AutoModel, PretrainedConfig
 from transformers.integrations.heterogeneity.configuration_utils import AmbiguousGlobalPerLayerAttributeError
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES, model_type_to_module_name
 from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
@@ -60,6 +60,7 @@ DOCS = ROOT / "docs" / "models.md"
 POSITIONS = [0, 1, 2, 5, 11, 100, 1000, 3000, 4095]
 N_LAYERS = 8
 CASE_TIMEOUT_S = 60
+TYPE_TIMEOUT_S = 600  # every case of one model type, once the generator waits for it
 WORKERS = 2  # processes; the machines this runs on have two cores
 APPLY_NAME = re.compile(r"^_?apply_rotary|^apply_.*rot")
 SIZE_OVERRIDES = {
@@ -110,6 +111,68 @@ def rotary_model_types() -> list[str]:
         if source.exists() and re.search(r"^class \w*RotaryEmbedding\b", source.read_text(), re.MULTILINE):
             out.append(model_type)
     return out
+
+
+def positionless_model_types() -> list[str]:
+    """Text model types whose modeling file has none of the position modules `POSITION_PATTERNS`
+    looks for (Jamba, Mamba, RWKV, ...): built and checked like the rotary ones, their truth is
+    that no layer applies positions, recorded only where the model shows it (`run_positionless`).
+    Left out: wrappers (their language config is read and gated), models whose classes take
+    images, video or audio and not text, and config classes that cannot be built."""
+    warnings.filterwarnings("ignore")
+    transformers.logging.set_verbosity_error()
+    models = Path(transformers.__file__).parent / "models"
+    out = []
+    for model_type in sorted(CONFIG_MAPPING_NAMES):
+        module = model_type_to_module_name(model_type)
+        source = models / module / f"modeling_{module}.py"
+        if not source.exists() or any(p.search(source.read_text()) for p in POSITION_PATTERNS.values()):
+            continue
+        try:
+            config = AutoConfig.for_model(model_type)
+        except Exception:
+            continue
+        if any(isinstance(getattr(config, key, None), PretrainedConfig) for key in (*NESTED, "vision_config",
+                                                                                      "audio_config")):
+            continue
+        inputs = _input_modalities(model_type, source)
+        if inputs is None or "text" in inputs:
+            out.append(model_type)
+    return out
+
+
+def run_positionless(config) -> dict:
+    """The truth of a model without position modules: no layer applies positions. Recorded only
+    when the model shows it: its output is the same bit for bit under two sets of position_ids
+    (when its forward takes them), and none of its modules is an embedding table other than a
+    token vocabulary's or has "position" / "rotary" / "sinusoid" in its class name (so a table
+    indexed by positions it makes itself would be seen). Else a RuntimeError saying what was seen."""
+    torch.manual_seed(0)
+    model = build(config)
+    model.eval()
+    layers = _layer_paths(model)
+    if not layers:
+        raise RuntimeError("no decoder layers found")
+    vocab = {getattr(model.config, k, None) for k in ("vocab_size", "n_vocab")} - {None}
+    for path, module in model.named_modules():
+        name = type(module).__name__
+        if re.search(r"position|rotary|sinusoid|alibi|relative", name, re.IGNORECASE):
+            raise RuntimeError(f"{path} ({name}) looks like a position module")
+        if isinstance(module, nn.Embedding) and module.num_embeddings not in vocab:
+            raise RuntimeError(f"{path}: an embedding table of {module.num_embeddings} rows that is not the vocabulary")
+    ids = torch.arange(len(POSITIONS))[None] % 100 + 3
+    outputs = []
+    for pos in (POSITIONS, [p + 517 for p in POSITIONS]):
+        extra = {"decoder_input_ids": ids} if getattr(model.config, "is_encoder_decoder", False) else {}
+        with torch.no_grad():
+            try:
+                out = model(input_ids=ids, position_ids=torch.tensor([pos]), use_cache=False, **extra)
+            except TypeError:  # its forward takes no position ids: nothing to vary
+                break
+        outputs.append(out[0])
+    if len(outputs) == 2 and not torch.equal(outputs[0], outputs[1]):
+        raise RuntimeError("its output changes with position_ids: it applies positions posenc has no golden for")
+    return {"layers": {path: None for path in layers}, "several": {}, "positions": list(POSITIONS)}
 
 
 def language_config(config):
@@ -305,9 +368,27 @@ def _set(config, key, value) -> None:
         pass
 
 
+#: Config keys that turn a family's rotary on, and their value that does (Granite-4 hybrids'
+#: position_embedding_type is null by default, Zamba2's use_mem_rope false): the variations are
+#: made with it off, as the defaults have it, and again with it on.
+ROPE_SWITCHES = {"position_embedding_type": "rope", "use_mem_rope": True}
+
+
 def variations(base) -> list[tuple[str, object]]:
     """(name, config) pairs: the default config, each rope type, a partial rotary factor, other
-    layer-type patterns (NoPE, linear / conv / mamba layers), per-layer-type scaling."""
+    layer-type patterns (NoPE, linear / conv / mamba layers), per-layer-type scaling; with a rope
+    switch that is off by default, all of them again with it on."""
+    out = _variations(base)
+    for key, on in ROPE_SWITCHES.items():
+        if hasattr(base, key) and getattr(base, key) in (None, False):
+            switched = copy.deepcopy(base)
+            setattr(switched, key, on)
+            out += [(f"{key}={on}" + ("" if name == "default" else f", {name}"), config)
+                    for name, config in _variations(switched)]
+    return out
+
+
+def _variations(base) -> list[tuple[str, object]]:
     out = [("default", base)] + layer_pattern_variations(base)
     params = getattr(base, "rope_parameters", None)
     if not isinstance(params, dict):
@@ -614,8 +695,9 @@ def _cases_of(model_type: str) -> tuple[list, str | None]:
         shrink(base)
     except Exception as exc:
         return [], f"config: {type(exc).__name__}: {exc}"[:300]
+    positionless = model_type not in rotary_model_types()
     try:
-        runs = variations(base)
+        runs = [("default", base)] if positionless else variations(base)
     except Exception:  # a config the variations cannot be made of: its defaults alone
         runs = [("default", base)]
     cases = []
@@ -623,13 +705,16 @@ def _cases_of(model_type: str) -> tuple[list, str | None]:
         faulthandler.dump_traceback_later(CASE_TIMEOUT_S)  # a hang shows where it is
         signal.alarm(CASE_TIMEOUT_S)
         try:
-            result = run_case(config)
+            result = run_positionless(config) if positionless else run_case(config)
         except Exception as exc:
             if name == "default":
                 if "-v" in sys.argv:
                     traceback.print_exc()
                 return [], f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
             continue
+        finally:  # disarmed: an alarm left set would fire in the idle worker and lose its next task
+            signal.alarm(0)
+            faulthandler.cancel_dump_traceback_later()
         cases.append(model_truth.Case(model_type, name, config.to_dict(), result["positions"], result["layers"],
                                       result["several"]))
         legacy = legacy_form(config)
@@ -770,12 +855,24 @@ def _timeout(signum, frame):
     raise TimeoutError(f"a case ran over {CASE_TIMEOUT_S} s")
 
 
+def _result(job, model_type: str) -> tuple[list, str | None]:
+    """A model type's cases, or why there are none when its worker never answered (a worker that
+    dies, e.g. in native code, loses its task: Pool.map would wait for it forever)."""
+    try:
+        return job.get(timeout=TYPE_TIMEOUT_S)
+    except multiprocessing.TimeoutError:
+        print(f"{model_type:32s} no result in {TYPE_TIMEOUT_S} s", flush=True)
+        return [], f"no result in {TYPE_TIMEOUT_S} s: its worker hung or died"
+
+
 def main(only: list[str] | None = None):
     """Every rotary model type; with `only` (model types on the command line), those are redone
     and the others kept from the existing goldens."""
-    types = rotary_model_types()
-    with multiprocessing.get_context("spawn").Pool(WORKERS, maxtasksperchild=20) as pool:
-        results = pool.map(cases_of, only or types, chunksize=1)
+    types = rotary_model_types() + positionless_model_types()
+    todo = only or types
+    with multiprocessing.get_context("spawn").Pool(WORKERS) as pool:  # no retiring: torch can hang at exit
+        jobs = [pool.apply_async(cases_of, (t,)) for t in todo]
+        results = [_result(job, t) for job, t in zip(jobs, todo)]
     cases = [case for found, _ in results for case in found]
     failures = {t: why for t, (_, why) in zip(only or types, results) if why}
     if only:

@@ -62,6 +62,8 @@ def layers_without_positions(model, config: dict) -> list[int] | None:
     from ..models.mechanisms import LAYER_KEYS
     from ..models.tables import config_size
 
+    if model.without or not model.encodings:  # the reader said which
+        return list(model.without)
     count = config_size(config, LAYER_KEYS)
     entries = model.encodings.values()
     if count is None or not all(entry.layers for entry in entries):
@@ -74,6 +76,10 @@ def select(model, layer_type: str | None, layer: int | None) -> list:
     """The LayerPositions to show: one layer type, the one layer N uses, or all of them."""
     if layer_type is not None and layer is not None:
         raise PosencError("layer", "give --layer-type or --layer, not both")
+    if not model.encodings:  # a model without positions: nothing to show but that
+        if layer_type is not None or layer is not None:
+            raise PosencError("layer-type" if layer_type is not None else "layer", model.no_positions())
+        return []
     if layer_type is not None:
         return [model.get(layer_type)]
     if layer is None:
@@ -174,7 +180,7 @@ def run(args) -> int:
         return 0
     np.set_printoptions(precision=8, linewidth=110, threshold=sys.maxsize)
     print(f"{args.config}: model_type {model.model_type} (reader {model.reader}), "
-          f"layer types {', '.join(model.layer_types)}")
+          f"layer types {', '.join(model.layer_types) or 'none: no layer applies positions'}")
     if none:
         print(f"layers without positions (NoPE): {compact(none)}")
     width = max(len(f"{p:g}") for p in positions)

@@ -27,7 +27,8 @@ def register(sub) -> None:
 
     build = actions.add_parser("build", help="compute a table into shared memory and publish it")
     build.add_argument("spec", help="JSON (or a JSON file) of an encoding spec such as "
-                       "'{\"kind\":\"sinusoidal\",\"dim\":128}' or of a whole table spec; a HF config.json "
+                       "'{\"kind\":\"sinusoidal\",\"dim\":128}' or of a whole table spec; a HF config.json or the model "
+                       "directory holding one "
                        "(one table per layer type the model computes positions for: NAME.LAYER_TYPE when "
                        "it has several); or a .safetensors / .npy checkpoint holding a learned position table")
     build.add_argument("--positions", help="START:STOP, e.g. 0:131072 (--positions=-8:8 for a negative START; "
@@ -150,6 +151,8 @@ def config_tables(config: dict, args) -> tuple[dict[str | None, TableSpec], dict
     from ..models.tables import context_length, layer_tables
 
     model = from_hf_config(config)
+    if not model.encodings:
+        raise PosencError("config", model.no_positions())
     if args.layer_type is not None:
         model.get(args.layer_type, field_name="layer-type")
     start, stop = parse_positions(args.positions) if args.positions is not None else (0, None)
@@ -205,7 +208,7 @@ def build_plan(args) -> tuple[dict[str | None, TableSpec], dict[str, str], str]:
     for option in ("tensor", "offset", "config"):
         if getattr(args, option) is not None:
             raise PosencError(option, "only applies to a .safetensors / .npy checkpoint")
-    spec = load_json(args.spec)
+    spec = load_json(str(Path(args.spec) / "config.json") if Path(args.spec).is_dir() else args.spec)
     if "encoding" in spec or "kind" in spec:
         if args.layer_type is not None:
             raise PosencError("layer-type", "only applies to a HF config.json")

@@ -70,8 +70,7 @@ def rope_spec_from_hf_config(config: dict, *, strict: bool = True) -> RopeSpec:
     if ropes:
         raise PosencError("layer_type", f"this {model.model_type} model has several RoPE layer types "
                           f"{list(ropes)}; use posenc.from_hf_config(config)[layer_type].spec")
-    kinds = sorted({entry.spec.KIND for entry in model.encodings.values()})
-    raise PosencError("config", f"this {model.model_type} model uses no RoPE (it uses {', '.join(kinds)}); "
+    raise PosencError("config", f"this {model.model_type} model uses no RoPE (it uses {model.kinds()}); "
                       "use posenc.from_hf_config(config)")
 
 

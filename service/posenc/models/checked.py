@@ -49,6 +49,14 @@ def gate(config: dict, field: str) -> None:
                           f"posenc reads its language config ({', '.join(NESTED)}), which this config lacks")
 
 
+def positionless(model_type) -> bool:
+    """Whether transformers' model of this type applies no positions in any layer, as a golden saw:
+    its modeling code has no position module and its built model's output did not change with the
+    position ids (tests/golden/generate_models.py `run_positionless`)."""
+    entry = record()["model_types"].get(model_type) if isinstance(model_type, str) else None
+    return entry is not None and entry["golden"] == "judged" and not entry["positions"]
+
+
 def why(entry: dict) -> str:
     """Why no golden checked a model type, naming its kind of positions: "an image encoder, whose
     positions index image patches, not text tokens (its modeling file has rotary positions); the

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from ..errors import PosencError
 from . import READERS, reader
-from .checked import gate
+from .checked import gate, positionless
 from .fields import ConfigView
 from .mechanisms import (
     ATTENTION_TYPES,
@@ -55,9 +55,9 @@ def unknown_position_keys(view: ConfigView) -> list[str]:
 
 
 def _check_keys(view: ConfigView, strict: bool) -> None:
-    ignored = modeling(view.raw.get("model_type")).ignored_keys
+    facts = modeling(view.raw.get("model_type"))
     for key in unknown_position_keys(view):
-        if key in ignored:
+        if key in facts.ignored_keys or (facts.rope_switch and key == facts.rope_switch[0]):
             continue
         message = (f"is a position mechanism posenc does not read for model type {view.raw.get('model_type')!r}; "
                    "posenc will not guess what it does")
@@ -78,8 +78,12 @@ def read_generic(config: dict, strict: bool) -> ModelPositions:
         inner = view.obj(key)
         if inner is not None:
             return _read_nested(inner, strict)
+    if facts.rope_switch is not None:
+        key, on = facts.rope_switch
+        if view.raw.get(key) != on:  # its modeling code builds no rotary module: no layer has positions
+            return _without_positions(view, str(config.get("model_type")), view.field(key))
     kind = view.raw.get("position_embedding_type", "rope")
-    if kind != "rope":  # Granite-4 hybrids: "rope", or None for a model without positions
+    if kind != "rope":
         raise PosencError(view.field("position_embedding_type"), f"is {kind!r}: posenc reads this config's "
                           "positions only when it is 'rope'")
     attn = view.obj("attn_config")
@@ -87,6 +91,8 @@ def read_generic(config: dict, strict: bool) -> ModelPositions:
         # DBRX's original config.json keeps its base in attn_config (transformers 5 moves it to rope_parameters)
         view = ConfigView({**view.raw, "rope_theta": attn.raw["rope_theta"]}, view.path)
     if not any(view.has(k) for k in _ROPE_KEYS):
+        if positionless(config.get("model_type")):  # Jamba, Mamba: no position module at all
+            return _without_positions(view, str(config.get("model_type")), "config.model_type")
         raise PosencError("config.model_type", f"model type {config.get('model_type')!r} has no family reader "
                           f"and its config names no RoPE parameter ({', '.join(_ROPE_KEYS)}); posenc cannot "
                           f"tell its position encoding (known families: {sorted(k for k in READERS if k[0] != '_')})")
@@ -95,7 +101,7 @@ def read_generic(config: dict, strict: bool) -> ModelPositions:
 
 def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> ModelPositions:
     """Every layer's RoPE from the mechanisms the config uses."""
-    layers, layers_field = num_layers(view)
+    layers, _ = num_layers(view)
     head, head_field = head_dim(view, facts)
     dims = Dims(head, head_field, layers, view.int("max_position_embeddings"), view.field("max_position_embeddings"))
     per_layer = layer_types(view, layers, facts)
@@ -134,14 +140,20 @@ def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> Model
         spec = specs["default"]
         return ModelPositions(model_type, "__generic__",
                               {"default": LayerPositions("default", spec, (), spec.layout, notes["default"])})
+    none = tuple(i for i, n in enumerate(per_layer) if n is None)
     for name, spec in specs.items():
         indices = tuple(i for i, n in enumerate(per_layer) if n == name)
-        none = [i for i, n in enumerate(per_layer) if n is None]
-        extra = (f"layers {none} apply no positions",) if none else ()
+        extra = (f"layers {list(none)} apply no positions",) if none else ()
         encodings[name] = LayerPositions(name, spec, indices, spec.layout, notes[name] + extra)
-    if not encodings:
-        raise PosencError(layers_field, "no layer of this model applies positions")
-    return ModelPositions(model_type, "__generic__", encodings)
+    return ModelPositions(model_type, "__generic__", encodings, without=none)
+
+
+def _without_positions(view: ConfigView, model_type: str, why_field: str) -> ModelPositions:
+    """The answer for a config that turns positions off: every layer has none (needs the layer count)."""
+    layers, _ = num_layers(view)
+    if not layers:
+        raise PosencError(why_field, "turns positions off, but the config gives no layer count to say it of")
+    return ModelPositions.none(model_type, "__generic__", layers)
 
 
 WIDER = " with head_dim "  # the name of a layer type's layers whose head_dim a per-layer override changes

@@ -28,8 +28,10 @@ LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
 def num_layers(view: ConfigView) -> tuple[int, str]:
     """The layer count; 0 when the config gives none (the encodings are then listed without layers)."""
     key = view.first_key(*LAYER_KEYS) or LAYER_KEYS[0]
-    if not view.has(key) and isinstance(view.raw.get("layer_types"), list):
-        return len(view.raw["layer_types"]), view.field("layer_types")
+    if not view.has(key):  # a config that saves only its per-layer list (Nemotron-H's layers_block_type)
+        for listed in ("layer_types", "layers_block_type"):
+            if isinstance(view.raw.get(listed), list):
+                return len(view.raw[listed]), view.field(listed)
     count = view.int(key, 0, minimum=1, maximum=MAX_LAYERS)
     raw = view.raw.get("layer_types")
     if _sub_layers(raw) and len(raw) == count:  # Dory's config.json counts the sub-layers too
@@ -56,14 +58,12 @@ def layer_types(view: ConfigView, layers: int, modeling: Modeling) -> list[str |
         for i, kind in enumerate(raw):
             if not isinstance(kind, str):
                 raise PosencError(view.field("layer_types"), f"entry {i} must be a string, got {kind!r}")
-            if kind in POSITIONLESS_TYPES:
-                names[i] = None
-            elif kind in ATTENTION_TYPES:
-                names[i] = kind
-            else:
+            applies = attends(kind, modeling)
+            if applies is None:
                 raise PosencError(view.field("layer_types"), f"entry {i}: layer type {kind!r} is not one posenc "
                                   f"knows to apply positions or not (known: {sorted(ATTENTION_TYPES | POSITIONLESS_TYPES)})")
-    for i in _positionless_indices(view, layers):
+            names[i] = kind if applies else None
+    for i in _positionless_indices(view, layers, modeling):
         names[i] = None
     scaled = view.raw.get("rope_scaling_layers")
     if scaled is not None:  # Molmo2: the rope dict's scaling on these layers, plain RoPE on the others
@@ -86,7 +86,15 @@ def layer_types(view: ConfigView, layers: int, modeling: Modeling) -> list[str |
     return names
 
 
-def _positionless_indices(view: ConfigView, layers: int) -> set[int]:
+def attends(kind: str, modeling: Modeling) -> bool | None:
+    """Whether a layer of this kind attends with positions: True, False (linear / conv / mamba /
+    recurrent / cross attention) or None (a name posenc does not know)."""
+    if modeling.attention_kinds is not None:
+        return kind in modeling.attention_kinds
+    return True if kind in ATTENTION_TYPES else False if kind in POSITIONLESS_TYPES else None
+
+
+def _positionless_indices(view: ConfigView, layers: int, modeling: Modeling) -> set[int]:
     """Layers other keys mark as mixing tokens without positions: `cross_attention_layers` (Mllama:
     their indices), `block_types` (RecurrentGemma: a pattern repeated over the layers),
     `layers_block_type` (one kind per layer), `attn_layer_indices` (hybrids: every other layer is mamba;
@@ -104,11 +112,11 @@ def _positionless_indices(view: ConfigView, layers: int) -> set[int]:
         if not isinstance(kinds, list) or not kinds or (not repeated and len(kinds) != layers):
             raise PosencError(view.field(key), f"must be a list of layer kinds{'' if repeated else f' ({layers})'}")
         for i in range(layers):
-            kind = kinds[i % len(kinds)]
-            if kind in POSITIONLESS_TYPES:
+            applies = attends(kinds[i % len(kinds)], modeling)
+            if applies is False:
                 out.add(i)
-            elif kind not in ATTENTION_TYPES:
-                raise PosencError(view.field(key), f"layer kind {kind!r} is not one posenc knows to apply "
+            elif applies is None:
+                raise PosencError(view.field(key), f"layer kind {kinds[i % len(kinds)]!r} is not one posenc knows to apply "
                                   "positions or not")
     indices = view.raw.get("attn_layer_indices")
     if indices is None and "attn_layer_indices" in view.raw:  # Bamba: null lists no attention layer
@@ -135,6 +143,8 @@ def theta_group(theta) -> str:
 
 def head_dim(view: ConfigView, modeling: Modeling) -> tuple[int, str]:
     """The width of the vectors the apply function rotates, and the key it came from."""
+    if modeling.head is not None:
+        return modeling.head(view)
     for key in ("qk_rope_head_dim", "head_dim", "kv_channels"):
         if view.has(key) and key not in modeling.ignored_head_keys:
             return view.int(key), view.field(key)

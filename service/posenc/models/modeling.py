@@ -38,6 +38,16 @@ class Modeling:
     #: never reads the section: Qwen3-Omni's code predictor); None: a section is refused
     mrope: str | None = None
     mrope_default: tuple[int, ...] | None = None  # its rotary class's section when the config has none
+    #: (config key, the value that turns its rotary on): its modeling code builds the rotary module
+    #: only then (Zamba2's `use_mem_rope` True; Granite-4 hybrids' `position_embedding_type` "rope",
+    #: where null or "nope" mean none). Any other value, or the key absent (its config class's default
+    #: is off), and no layer applies positions.
+    rope_switch: tuple[str, object] | None = None
+    #: (config view) -> (rotated width, its field), where the head width is not the usual keys'
+    head: Callable | None = None
+    #: the layer kinds its modeling code builds attention for, where it builds a layer without
+    #: positions for every other name (Zamba2: "hybrid"; any other entry becomes a Mamba layer)
+    attention_kinds: frozenset[str] | None = None
 
 
 def _exaone4_nope(view, layer_type: str) -> bool:
@@ -49,6 +59,15 @@ def _exaone4_nope(view, layer_type: str) -> bool:
 def _full_attention_nope(view, layer_type: str) -> bool:
     """Only sliding-window layers rotate; full-attention layers use no positions (Cohere2, AFMoE, Flint)."""
     return layer_type == "full_attention"
+
+
+def _zamba2_head(view) -> tuple[int, str]:
+    """Zamba2's shared attention runs on the concatenated (2 x hidden) stream: its config class sets
+    `attention_head_dim` = 2 * hidden_size // num_attention_heads (`head_dim` maps to it; the saved
+    `kv_channels` is hidden // heads and is not what its rotary reads)."""
+    if view.has("attention_head_dim"):
+        return view.int("attention_head_dim"), view.field("attention_head_dim")
+    return 2 * view.int("hidden_size") // view.int("num_attention_heads"), view.field("num_attention_heads")
 
 
 INTERLEAVED = Modeling(layout="interleaved")
@@ -103,6 +122,8 @@ MODELING: dict[str, Modeling] = {
     "qwen3_omni_moe_talker_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
     "llama4_text": Modeling(layout="interleaved", nope_interval=4),
     "smollm3": Modeling(nope_interval=4),
+    "granitemoehybrid": Modeling(rope_switch=("position_embedding_type", "rope")),
+    "zamba2": Modeling(rope_switch=("use_mem_rope", True), head=_zamba2_head, attention_kinds=frozenset({"hybrid"})),
     "hunyuan_v1_dense": Modeling(ntk_alpha=True),
     "hunyuan_v1_moe": Modeling(ntk_alpha=True),
 }

@@ -45,9 +45,13 @@ class ModelPositions:
     encodings: MappingProxyType = field(repr=False)  # {layer_type: LayerPositions}
     #: other names a layer type answers to in get() (ModernBERT's legacy "global" / "local")
     aliases: MappingProxyType = field(default_factory=dict, repr=False)
+    #: the layers that apply no positions (NoPE attention, linear / conv / mamba / recurrent layers);
+    #: every layer of a model without positions (Jamba, a Granite-4 hybrid without RoPE), whose
+    #: `encodings` are then empty
+    without: tuple[int, ...] = ()
 
     def __post_init__(self):
-        if not self.encodings:
+        if not self.encodings and not self.without:
             raise PosencError("config", f"model type {self.model_type!r} uses no position encoding posenc knows")
         object.__setattr__(self, "encodings", MappingProxyType(dict(self.encodings)))
         object.__setattr__(self, "aliases", MappingProxyType(dict(self.aliases)))
@@ -59,6 +63,11 @@ class ModelPositions:
         entry = LayerPositions("default", spec, tuple(range(layers)), apply or spec.layout, notes)
         return cls(model_type, reader, {"default": entry})
 
+    @classmethod
+    def none(cls, model_type: str, reader: str, layers: int) -> ModelPositions:
+        """A model none of whose `layers` applies positions: its answer is that it has none."""
+        return cls(model_type, reader, {}, without=tuple(range(layers)))
+
     @property
     def layer_types(self) -> tuple[str, ...]:
         return tuple(self.encodings)
@@ -68,6 +77,8 @@ class ModelPositions:
 
     def get(self, layer_type: str | None = None, *, field_name: str = "layer_type") -> LayerPositions:
         """The entry for `layer_type`; with None, the only one (a PosencError naming the choices if several)."""
+        if not self.encodings:
+            raise PosencError(field_name, self.no_positions())
         if layer_type is None:
             if len(self.encodings) == 1:
                 return next(iter(self.encodings.values()))
@@ -83,6 +94,16 @@ class ModelPositions:
     def of_kind(self, kind: str) -> dict[str, LayerPositions]:
         return {name: entry for name, entry in self.encodings.items() if entry.spec.KIND == kind}
 
+    def kinds(self) -> str:
+        """What the model uses, for a message: "rope, learned" or "no positions in any layer"."""
+        return ", ".join(sorted({e.spec.KIND for e in self.encodings.values()})) or "no positions in any layer"
+
+    def no_positions(self) -> str:
+        """The message for a request that needs an encoding from a model that has none."""
+        return (f"this {self.model_type} model applies no positions: none of its {len(self.without)} layers "
+                "uses a position encoding, so there is nothing to compute for it")
+
     def to_dict(self) -> dict:
         return {"model_type": self.model_type, "reader": self.reader,
-                "layer_types": {name: entry.to_dict() for name, entry in self.encodings.items()}}
+                "layer_types": {name: entry.to_dict() for name, entry in self.encodings.items()},
+                "layers_without_positions": list(self.without)}

@@ -61,6 +61,8 @@ def encodings_of(doc: dict) -> list[tuple[str, object]]:
     except PosencError as exc:
         raise PosencError(exc.field if exc.field.startswith("config") else f"config.{exc.field}", exc.message) \
             from None
+    if not model.encodings:
+        raise PosencError("config", model.no_positions())
     return [(label(name), entry.spec) for name, entry in model.encodings.items()]
 
 

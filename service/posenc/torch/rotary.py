@@ -34,6 +34,8 @@ def rope_layers(source) -> dict[str, RopeSpec]:
         source = ModelPositions("?", "?", {source.layer_type: source})
     if not isinstance(source, ModelPositions):
         source = from_hf_config(source)
+    if not source.encodings:
+        raise PosencError("model", source.no_positions())
     others = {name: entry.spec.KIND for name, entry in source.encodings.items() if entry.spec.KIND != "rope"}
     if others:
         raise PosencError("model", f"this {source.model_type} model's positions are not rotary "

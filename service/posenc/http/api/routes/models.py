@@ -36,6 +36,9 @@ class ModelPositionsResponse(BaseModel):
     model_type: str = Field(examples=["gemma3_text"])
     reader: str = Field(description="The family reader that read the config.", examples=["gemma3"])
     layer_types: dict[str, LayerPositionsResponse]
+    layers_without_positions: list[int] = Field(
+        description="Layers that apply no positions (NoPE attention, linear / conv / mamba layers); every layer "
+                    "of a model without positions, whose layer_types is then empty.", examples=[[3, 7, 11]])
 
 
 def read_model(config) -> ModelPositions:
@@ -57,8 +60,8 @@ def layer_spec(config, layer_type: str | None, kind: str):
     if len(candidates) == 1:
         return next(iter(candidates.values())).spec
     if not candidates:
-        kinds = sorted({entry.spec.KIND for entry in model.encodings.values()})
-        raise PosencError("hf_config", f"this {model.model_type} model uses no {kind} encoding (it uses {kinds})")
+        raise PosencError("hf_config", f"this {model.model_type} model uses no {kind} encoding (it uses "
+                          f"{model.kinds()})")
     raise PosencError("layer_type", f"this {model.model_type} model has several {kind} layer types; "
                       f"choose one of {list(candidates)}")
 
