@@ -104,3 +104,10 @@ def test_table_build_reads_a_model_directory(capsys, tmp_path):
     (model / "config.json").write_text(json.dumps({**GRANITE_4_H, "position_embedding_type": "rope"}))
     assert main(["table", "build", str(model), "--positions", "0:16", "--shm-dir", str(tmp_path / "shm")]) == 0
     assert "published granite-4.0-h-rope-16 generation 1: 16x128 float32" in capsys.readouterr().out
+
+
+def test_position_keys_of_a_model_without_position_modules_are_not_read():
+    """Nothing in Jamba's modeling code reads a rope key: one in its config.json changes nothing."""
+    model = posenc.from_hf_config({**JAMBA, "rope_theta": 10000.0, "rope_scaling": {"rope_type": "linear",
+                                                                                     "factor": 2.0}})
+    assert model.encodings == {} and len(model.without) == 32

@@ -73,6 +73,8 @@ def read_generic(config: dict, strict: bool) -> ModelPositions:
     if facts.unsupported:
         raise PosencError("config.model_type", f"{config.get('model_type')!r}: {facts.unsupported}; posenc "
                           "does not reproduce it")
+    if positionless(config.get("model_type")):  # Jamba, Mamba: no module of it reads a position key
+        return _without_positions(view, str(config.get("model_type")), "config.model_type")
     _check_keys(view, strict)
     for key in NESTED:
         inner = view.obj(key)
@@ -91,8 +93,6 @@ def read_generic(config: dict, strict: bool) -> ModelPositions:
         # DBRX's original config.json keeps its base in attn_config (transformers 5 moves it to rope_parameters)
         view = ConfigView({**view.raw, "rope_theta": attn.raw["rope_theta"]}, view.path)
     if not any(view.has(k) for k in _ROPE_KEYS):
-        if positionless(config.get("model_type")):  # Jamba, Mamba: no position module at all
-            return _without_positions(view, str(config.get("model_type")), "config.model_type")
         raise PosencError("config.model_type", f"model type {config.get('model_type')!r} has no family reader "
                           f"and its config names no RoPE parameter ({', '.join(_ROPE_KEYS)}); posenc cannot "
                           f"tell its position encoding (known families: {sorted(k for k in READERS if k[0] != '_')})")
