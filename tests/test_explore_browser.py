@@ -18,7 +18,7 @@ import pytest
 
 import posenc
 from posenc.config import DEFAULT_TOML
-from posenc.http.runtime.launch import ServerProcess
+from serve_support import served
 
 from audit_recipes import GEMMA3, bf16_positions, config
 
@@ -43,11 +43,9 @@ def server_config() -> str:
 
 @pytest.fixture(scope="module")
 def server():
-    shm_dir = tempfile.mkdtemp(prefix="posenc-explore-test-", dir="/dev/shm")
-    process = ServerProcess(server_config(), env={"POSENC_SHM_DIR": shm_dir, "POSENC_WORKERS": "1"}).start()
-    yield process
-    assert process.stop() == 0, process.log()
-    shutil.rmtree(shm_dir, ignore_errors=True)
+    with served(lambda shm_dir: server_config(), env={"POSENC_WORKERS": "1"}, prefix="posenc-explore-test-",
+                clean_exit=True) as process:
+        yield process
 
 
 class Browser:

@@ -3,8 +3,6 @@ equal to the library's, binary on the wire, server errors raised as HttpError wi
 
 import asyncio
 import io
-import shutil
-import tempfile
 
 import httpx
 import numpy as np
@@ -16,7 +14,7 @@ import posenc
 from posenc.client import AsyncHttpClient, HttpClient, HttpError
 from posenc.config import ServiceConfig
 from posenc.http import create_app
-from posenc.http.runtime.launch import ServerProcess
+from serve_support import served
 
 CONFIG = """
 [server]
@@ -36,11 +34,8 @@ LLAMA = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "r
 
 @pytest.fixture(scope="module")
 def server():
-    shm_dir = tempfile.mkdtemp(prefix="posenc-client-test-", dir="/dev/shm")
-    process = ServerProcess(CONFIG.format(shm_dir=shm_dir)).start()
-    yield process
-    process.stop()
-    shutil.rmtree(shm_dir, ignore_errors=True)
+    with served(lambda shm_dir: CONFIG.format(shm_dir=shm_dir), prefix="posenc-client-test-") as process:
+        yield process
 
 
 @pytest.fixture

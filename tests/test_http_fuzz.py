@@ -1,8 +1,6 @@
 """Fuzz every operation from the service's own OpenAPI schema (schemathesis), against a real server:
 no 500s, every status, content type, header and body as documented. Bounded: FUZZ_EXAMPLES per operation."""
 
-import shutil
-import tempfile
 
 import pytest
 import schemathesis
@@ -10,7 +8,7 @@ from conftest import by_profile
 from hypothesis import HealthCheck, settings
 from posenc.config import ServiceConfig
 from posenc.http import create_app
-from posenc.http.runtime.launch import ServerProcess
+from serve_support import served
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -43,10 +41,9 @@ schema = schemathesis.openapi.from_dict(create_app(ServiceConfig()).api.openapi(
 
 @pytest.fixture(scope="module")
 def server():
-    shm_dir = tempfile.mkdtemp(prefix="posenc-fuzz-", dir="/dev/shm")
-    with ServerProcess(CONFIG.format(shm_dir=shm_dir), env={"POSENC_API_KEY": "fuzz"}) as process:
+    with served(lambda shm_dir: CONFIG.format(shm_dir=shm_dir), env={"POSENC_API_KEY": "fuzz"},
+                prefix="posenc-fuzz-") as process:
         yield process
-    shutil.rmtree(shm_dir, ignore_errors=True)
 
 
 @schema.parametrize()

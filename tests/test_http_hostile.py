@@ -14,9 +14,7 @@ by hand."""
 
 from __future__ import annotations
 
-import shutil
 import socket
-import tempfile
 import time
 from dataclasses import dataclass
 
@@ -27,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from posenc import SinusoidalSpec
-from posenc.http.runtime.launch import ServerProcess
+from serve_support import served
 from posenc.tables import TableSpec
 
 ROWS = 256
@@ -50,11 +48,8 @@ stop = {rows}
 
 @pytest.fixture(scope="module")
 def server():
-    shm_dir = tempfile.mkdtemp(prefix="posenc-hostile-", dir="/dev/shm")
-    process = ServerProcess(CONFIG.format(shm_dir=shm_dir, rows=ROWS)).start()
-    yield process
-    process.stop()
-    shutil.rmtree(shm_dir, ignore_errors=True)
+    with served(lambda shm_dir: CONFIG.format(shm_dir=shm_dir, rows=ROWS), prefix="posenc-hostile-") as process:
+        yield process
 
 
 def _table() -> np.ndarray:

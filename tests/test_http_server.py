@@ -17,6 +17,7 @@ import pytest
 from conftest import assert_matches_oracle
 from posenc import reference
 from posenc.http.runtime.launch import ServerProcess
+from serve_support import served
 from posenc.http.runtime.server import Sidecar, Sidecars
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -52,13 +53,8 @@ def segments(shm_dir: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def server():
-    shm_dir = tempfile.mkdtemp(prefix="posenc-serve-test-", dir="/dev/shm")
-    process = ServerProcess(server_config(shm_dir), env={"POSENC_API_KEY": KEY}).start()
-    process.shm_dir = shm_dir
-    yield process
-    assert process.stop() == 0, process.log()
-    assert segments(shm_dir) == []
-    shutil.rmtree(shm_dir, ignore_errors=True)
+    with served(server_config, env={"POSENC_API_KEY": KEY}, prefix="posenc-serve-test-", clean_exit=True) as process:
+        yield process
 
 
 def npy(arr) -> bytes:
