@@ -308,7 +308,7 @@ def _set(config, key, value) -> None:
 def variations(base) -> list[tuple[str, object]]:
     """(name, config) pairs: the default config, each rope type, a partial rotary factor, other
     layer-type patterns (NoPE, linear / conv / mamba layers), per-layer-type scaling."""
-    out = [("default", base)] + layer_pattern_variations(base)
+    out = [("default", base)] + layer_pattern_variations(base) + stack_variations(base)
     params = getattr(base, "rope_parameters", None)
     if not isinstance(params, dict):
         return out
@@ -346,6 +346,21 @@ def variations(base) -> list[tuple[str, object]]:
         config = copy.deepcopy(base)
         config.rope_parameters = {**params, "partial_rotary_factor": 0.5}
         out.append(("partial_rotary_factor=0.5", config))
+    return out
+
+
+def stack_variations(base) -> list[tuple[str, object]]:
+    """An encoder-decoder whose stacks have their own rope parameters (T5Gemma's encoder and
+    decoder configs): each stack scaled alone, with its own base, so a reader that mixes them up
+    is caught."""
+    out = []
+    for key in SUB_STACKS:
+        sub = getattr(base, key, None)
+        params = getattr(sub, "rope_parameters", None) if isinstance(sub, transformers.PretrainedConfig) else None
+        if isinstance(params, dict) and "rope_type" in params:
+            config = copy.deepcopy(base)
+            getattr(config, key).rope_parameters = {**params, "rope_theta": 50000.0, **SCALINGS["yarn"]}
+            out.append((f"yarn on {key}", config))
     return out
 
 
@@ -441,6 +456,7 @@ class Recorder:
         self.calls: dict[str, list] = {}
         self.positions = None
         self.layers = _layer_paths(model)
+        self.names = {id(m): path for path, m in model.named_modules()}  # which part of a layer calls apply
         self._handles = []
         self._patched = []
         for path, module in model.named_modules():
@@ -479,10 +495,24 @@ class Recorder:
         def wrapped(*args, **kwargs):
             out = fn(*args, **kwargs)
             if self.current is not None:
-                self.calls.setdefault(self.current, []).append(probe(fn, args, kwargs, self.n))
+                part = self._caller(inspect.currentframe().f_back)
+                self.calls.setdefault(self.current, []).append((part, probe(fn, args, kwargs, self.n)))
             return out
         wrapped.__wrapped__ = fn
         return wrapped
+
+
+    def _caller(self, frame) -> str:
+        """The part of the current layer whose forward called apply (its module path under the
+        layer: "self_attn", "self_attn.indexer"), "" if none is found."""
+        prefix = self.current + "."
+        while frame is not None:
+            owner = frame.f_locals.get("self")
+            path = self.names.get(id(owner)) if isinstance(owner, nn.Module) else None
+            if path is not None and path.startswith(prefix):
+                return path[len(prefix):]
+            frame = frame.f_back
+        return ""
 
 
 def _layer_paths(model: nn.Module) -> list[str]:
@@ -561,19 +591,28 @@ def run_case(config) -> dict:
         recorder.close()
     if not recorder.layers:
         raise RuntimeError("no decoder layers found")
-    layers, several = {}, {}
+    layers, several, parts = {}, {}, {}
     for path in recorder.layers:
         calls = recorder.calls.get(path, [])
-        errors = [c for c in calls if isinstance(c, str)]
-        truths = [model_truth.LayerTruth.from_matrices(m) for m in calls if not isinstance(m, str)]
+        errors = [c for _, c in calls if isinstance(c, str)]
+        found = [(part, model_truth.LayerTruth.from_matrices(m)) for part, m in calls if not isinstance(m, str)]
+        truths = [t for _, t in found]
         elsewhere = [e for e in errors if e.startswith("cannot find the position axis")]
         if errors and (len(elsewhere) < len(errors) or not truths):
             raise RuntimeError(f"{path}: {errors[0]}")
-        distinct = {t.key(): t for t in truths}
+        distinct = {}
+        for part, truth in found:
+            distinct.setdefault(truth.key(), (part, truth))
         if len(distinct) > 1 or elsewhere:  # an indexer's or compressor's own rotation besides the attention's
-            several[path] = [t.layout for t in distinct.values()] + ["over compressed keys"] * bool(elsewhere)
+            several[path] = [t.layout for _, t in distinct.values()] + ["over compressed keys"] * bool(elsewhere)
+            # each distinct rotation by the part of the layer applying it (the first: the attention's)
+            named = {}
+            for part, truth in distinct.values():
+                named.setdefault(part, truth)
+            if len(named) == len(distinct):  # one part, one rotation: the judge can pair them
+                parts[path] = named
         layers[path] = truths[0] if truths else None  # the first: the attention's q/k in every such layer
-    return {"layers": layers, "several": several,
+    return {"layers": layers, "several": several, "parts": parts,
             "positions": recorder.positions or list(range(len(POSITIONS)))}
 
 
@@ -582,6 +621,8 @@ def _forward(model: nn.Module, ids, pos) -> None:
     decoder token ids for an encoder-decoder), or embeddings for a model that takes only those
     (a talker's code predictor)."""
     extra = {"decoder_input_ids": ids} if getattr(model.config, "is_encoder_decoder", False) else {}
+    if extra and "decoder_position_ids" in inspect.signature(model.forward).parameters:
+        extra["decoder_position_ids"] = pos  # both stacks at the probe positions (T5Gemma's rotate)
     try:
         model(input_ids=ids, position_ids=pos, use_cache=False, **extra)
     except TypeError:
@@ -631,14 +672,14 @@ def _cases_of(model_type: str) -> tuple[list, str | None]:
                 return [], f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
             continue
         cases.append(model_truth.Case(model_type, name, config.to_dict(), result["positions"], result["layers"],
-                                      result["several"]))
+                                      result["several"], result["parts"]))
         legacy = legacy_form(config)
         if legacy is not None:
             cases.append(model_truth.Case(model_type, f"{name} (legacy flat keys)", legacy, result["positions"],
-                                          result["layers"], result["several"]))
+                                          result["layers"], result["several"], result["parts"]))
         if name == "default" and outer is not base:  # the composite config.json a user has
             cases.append(model_truth.Case(model_type, "composite config", outer.to_dict(), result["positions"],
-                                          result["layers"], result["several"]))
+                                          result["layers"], result["several"], result["parts"]))
         print(f"{model_type:32s} {name:28s} {sum(t is not None for t in result['layers'].values())}/"
               f"{len(result['layers'])} layers rotate", flush=True)
     return cases, None
