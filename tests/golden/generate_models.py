@@ -78,7 +78,8 @@ SIZE_OVERRIDES = {
 }
 LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
 HEAD_KEYS = {"num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_key_value_heads": 2, "num_kv_heads": 2,
-             "n_kv_heads": 2, "multi_query_group_num": 2, "num_sliding_attention_heads": 4}
+             "n_kv_heads": 2, "multi_query_group_num": 2, "num_sliding_attention_heads": 4,
+             "encoder_num_attention_heads": 4, "encoder_num_key_value_heads": 4}  # Moonshine's encoder (MHA only)
 #: Per-layer index lists / flags that must shrink with the layer count.
 LAYER_LISTS = ("layer_types", "layer_rope_theta", "no_rope_layers", "layers_block_type", "block_types", "attn_layer_indices",
                "cross_attention_layers", "full_attn_idxs", "swa_layers", "mlp_layer_types")
@@ -455,6 +456,9 @@ class Recorder:
         self.current: str | None = None
         self.calls: dict[str, list] = {}
         self.positions = None
+        #: an encoder-decoder's probe positions, given to a stack's rotary module that counts its own
+        self.own_positions = torch.tensor([POSITIONS]) if getattr(model.config, "is_encoder_decoder", False) \
+            and n == len(POSITIONS) else None
         self.layers = _layer_paths(model)
         self.names = {id(m): path for path, m in model.named_modules()}  # which part of a layer calls apply
         self._handles = []
@@ -488,8 +492,15 @@ class Recorder:
 
     def _rotary(self, module, args, kwargs):
         ids = kwargs.get("position_ids", args[1] if len(args) > 1 else None)
+        if self.own_positions is not None and isinstance(ids, torch.Tensor) and ids.shape[-1] == self.n and \
+                ids.reshape(-1, self.n)[0].tolist() == list(range(self.n)) and "position_ids" in kwargs:
+            # a stack counting its own positions 0..n-1 (Moonshine's encoder over its audio frames): its
+            # rotary module evaluated at the probe positions, as the other stack's is
+            kwargs = {**kwargs, "position_ids": self.own_positions.to(ids.device).expand(ids.shape[0], -1)}
+            ids = kwargs["position_ids"]
         if isinstance(ids, torch.Tensor) and self.positions is None:
             self.positions = ids.reshape(-1, ids.shape[-1])[0].tolist()
+        return args, kwargs
 
     def _wrap(self, fn):
         def wrapped(*args, **kwargs):
@@ -621,8 +632,12 @@ def _forward(model: nn.Module, ids, pos) -> None:
     decoder token ids for an encoder-decoder), or embeddings for a model that takes only those
     (a talker's code predictor)."""
     extra = {"decoder_input_ids": ids} if getattr(model.config, "is_encoder_decoder", False) else {}
-    if extra and "decoder_position_ids" in inspect.signature(model.forward).parameters:
+    params = inspect.signature(model.forward).parameters
+    if extra and "decoder_position_ids" in params:
         extra["decoder_position_ids"] = pos  # both stacks at the probe positions (T5Gemma's rotate)
+    if extra and "input_values" in params and "input_ids" not in params:  # a speech encoder (Moonshine)
+        model(input_values=_audio(model, ids.shape[1]), use_cache=False, **extra)
+        return
     try:
         model(input_ids=ids, position_ids=pos, use_cache=False, **extra)
     except TypeError:
@@ -633,6 +648,18 @@ def _forward(model: nn.Module, ids, pos) -> None:
             raise
         hidden = model.config.hidden_size
         model(inputs_embeds=torch.randn(1, ids.shape[1], hidden), position_ids=pos, use_cache=False)
+
+
+def _audio(model: nn.Module, frames: int):
+    """A waveform whose encoder sees `frames` frames (the shortest: its conv stem's output length)."""
+    lengths = getattr(model, "_get_feat_extract_output_lengths", None)
+    if lengths is None:
+        raise RuntimeError("a speech model without _get_feat_extract_output_lengths")
+    size = next(n for n in range(1, 1 << 20) if lengths(n) >= frames)
+    if lengths(size) != frames:
+        raise RuntimeError(f"no waveform gives {frames} encoder frames")
+    torch.manual_seed(0)
+    return torch.randn(1, size)
 
 
 def cases_of(model_type: str) -> tuple[list, str | None]:
