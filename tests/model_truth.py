@@ -178,10 +178,10 @@ def judge(case: Case) -> Verdict:
 
 
 def stack_name(stack: str) -> str:
-    """The name posenc gives a layer stack: the module holding its layer list ("encoder.layers" ->
-    "encoder", "model.decoder.layers" -> "decoder")."""
+    """The name posenc gives a layer stack: "encoder" / "decoder" where its path goes through one
+    ("encoder.text_model.layers" -> "encoder"), else the module holding its layer list."""
     parts = stack.split(".")
-    return parts[-2] if len(parts) > 1 else parts[-1]
+    return next((p for p in parts[:-1] if p in ("encoder", "decoder")), parts[-2] if len(parts) > 1 else parts[-1])
 
 
 def _judge_stack(case: Case, stack: str, encodings: list) -> Verdict:

@@ -141,6 +141,9 @@ def shrink(config, *, rebuild: bool = True) -> None:
     for key in SUB_STACKS:  # an encoder-decoder's or a byte model's own stacks, tiny too
         if isinstance(_get(config, key), transformers.PretrainedConfig):
             shrink(_get(config, key), rebuild=False)
+            inner = _get(_get(config, key), "text_config")  # T5Gemma-2's encoder: a multimodal config
+            if isinstance(inner, transformers.PretrainedConfig):
+                shrink(inner, rebuild=False)
     for key in POSITION_TABLE_KEYS:  # a position table (or cache) must reach the probe positions
         if isinstance(_get(config, key), int) and _get(config, key) <= max(POSITIONS):
             _set(config, key, max(POSITIONS) + 1)
@@ -357,12 +360,29 @@ def stack_variations(base) -> list[tuple[str, object]]:
     out = []
     for key in SUB_STACKS:
         sub = getattr(base, key, None)
-        params = getattr(sub, "rope_parameters", None) if isinstance(sub, transformers.PretrainedConfig) else None
+        if not isinstance(sub, transformers.PretrainedConfig):
+            continue
+        path = (key, "text_config") if isinstance(getattr(sub, "text_config", None), transformers.PretrainedConfig) \
+            else (key,)  # T5Gemma-2's encoder: its text stack's
+        params = _get(_stack_config(base, path), "rope_parameters")
         if isinstance(params, dict) and "rope_type" in params:
             config = copy.deepcopy(base)
-            getattr(config, key).rope_parameters = {**params, "rope_theta": 50000.0, **SCALINGS["yarn"]}
+            _stack_config(config, path).rope_parameters = {**params, "rope_theta": 50000.0, **SCALINGS["yarn"]}
             out.append((f"yarn on {key}", config))
+        elif isinstance(params, dict):  # nested per layer type: each type scaled alone
+            for layer_type, sub_params in params.items():
+                if isinstance(sub_params, dict):
+                    config = copy.deepcopy(base)
+                    _stack_config(config, path).rope_parameters = {**copy.deepcopy(params), layer_type: {
+                        "rope_theta": 50000.0, **SCALINGS["yarn"]}}
+                    out.append((f"yarn on {key} {layer_type}", config))
     return out
+
+
+def _stack_config(config, path: tuple[str, ...]):
+    for key in path:
+        config = getattr(config, key)
+    return config
 
 
 SCALINGS = {
