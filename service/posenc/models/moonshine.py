@@ -13,9 +13,20 @@ transformers' MoonshineAttention writes each stack's head counts into the one sh
 while it builds the model (`config.update`), so with different encoder and decoder head counts
 the decoder is built with the encoder's and the rotary sizes follow whichever was written last:
 posenc refuses such a config rather than guess. Layer types: "encoder" and "decoder".
+
+Moonshine-Streaming (modeling_moonshine_streaming.py): only the decoder rotates (interleaved
+pairs, as Moonshine's; its config class's default rope_parameters carry partial_rotary_factor
+0.8); the encoder's sliding-window layers apply no positions. Before its cross-attention the
+decoder adds a learned table, `pos_emb` (max_position_embeddings rows of the encoder's width),
+to the encoder's outputs at their frame indices: layer type "encoder_states" (apply "add").
+Its config class ignores a top-level rope_theta / partial_rotary_factor when rope_parameters
+is absent (its default dict wins), so posenc refuses those rather than read them, unless they
+are the default's own values.
 """
 
+from ..encodings import LearnedSpec
 from ..errors import PosencError
+from ..limits import LIMITS
 from . import reader
 from .fields import ConfigView
 from .generic import _check_keys, read_mechanisms
@@ -53,3 +64,39 @@ def read_moonshine(config: dict, strict: bool) -> ModelPositions:
         entry = model.encodings["default"]
         out[stack] = LayerPositions(stack, entry.spec, entry.layers, entry.apply, (NOTES[stack],) + entry.notes)
     return ModelPositions("moonshine", "moonshine", out)
+
+
+STREAMING = Modeling(layout="interleaved")
+STREAMING_ROPE = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.8}
+STREAMING_TENSOR = "model.decoder.pos_emb.weight"
+
+
+@reader("moonshine_streaming")
+def read_moonshine_streaming(config: dict, strict: bool) -> ModelPositions:
+    view = ConfigView(config)
+    _check_keys(view, strict)
+    raw = {"hidden_size": 320, "num_attention_heads": 8, "num_hidden_layers": 6, "max_position_embeddings": 4096,
+           **{k: v for k, v in config.items() if v is not None}}
+    if raw.get("rope_parameters") is None:
+        for key in ("rope_theta", "partial_rotary_factor", "rope_scaling"):
+            if key in raw and raw[key] != STREAMING_ROPE.get(key):  # the default's own value changes nothing
+                raise PosencError(view.field(key), (
+                    "without rope_parameters, MoonshineStreamingConfig ignores it (its default rope_parameters, "
+                    "theta 10000 and partial_rotary_factor 0.8, win, and a rope_scaling replaces them): posenc will "
+                    "not guess which one the checkpoint was trained with; give rope_parameters"))
+        raw = {k: v for k, v in raw.items() if k not in ("rope_theta", "partial_rotary_factor")}
+        raw["rope_parameters"] = dict(STREAMING_ROPE)
+    full = ConfigView(raw, view.path)
+    decoder = read_mechanisms(full, "moonshine_streaming", STREAMING).encodings["default"]
+    encoder = full.obj("encoder_config") or ConfigView({}, view.field("encoder_config"))
+    width = encoder.int("hidden_size", 320, maximum=LIMITS.max_dim)
+    table = LearnedSpec(full.int("max_position_embeddings", maximum=LIMITS.max_abs_position), dim=width,
+                        tensor=STREAMING_TENSOR)
+    return ModelPositions("moonshine_streaming", "moonshine_streaming", {
+        "decoder": LayerPositions("decoder", decoder.spec, decoder.layers, decoder.apply, (
+            "the decoder's self-attention (causal) rotates q/k at the token positions; cross-attention applies "
+            "no positions",) + decoder.notes),
+        "encoder_states": LayerPositions("encoder_states", table, (), "add", (
+            f"the decoder adds row i of {STREAMING_TENSOR} (from the checkpoint) to the encoder's output frame i "
+            "before its cross-attention; the encoder's own layers apply no positions",)),
+    })
