@@ -154,8 +154,9 @@ def shrink(config, *, rebuild: bool = True) -> None:
     for key, value in SIZE_OVERRIDES.items():  # a size its modeling code reads that the class never defined
         if "intermediate_size" in key and not _has(config, key) and f"config.{key}" in source:
             _set(config, key, value)
-    if not _has(config, "num_key_value_heads") and "config.num_key_value_heads" in source and \
-            isinstance(_get(config, "num_attention_heads"), int):  # read but never defined (Moonshine-Streaming's): MHA
+    if not _has(config, "num_key_value_heads") and "config.num_key_value_heads" in source and _get(
+            config, "is_encoder_decoder", False) and isinstance(_get(config, "num_attention_heads"), int):
+        # read but never defined (Moonshine-Streaming's decoder): MHA
         _set(config, "num_key_value_heads", _get(config, "num_attention_heads"))
     for key, kind in LIST_FILLS.items():  # a per-layer list left None that the modeling code indexes
         if _get(config, key, False) is None and f"config.{key}[" in source:
