@@ -14,7 +14,14 @@ forward pass with chosen position_ids, and records per decoder layer what its ow
 * the rotation it applied, probed with the basis vectors e_j: for each input dim j, the output
   dim it is mixed into (its partner), and the two coefficients (cos on j, sin on the
   partner) at every probe position. That is the cos/sin *and* the layout, as the model
-  applies them, stored sparsely (`model_truth.LayerTruth`).
+  applies them, stored sparsely (`model_truth.LayerTruth`);
+* where a layer applies several different rotations (DeepSeek-V3.2's sparse-attention indexer
+  besides its MLA), each one, by the part of the layer that applied it (`Case.parts`).
+
+An encoder-decoder runs with decoder token ids and decoder_position_ids (a speech model with a
+waveform whose encoder sees the probe's frame count), so every rotating stack (T5Gemma's two,
+Moonshine's two) is probed at the probe positions; a stack that counts its own positions 0..n-1
+(Moonshine's encoder over its audio frames) has its rotary module given the probe positions.
 
 The model's config (its `to_dict()`, plus the legacy flat form a pre-v5 config.json uses) is
 stored with it, so tests/test_models_truth.py can run posenc.from_hf_config on the same
