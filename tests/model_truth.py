@@ -77,9 +77,14 @@ class Case:
     positions: list
     layers: dict  # {layer path: LayerTruth | None}: the first rotation each layer applies
     #: {layer path: layouts}: layers that apply several different rotations (DeepSeek-V3.2's
-    #: indexer rotates its own q/k half-split besides the attention's interleaved q/k): one
-    #: rotation per layer cannot describe them, so posenc must refuse
+    #: indexer rotates its own q/k half-split besides the attention's interleaved q/k): posenc
+    #: must describe each (`parts`) or refuse
     several: dict = field(default_factory=dict)
+    #: {layer path: {part: LayerTruth}}: for such a layer, each distinct rotation by the part of
+    #: the layer applying it (its module path under the layer: "self_attn", "self_attn.indexer";
+    #: the first is the attention's, `layers[path]`), when each part applies one; posenc answers
+    #: it exactly by describing each (a layer type named as the part, "indexer", for the others)
+    parts: dict = field(default_factory=dict)
 
 
 def save(path: Path, cases: list[Case], failures: dict, *, versions: dict, enumerated: list[str]) -> None:
@@ -96,9 +101,19 @@ def save(path: Path, cases: list[Case], failures: dict, *, versions: dict, enume
             if f"{c}|{index}|rows" not in arrays:
                 arrays[f"{c}|{index}|rows"] = truth.rows
                 arrays[f"{c}|{index}|vals"] = truth.vals
+        parts = {}
+        for layer, named in case.parts.items():
+            parts[layer] = {}
+            for part, truth in named.items():
+                index = unique.setdefault(truth.key(), len(unique))
+                parts[layer][part] = index
+                if f"{c}|{index}|rows" not in arrays:
+                    arrays[f"{c}|{index}|rows"] = truth.rows
+                    arrays[f"{c}|{index}|vals"] = truth.vals
         meta_cases.append({"model_type": case.model_type, "variation": case.variation, "config": case.config,
                            "positions": case.positions, "layers": layers,
-                           **({"several": case.several} if case.several else {})})
+                           **({"several": case.several} if case.several else {}),
+                           **({"parts": parts} if parts else {})})
     meta = {"versions": versions, "enumerated": enumerated, "failures": failures, "cases": meta_cases}
     np.savez_compressed(path, meta=np.array(json.dumps(meta, sort_keys=True, default=str)), **arrays)
 
@@ -112,8 +127,10 @@ def load(path: Path = GOLDEN) -> tuple[dict, list[Case]]:
     for c, raw in enumerate(meta["cases"]):
         layers = {layer: None if i is None else LayerTruth(arrays[f"{c}|{i}|rows"], arrays[f"{c}|{i}|vals"])
                   for layer, i in raw["layers"].items()}
+        parts = {layer: {part: LayerTruth(arrays[f"{c}|{i}|rows"], arrays[f"{c}|{i}|vals"])
+                         for part, i in named.items()} for layer, named in raw.get("parts", {}).items()}
         cases.append(Case(raw["model_type"], raw["variation"], raw["config"], raw["positions"], layers,
-                          raw.get("several", {})))
+                          raw.get("several", {}), parts))
     return meta, cases
 
 
@@ -134,16 +151,43 @@ def judge(case: Case) -> Verdict:
         model = posenc.from_hf_config(case.config)
     except posenc.PosencError as exc:
         return Verdict("refused", f"{exc.field}: {exc.message}")
-    if case.several:
-        path, layouts = next(iter(case.several.items()))
+    unpaired = [path for path, layouts in case.several.items() if len(case.parts.get(path, {})) != len(layouts)]
+    if unpaired:  # a rotation the generator could not probe or tell apart by the part applying it
+        path, layouts = unpaired[0], case.several[unpaired[0]]
         return Verdict("wrong", f"{path} applies {len(layouts)} different rotations ({', '.join(layouts)}); "
                                 "posenc describes one")
     rotating = sorted({path.rsplit(".", 1)[0] for path, t in case.layers.items() if t is not None}, key=len)
-    if len(rotating) > 1:
-        return Verdict("wrong", f"answered for a model with several rotating layer stacks {rotating}")
-    stack = rotating[0] if rotating else min({p.rsplit(".", 1)[0] for p in case.layers}, key=len)
+    if len(rotating) <= 1:  # one rotating stack: posenc's layer indices are its layers'
+        stack = rotating[0] if rotating else min({p.rsplit(".", 1)[0] for p in case.layers}, key=len)
+        return _judge_stack(case, stack, list(model.encodings.values()))
+    # several (T5Gemma's encoder and decoder): each is scored against the layer types posenc names
+    # for it, "<stack>" or "<stack> <layer type>" ("encoder", "decoder sliding_attention")
+    names = {stack: stack_name(stack) for stack in rotating}
+    if len(set(names.values())) < len(names):
+        return Verdict("wrong", f"answered for a model with rotating layer stacks {rotating} not told apart by name")
+    owned = {stack: [e for e in model.encodings.values() if e.layer_type == name or e.layer_type.startswith(name + " ")]
+             for stack, name in names.items()}
+    stray = [e.layer_type for e in model.encodings.values() if e.layers and not any(e in o for o in owned.values())]
+    if stray:
+        return Verdict("wrong", f"layer type {stray[0]!r} names none of the rotating stacks {sorted(names.values())}")
+    for stack in rotating:
+        verdict = _judge_stack(case, stack, owned[stack])
+        if verdict.status != "exact":
+            return Verdict(verdict.status, f"{names[stack]}: {verdict.detail}")
+    return Verdict("exact")
+
+
+def stack_name(stack: str) -> str:
+    """The name posenc gives a layer stack: "encoder" / "decoder" where its path goes through one
+    ("encoder.text_model.layers" -> "encoder"), else the module holding its layer list."""
+    parts = stack.split(".")
+    return next((p for p in parts[:-1] if p in ("encoder", "decoder")), parts[-2] if len(parts) > 1 else parts[-1])
+
+
+def _judge_stack(case: Case, stack: str, encodings: list) -> Verdict:
+    """One layer stack's recorded layers against posenc's entries for it."""
     by_layer: dict[int, list] = {}
-    for entry in model.encodings.values():
+    for entry in encodings:
         for i in entry.layers:
             by_layer.setdefault(i, []).append(entry)
     for path, truth in case.layers.items():
@@ -156,12 +200,42 @@ def judge(case: Case) -> Verdict:
                 return Verdict("wrong", f"layer {i} applies no positions; posenc says {entries[0].layer_type} "
                                         f"({entries[0].spec.KIND})")
             continue
+        if case.parts.get(path):
+            error = compare_parts(case.parts[path], entries, case.positions)
+            if error:
+                return Verdict("wrong", f"layer {i}: {error}")
+            continue
         if len(entries) != 1 or entries[0].spec.KIND != "rope":
             return Verdict("wrong", f"layer {i} applies RoPE; posenc gives it {[e.layer_type for e in entries]}")
         error = compare(truth, entries[0], case.positions)
         if error:
             return Verdict("wrong", f"layer {i} ({entries[0].layer_type}): {error}")
     return Verdict("exact")
+
+
+def compare_parts(named: dict, entries: list, positions) -> str:
+    """'' when posenc describes each rotation of a layer that applies several (`Case.parts`): one
+    RoPE entry per part, the part's own layer type named as its module (DeepSeek-V3.2's
+    "self_attn.indexer": layer type "indexer"), the one part left (the attention) the entry left."""
+    if len(entries) != len(named) or any(e.spec.KIND != "rope" for e in entries):
+        return (f"applies {len(named)} rotations ({', '.join(named)}); posenc gives it "
+                f"{[e.layer_type for e in entries]}")
+    by_type = {e.layer_type: e for e in entries}
+    pairs, rest = [], []
+    for part, truth in named.items():
+        entry = by_type.pop(part.rsplit(".", 1)[-1], None)
+        if entry is None:
+            rest.append((part, truth))
+        else:
+            pairs.append((part, truth, entry))
+    if len(rest) > 1:
+        return f"posenc names no layer type for its parts {[part for part, _ in rest]}"
+    pairs += [(part, truth, entry) for (part, truth), entry in zip(rest, by_type.values())]
+    for part, truth, entry in pairs:
+        error = compare(truth, entry, positions)
+        if error:
+            return f"{part} ({entry.layer_type}): {error}"
+    return ""
 
 
 def compare(truth: LayerTruth, entry, positions) -> str:

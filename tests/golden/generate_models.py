@@ -14,7 +14,14 @@ forward pass with chosen position_ids, and records per decoder layer what its ow
 * the rotation it applied, probed with the basis vectors e_j: for each input dim j, the output
   dim it is mixed into (its partner), and the two coefficients (cos on j, sin on the
   partner) at every probe position. That is the cos/sin *and* the layout, as the model
-  applies them, stored sparsely (`model_truth.LayerTruth`).
+  applies them, stored sparsely (`model_truth.LayerTruth`);
+* where a layer applies several different rotations (DeepSeek-V3.2's sparse-attention indexer
+  besides its MLA), each one, by the part of the layer that applied it (`Case.parts`).
+
+An encoder-decoder runs with decoder token ids and decoder_position_ids (a speech model with a
+waveform whose encoder sees the probe's frame count), so every rotating stack (T5Gemma's two,
+Moonshine's two) is probed at the probe positions; a stack that counts its own positions 0..n-1
+(Moonshine's encoder over its audio frames) has its rotary module given the probe positions.
 
 The model's config (its `to_dict()`, plus the legacy flat form a pre-v5 config.json uses) is
 stored with it, so tests/test_models_truth.py can run posenc.from_hf_config on the same
@@ -79,7 +86,8 @@ SIZE_OVERRIDES = {
 }
 LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
 HEAD_KEYS = {"num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_key_value_heads": 2, "num_kv_heads": 2,
-             "n_kv_heads": 2, "multi_query_group_num": 2, "num_sliding_attention_heads": 4}
+             "n_kv_heads": 2, "multi_query_group_num": 2, "num_sliding_attention_heads": 4,
+             "encoder_num_attention_heads": 4, "encoder_num_key_value_heads": 4}  # Moonshine's encoder (MHA only)
 #: Per-layer index lists / flags that must shrink with the layer count.
 LAYER_LISTS = ("layer_types", "layer_rope_theta", "no_rope_layers", "layers_block_type", "block_types", "attn_layer_indices",
                "cross_attention_layers", "full_attn_idxs", "swa_layers", "mlp_layer_types")
@@ -203,6 +211,9 @@ def shrink(config, *, rebuild: bool = True) -> None:
     for key in SUB_STACKS:  # an encoder-decoder's or a byte model's own stacks, tiny too
         if isinstance(_get(config, key), transformers.PretrainedConfig):
             shrink(_get(config, key), rebuild=False)
+            inner = _get(_get(config, key), "text_config")  # T5Gemma-2's encoder: a multimodal config
+            if isinstance(inner, transformers.PretrainedConfig):
+                shrink(inner, rebuild=False)
     for key in POSITION_TABLE_KEYS:  # a position table (or cache) must reach the probe positions
         if isinstance(_get(config, key), int) and _get(config, key) <= max(POSITIONS):
             _set(config, key, max(POSITIONS) + 1)
@@ -213,6 +224,10 @@ def shrink(config, *, rebuild: bool = True) -> None:
     for key, value in SIZE_OVERRIDES.items():  # a size its modeling code reads that the class never defined
         if "intermediate_size" in key and not _has(config, key) and f"config.{key}" in source:
             _set(config, key, value)
+    if not _has(config, "num_key_value_heads") and "config.num_key_value_heads" in source and _get(
+            config, "is_encoder_decoder", False) and isinstance(_get(config, "num_attention_heads"), int):
+        # read but never defined (Moonshine-Streaming's decoder): MHA
+        _set(config, "num_key_value_heads", _get(config, "num_attention_heads"))
     for key, kind in LIST_FILLS.items():  # a per-layer list left None that the modeling code indexes
         if _get(config, key, False) is None and f"config.{key}[" in source:
             _set(config, key, [kind] * _get(config, "num_hidden_layers"))
@@ -389,7 +404,7 @@ def variations(base) -> list[tuple[str, object]]:
 
 
 def _variations(base) -> list[tuple[str, object]]:
-    out = [("default", base)] + layer_pattern_variations(base)
+    out = [("default", base)] + layer_pattern_variations(base) + stack_variations(base)
     params = getattr(base, "rope_parameters", None)
     if not isinstance(params, dict):
         return out
@@ -428,6 +443,38 @@ def _variations(base) -> list[tuple[str, object]]:
         config.rope_parameters = {**params, "partial_rotary_factor": 0.5}
         out.append(("partial_rotary_factor=0.5", config))
     return out
+
+
+def stack_variations(base) -> list[tuple[str, object]]:
+    """An encoder-decoder whose stacks have their own rope parameters (T5Gemma's encoder and
+    decoder configs): each stack scaled alone, with its own base, so a reader that mixes them up
+    is caught."""
+    out = []
+    for key in SUB_STACKS:
+        sub = getattr(base, key, None)
+        if not isinstance(sub, transformers.PretrainedConfig):
+            continue
+        path = (key, "text_config") if isinstance(getattr(sub, "text_config", None), transformers.PretrainedConfig) \
+            else (key,)  # T5Gemma-2's encoder: its text stack's
+        params = _get(_stack_config(base, path), "rope_parameters")
+        if isinstance(params, dict) and "rope_type" in params:
+            config = copy.deepcopy(base)
+            _stack_config(config, path).rope_parameters = {**params, "rope_theta": 50000.0, **SCALINGS["yarn"]}
+            out.append((f"yarn on {key}", config))
+        elif isinstance(params, dict):  # nested per layer type: each type scaled alone
+            for layer_type, sub_params in params.items():
+                if isinstance(sub_params, dict):
+                    config = copy.deepcopy(base)
+                    _stack_config(config, path).rope_parameters = {**copy.deepcopy(params), layer_type: {
+                        "rope_theta": 50000.0, **SCALINGS["yarn"]}}
+                    out.append((f"yarn on {key} {layer_type}", config))
+    return out
+
+
+def _stack_config(config, path: tuple[str, ...]):
+    for key in path:
+        config = getattr(config, key)
+    return config
 
 
 SCALINGS = {
@@ -521,7 +568,11 @@ class Recorder:
         self.current: str | None = None
         self.calls: dict[str, list] = {}
         self.positions = None
+        #: an encoder-decoder's probe positions, given to a stack's rotary module that counts its own
+        self.own_positions = torch.tensor([POSITIONS]) if getattr(model.config, "is_encoder_decoder", False) \
+            and n == len(POSITIONS) else None
         self.layers = _layer_paths(model)
+        self.names = {id(m): path for path, m in model.named_modules()}  # which part of a layer calls apply
         self._handles = []
         self._patched = []
         for path, module in model.named_modules():
@@ -553,17 +604,38 @@ class Recorder:
 
     def _rotary(self, module, args, kwargs):
         ids = kwargs.get("position_ids", args[1] if len(args) > 1 else None)
+        if self.own_positions is not None and isinstance(ids, torch.Tensor) and ids.shape[-1] == self.n and \
+                ids.reshape(-1, self.n)[0].tolist() == list(range(self.n)) and "position_ids" in kwargs:
+            # a stack counting its own positions 0..n-1 (Moonshine's encoder over its audio frames): its
+            # rotary module evaluated at the probe positions, as the other stack's is
+            kwargs = {**kwargs, "position_ids": self.own_positions.to(ids.device).expand(ids.shape[0], -1)}
+            ids = kwargs["position_ids"]
         if isinstance(ids, torch.Tensor) and self.positions is None:
             self.positions = ids.reshape(-1, ids.shape[-1])[0].tolist()
+        return args, kwargs
 
     def _wrap(self, fn):
         def wrapped(*args, **kwargs):
             out = fn(*args, **kwargs)
             if self.current is not None:
-                self.calls.setdefault(self.current, []).append(probe(fn, args, kwargs, self.n))
+                part = self._caller(inspect.currentframe().f_back)
+                self.calls.setdefault(self.current, []).append((part, probe(fn, args, kwargs, self.n)))
             return out
         wrapped.__wrapped__ = fn
         return wrapped
+
+
+    def _caller(self, frame) -> str:
+        """The part of the current layer whose forward called apply (its module path under the
+        layer: "self_attn", "self_attn.indexer"), "" if none is found."""
+        prefix = self.current + "."
+        while frame is not None:
+            owner = frame.f_locals.get("self")
+            path = self.names.get(id(owner)) if isinstance(owner, nn.Module) else None
+            if path is not None and path.startswith(prefix):
+                return path[len(prefix):]
+            frame = frame.f_back
+        return ""
 
 
 def _layer_paths(model: nn.Module) -> list[str]:
@@ -642,19 +714,28 @@ def run_case(config) -> dict:
         recorder.close()
     if not recorder.layers:
         raise RuntimeError("no decoder layers found")
-    layers, several = {}, {}
+    layers, several, parts = {}, {}, {}
     for path in recorder.layers:
         calls = recorder.calls.get(path, [])
-        errors = [c for c in calls if isinstance(c, str)]
-        truths = [model_truth.LayerTruth.from_matrices(m) for m in calls if not isinstance(m, str)]
+        errors = [c for _, c in calls if isinstance(c, str)]
+        found = [(part, model_truth.LayerTruth.from_matrices(m)) for part, m in calls if not isinstance(m, str)]
+        truths = [t for _, t in found]
         elsewhere = [e for e in errors if e.startswith("cannot find the position axis")]
         if errors and (len(elsewhere) < len(errors) or not truths):
             raise RuntimeError(f"{path}: {errors[0]}")
-        distinct = {t.key(): t for t in truths}
+        distinct = {}
+        for part, truth in found:
+            distinct.setdefault(truth.key(), (part, truth))
         if len(distinct) > 1 or elsewhere:  # an indexer's or compressor's own rotation besides the attention's
-            several[path] = [t.layout for t in distinct.values()] + ["over compressed keys"] * bool(elsewhere)
+            several[path] = [t.layout for _, t in distinct.values()] + ["over compressed keys"] * bool(elsewhere)
+            # each distinct rotation by the part of the layer applying it (the first: the attention's)
+            named = {}
+            for part, truth in distinct.values():
+                named.setdefault(part, truth)
+            if len(named) == len(distinct):  # one part, one rotation: the judge can pair them
+                parts[path] = named
         layers[path] = truths[0] if truths else None  # the first: the attention's q/k in every such layer
-    return {"layers": layers, "several": several,
+    return {"layers": layers, "several": several, "parts": parts,
             "positions": recorder.positions or list(range(len(POSITIONS)))}
 
 
@@ -663,6 +744,12 @@ def _forward(model: nn.Module, ids, pos) -> None:
     decoder token ids for an encoder-decoder), or embeddings for a model that takes only those
     (a talker's code predictor)."""
     extra = {"decoder_input_ids": ids} if getattr(model.config, "is_encoder_decoder", False) else {}
+    params = inspect.signature(model.forward).parameters
+    if extra and "decoder_position_ids" in params:
+        extra["decoder_position_ids"] = pos  # both stacks at the probe positions (T5Gemma's rotate)
+    if extra and "input_values" in params and "input_ids" not in params:  # a speech encoder (Moonshine)
+        model(input_values=_audio(model, ids.shape[1]), use_cache=False, **extra)
+        return
     try:
         model(input_ids=ids, position_ids=pos, use_cache=False, **extra)
     except TypeError:
@@ -673,6 +760,18 @@ def _forward(model: nn.Module, ids, pos) -> None:
             raise
         hidden = model.config.hidden_size
         model(inputs_embeds=torch.randn(1, ids.shape[1], hidden), position_ids=pos, use_cache=False)
+
+
+def _audio(model: nn.Module, frames: int):
+    """A waveform whose encoder sees `frames` frames (the shortest: its conv stem's output length)."""
+    lengths = getattr(model, "_get_feat_extract_output_lengths", None)
+    if lengths is None:
+        raise RuntimeError("a speech model without _get_feat_extract_output_lengths")
+    size = next(n for n in range(1, 1 << 20) if lengths(n) >= frames)
+    if lengths(size) != frames:
+        raise RuntimeError(f"no waveform gives {frames} encoder frames")
+    torch.manual_seed(0)
+    return torch.randn(1, size)
 
 
 def cases_of(model_type: str) -> tuple[list, str | None]:
@@ -716,14 +815,14 @@ def _cases_of(model_type: str) -> tuple[list, str | None]:
             signal.alarm(0)
             faulthandler.cancel_dump_traceback_later()
         cases.append(model_truth.Case(model_type, name, config.to_dict(), result["positions"], result["layers"],
-                                      result["several"]))
+                                      result["several"], result["parts"]))
         legacy = legacy_form(config)
         if legacy is not None:
             cases.append(model_truth.Case(model_type, f"{name} (legacy flat keys)", legacy, result["positions"],
-                                          result["layers"], result["several"]))
+                                          result["layers"], result["several"], result["parts"]))
         if name == "default" and outer is not base:  # the composite config.json a user has
             cases.append(model_truth.Case(model_type, "composite config", outer.to_dict(), result["positions"],
-                                          result["layers"], result["several"]))
+                                          result["layers"], result["several"], result["parts"]))
         print(f"{model_type:32s} {name:28s} {sum(t is not None for t in result['layers'].values())}/"
               f"{len(result['layers'])} layers rotate", flush=True)
     return cases, None

@@ -71,11 +71,6 @@ def _zamba2_head(view) -> tuple[int, str]:
 
 
 INTERLEAVED = Modeling(layout="interleaved")
-#: DeepSeek sparse attention (index_topk / index_n_heads / index_head_dim): the indexer that picks
-#: each query's keys applies its own rotation, half-split, besides the MLA's interleaved one;
-#: posenc describes one rotation per layer (GLM-MoE-DSA's indexer rotates interleaved, as its MLA)
-DSA_HALF_INDEXER = ("its DeepSeek sparse attention indexer (index_topk) rotates its own q/k half-split besides "
-                    "the attention's interleaved rotation: two rotations per layer")
 #: model_type -> its modeling facts; absent: Llama's (`rotate_half`, full rotary, every layer).
 MODELING: dict[str, Modeling] = {
     "ernie4_5": INTERLEAVED,
@@ -94,8 +89,6 @@ MODELING: dict[str, Modeling] = {
     "minimax_m3_vl_text": Modeling(ignored_keys=("rotary_dim",)),
     "hrm_text": Modeling(unsupported="two rotary layer stacks (H and L modules) share one config"),
     "nanochat": Modeling(unsupported="its apply_rotary_pos_emb rotates the other way (sin negated)"),
-    "deepseek_v32": Modeling(unsupported=DSA_HALF_INDEXER),
-    "axk2": Modeling(unsupported=DSA_HALF_INDEXER),
     "deepseek_v4": Modeling(unsupported="its layers apply several rotations: the attention's q/kv, its "
                             "compressors' compressed keys, and the inverse one (sin negated) on the attention output"),
     "olmo3": Modeling(legacy_scaled=("full_attention",)),
