@@ -189,7 +189,7 @@ def _sinusoidal(item: dict, spec, pos: np.ndarray) -> str:
     import posenc
 
     if "rows" not in item:
-        return f"{item['name']} is a trained table (shape {item['shape']}); posenc says sinusoids"
+        return f"{item['name']}: no rows recorded; posenc says sinusoids"
     rows = np.asarray(item["rows"], dtype=np.float64)
     rows = rows.reshape(-1, rows.shape[-1])[: len(pos)]
     fields = {k: v for k, v in spec.to_dict().items() if k not in ("kind", "dim")}
@@ -286,7 +286,8 @@ def table_lines(path: Path = GOLDEN) -> list[str]:
     lines = [
         "## Non-rotary model types",
         "",
-        "Generated from tests/golden/model_truth_nonrotary.npz (`python tests/golden/generate_nonrotary.py`, "
+        "Generated from tests/golden/model_truth_nonrotary.npz (`python tests/golden/generate_nonrotary.py` builds "
+        "the models, then `python tests/golden/generate_models.py --table` rewrites this table and checked.json; "
         "transformers " f"{meta['versions']['transformers']}); checked by tests/test_models_nonrotary_truth.py. "
         "Each model type whose modeling file has ALiBi, a relative attention bias, sinusoidal or learned absolute "
         "positions and no rotary one (image / audio encoders left out) is built tiny from its text config's "

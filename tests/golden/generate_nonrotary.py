@@ -17,7 +17,8 @@ does), with hooks recording what positions actually do:
   indices read: a learned absolute table's rows for the 16 tokens (offsets such as OPT's +2 or
   RoBERTa's pad_token_id + 1 show there), a T5 relative bias table's bucket per (query, key);
 * the output rows of every module whose class is a positional one (`*Sinusoidal*`,
-  `*Positional*`) and of lookups into frozen tables: a sinusoidal table's values;
+  `*Positional*`) and of absolute table lookups: a sinusoidal table's values (DistilBERT's
+  `sinusoidal_pos_embds` initialises a saved table with them);
 * the ALiBi bias each layer receives (`alibi` / `position_bias` keyword), last query row per head.
 
 A variation with another pad_token_id shows whether an offset follows it (RoBERTa) or is fixed
@@ -132,7 +133,7 @@ class Recorder:
             self.seen.add(name)
             item = {"kind": "lookup", "name": name, "shape": list(weight.shape), "saved": name in self.saved,
                     "trainable": bool(weight.requires_grad), "indices": _first(input).to(torch.int64).numpy()}
-            if not weight.requires_grad:  # a fixed (sinusoidal) table: its rows too
+            if _first(input).dim() == 1:  # an absolute table: its rows too (a sinusoidal init shows there)
                 item["rows"] = _first(out).detach().to(torch.float32).numpy()
             self.items.append(item)
         return out
@@ -190,10 +191,10 @@ def run_case(config) -> list[dict]:
 
 
 def _kept(items: list[dict]) -> list[dict]:
-    """The items, less a learned module's output rows where its table lookup is recorded (random
-    values, which the golden need not keep); an ALiBi bias over its first LENGTH keys (MPT builds
-    it over max_seq_len)."""
-    trained = [i["name"] for i in items if i["kind"] == "lookup" and i["trainable"]]
+    """The items, less a positional module's output rows where its table lookup is recorded (the
+    lookup's rows are those); an ALiBi bias over its first LENGTH keys (MPT builds it over
+    max_seq_len)."""
+    trained = [i["name"] for i in items if i["kind"] == "lookup"]
     out = []
     for item in items:
         if item["kind"] == "module" and any(name.startswith(item["name"] + ".") for name in trained):
@@ -204,10 +205,22 @@ def _kept(items: list[dict]) -> list[dict]:
     return out
 
 
+#: Config switches that turn a table off or to another mechanism (TAPAS's per-cell positions,
+#: DeBERTa's relative attention, XLM's and DistilBERT's sinusoids): each flipped is a variation.
+SWITCHES = {"reset_position_index_per_cell": False, "relative_attention": True, "position_biased_input": False,
+            "sinusoidal_embeddings": True, "sinusoidal_pos_embds": True}
+
+
 def variations(base) -> list[tuple[str, object]]:
-    """The default config, another pad_token_id (an offset that follows it, or not), and an
-    embedding width unlike hidden_size (ALBERT's, ELECTRA's: a table's width says which it is)."""
+    """The default config, another pad_token_id (an offset that follows it, or not), an
+    embedding width unlike hidden_size (ALBERT's, ELECTRA's: a table's width says which it is),
+    and each of `SWITCHES` the config has, flipped."""
     out = [("default", base)]
+    for key, value in SWITCHES.items():
+        if key in base.to_dict() and getattr(base, key) != value:
+            config = copy.deepcopy(base)
+            setattr(config, key, value)
+            out.append((f"{key}={value}", config))
     if isinstance(getattr(base, "embedding_size", None), int):
         config = copy.deepcopy(base)
         config.embedding_size = 32
