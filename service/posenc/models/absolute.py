@@ -109,7 +109,7 @@ def _guard(view: ConfigView, guard: Guard) -> None:
                           f"({key} = {wanted!r}); posenc will not guess it")
 
 
-def _entry(view: ConfigView, stack: str, table: Table) -> LayerPositions:
+def table_entry(view: ConfigView, stack: str, table: Table) -> LayerPositions:
     rows = required_int(view, table.rows, LIMITS.max_abs_position) + table.extra_rows
     offset = padding_idx(view, view.raw.get("model_type")) + 1 if table.offset == PAD_PLUS_ONE else table.offset
     if rows <= offset:
@@ -133,4 +133,4 @@ def read_absolute(config: dict, strict: bool) -> ModelPositions:
     for guard in guards:
         _guard(view, guard)
     return ModelPositions(config["model_type"], "absolute",
-                          {stack: _entry(view, stack, table) for stack, table in stacks.items()})
+                          {stack: table_entry(view, stack, table) for stack, table in stacks.items()})
