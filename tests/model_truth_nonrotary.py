@@ -12,7 +12,8 @@ The judge asks of posenc's answer, per stack (encoder, decoder, or the one stack
   of `LearnedSpec.tensor`), of the recorded shape (offset + num_positions rows, dim columns),
   read at rows position + offset;
 * sinusoidal: its rows at the probe positions are the recorded ones;
-* T5 buckets: the recorded bucket of every (query, key) pair of every bias table;
+* T5 buckets: the recorded bucket of every (query, key) pair of every bias table, the tables
+  read (T5: layer 0's, UMT5: every layer's) and the layers the bias reaches (all of the stack);
 * ALiBi: each layer's bias grows by slope_h per key position, posenc's slopes;
 
 and that every absolute position module the model has is posenc's one entry for its stack (a
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -43,6 +44,7 @@ class Case:
     config: dict
     positions: list
     items: list  # dicts, arrays under "indices" / "rows"
+    layers: list = field(default_factory=list)  # the text layers' module paths
 
 
 def save(path: Path, cases: list[Case], failures: dict, *, versions: dict, enumerated: list[str]) -> None:
@@ -58,7 +60,7 @@ def save(path: Path, cases: list[Case], failures: dict, *, versions: dict, enume
                     plain[key] = True
             items.append(plain)
         meta_cases.append({"model_type": case.model_type, "variation": case.variation, "config": case.config,
-                           "positions": case.positions, "items": items})
+                           "positions": case.positions, "items": items, "layers": case.layers})
     meta = {"versions": versions, "enumerated": enumerated, "failures": failures, "cases": meta_cases}
     np.savez_compressed(path, meta=np.array(json.dumps(meta, sort_keys=True, default=str)), **arrays)
 
@@ -72,7 +74,8 @@ def load(path: Path = GOLDEN) -> tuple[dict, list[Case]]:
     for c, raw in enumerate(meta["cases"]):
         items = [{**item, **{key: arrays[f"{c}|{i}|{key}"] for key in ARRAYS if item.get(key)}}
                  for i, item in enumerate(raw["items"])]
-        cases.append(Case(raw["model_type"], raw["variation"], raw["config"], raw["positions"], items))
+        cases.append(Case(raw["model_type"], raw["variation"], raw["config"], raw["positions"], items,
+                          raw.get("layers", [])))
     return meta, cases
 
 
@@ -149,7 +152,7 @@ def _compare(case: Case, model) -> str:
             matched.add(stack)
             error = (_learned if kind == "learned" else _sinusoidal)(items[0], entry.spec, pos)
         elif kind == "t5":
-            error = _buckets(entry, relative, pos)
+            error = _buckets(entry, relative, pos) or _bias_layers(case, model, entry, relative)
         elif kind == "alibi":
             error = _alibi(entry, biases)
         else:
@@ -220,6 +223,26 @@ def _buckets(entry, relative: list[dict], pos: np.ndarray) -> str:
             q, k = np.argwhere(want != ours)[0] if want.shape == ours.shape else (0, 0)
             return (f"{item['name']}: bucket of query {q}, key {k}: transformers {want[q, k] if want.ndim == 2 else '?'}"
                     f", posenc {ours[q, k]}")
+    return ""
+
+
+def _bias_layers(case: Case, model, entry, relative: list[dict]) -> str:
+    """A relative bias reaches every layer of its stack, and its tables are the ones the model
+    reads: the T5 reader's `bias_tensors` (layer 0's, or every layer's for UMT5), else the tensors
+    the entry's notes name."""
+    stack = entry.layer_type if entry.layer_type in ("encoder", "decoder") else None
+    layers = [p for p in case.layers if stack is None or stack_of(p) == stack]
+    if layers and tuple(entry.layers) != tuple(range(len(layers))):
+        return f"the bias reaches the {len(layers)} layers of {stack or 'the model'}; posenc says {list(entry.layers)}"
+    read = {i["name"] for i in relative if stack is None or stack_of(i["name"]) == stack}
+    if model.reader == "t5":
+        from posenc.models.t5 import bias_tensors
+
+        claimed = set(bias_tensors(model.model_type, stack, len(entry.layers)))
+    else:
+        claimed = {n for note in entry.notes for n in re.findall(r"[\w.]*relative_attention_bias\.weight", note)}
+    if read != claimed:
+        return f"the model reads bias tables {sorted(read)}; posenc names {sorted(claimed)}"
     return ""
 
 

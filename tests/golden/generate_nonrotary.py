@@ -1,7 +1,8 @@
 """Positional truth for every NON-rotary text model type of the installed transformers.
 
-    PYTHONPATH=service python tests/golden/generate_nonrotary.py   # needs torch + transformers (~10 min, 2 workers)
+    PYTHONPATH=service python tests/golden/generate_nonrotary.py   # needs torch + transformers (~5 min, 2 workers)
     PYTHONPATH=service python tests/golden/generate_nonrotary.py bert opt   # redo these model types only
+    PYTHONPATH=service python tests/golden/generate_models.py --table   # then: checked.json, docs/models.md
 
 The model types are those whose modeling file has ALiBi, a T5-style relative attention bias,
 sinusoidal or learned absolute positions (`generate_models.POSITION_PATTERNS`, the facts
@@ -19,7 +20,8 @@ does), with hooks recording what positions actually do:
 * the output rows of every module whose class is a positional one (`*Sinusoidal*`,
   `*Positional*`) and of absolute table lookups: a sinusoidal table's values (DistilBERT's
   `sinusoidal_pos_embds` initialises a saved table with them);
-* the ALiBi bias each layer receives (`alibi` / `position_bias` keyword), last query row per head.
+* the ALiBi bias each layer receives (`alibi` / `position_bias` keyword), last query row per head;
+* the paths of the text layers (`generate_models._layer_paths`): which layers a bias must reach.
 
 A variation with another pad_token_id shows whether an offset follows it (RoBERTa) or is fixed
 (OPT, BART). tests/model_truth_nonrotary.py judges posenc.from_hf_config on the same configs
@@ -172,7 +174,8 @@ def token_ids(config) -> torch.Tensor:
     return torch.tensor([pool[:LENGTH]])
 
 
-def run_case(config) -> list[dict]:
+def run_case(config) -> tuple[list[dict], list[str]]:
+    """(the recorded items, the text layers' paths)."""
     torch.manual_seed(0)
     model = gm.build(config)
     model.eval()
@@ -187,7 +190,7 @@ def run_case(config) -> list[dict]:
                 model(input_ids=ids, **extra)
     finally:
         recorder.close()
-    return _kept(recorder.items)
+    return _kept(recorder.items), [p for p in gm._layer_paths(model) if not NOT_TEXT.search(p)]
 
 
 def _kept(items: list[dict]) -> list[dict]:
@@ -259,7 +262,7 @@ def _cases_of(model_type: str) -> tuple[list, str | None]:
     for name, config in variations(base):
         signal.alarm(CASE_TIMEOUT_S)
         try:
-            items = run_case(config)
+            items, layers = run_case(config)
         except Exception as exc:
             if name == "default":
                 if "-v" in sys.argv:
@@ -268,9 +271,10 @@ def _cases_of(model_type: str) -> tuple[list, str | None]:
             continue
         finally:
             signal.alarm(0)
-        cases.append(truth.Case(model_type, name, config.to_dict(), list(range(LENGTH)), items))
+        cases.append(truth.Case(model_type, name, config.to_dict(), list(range(LENGTH)), items, layers))
         if name == "default" and outer is not base:
-            cases.append(truth.Case(model_type, "composite config", outer.to_dict(), list(range(LENGTH)), items))
+            cases.append(truth.Case(model_type, "composite config", outer.to_dict(), list(range(LENGTH)), items,
+                                    layers))
         print(f"{model_type:32s} {name:20s} {len(items)} position items", flush=True)
     return cases, None
 
