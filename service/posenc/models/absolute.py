@@ -66,6 +66,8 @@ TABLES: dict[str, tuple[dict[str, Table], tuple[Guard, ...]]] = {
     **{t: ({"default": Table(BERT.tensor, dim="embedding_size")}, (ABSOLUTE,)) for t in (
         "albert", "convbert", "electra", "squeezebert")},
     "rembert": ({"default": Table(BERT.tensor, dim="input_embedding_size")}, (ABSOLUTE,)),
+    # BlipTextModel inside BlipTextLMHeadModel (`bert`), inside BLIP's text_decoder
+    "blip_text_model": ({"default": Table("bert." + BERT.tensor)}, (ABSOLUTE,)),
     **{t: ({"default": Table(BERT.tensor, dim=("embedding_size", "hidden_size"))},  # getattr(config, "embedding_size", hidden_size)
            (ABSOLUTE, ("relative_attention", False, False), ("position_biased_input", True, True)))
        for t in ("deberta", "deberta-v2")},
