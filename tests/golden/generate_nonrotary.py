@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 import transformers
 from torch import nn
-from transformers import AutoConfig
+from transformers import AutoConfig, AutoModelForCausalLM
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
 HERE = Path(__file__).parent
@@ -174,10 +174,23 @@ def token_ids(config) -> torch.Tensor:
     return torch.tensor([pool[:LENGTH]])
 
 
+def build(config) -> nn.Module:
+    """generate_models.build, else the causal LM a decoder-only config has instead of a base model
+    (TrOCR's); X-MOD with its first language's adapters selected (it refuses a forward without)."""
+    try:
+        model = gm.build(config)
+    except ValueError:
+        model = AutoModelForCausalLM.from_config(config)
+    languages = getattr(config, "languages", None)
+    if hasattr(model, "set_default_language") and languages:
+        model.set_default_language(languages[0])
+    return model
+
+
 def run_case(config) -> tuple[list[dict], list[str]]:
     """(the recorded items, the text layers' paths)."""
     torch.manual_seed(0)
-    model = gm.build(config)
+    model = build(config)
     model.eval()
     ids = token_ids(config)
     recorder = Recorder(model)
@@ -209,9 +222,9 @@ def _kept(items: list[dict]) -> list[dict]:
 
 
 #: Config switches that turn a table off or to another mechanism (TAPAS's per-cell positions,
-#: DeBERTa's relative attention, XLM's and DistilBERT's sinusoids): each flipped is a variation.
+#: DeBERTa's relative attention, XLM's, DistilBERT's and TrOCR's sinusoids): each flipped is a variation.
 SWITCHES = {"reset_position_index_per_cell": False, "relative_attention": True, "position_biased_input": False,
-            "sinusoidal_embeddings": True, "sinusoidal_pos_embds": True}
+            "sinusoidal_embeddings": True, "sinusoidal_pos_embds": True, "use_learned_position_embeddings": False}
 
 
 def variations(base) -> list[tuple[str, object]]:

@@ -79,9 +79,12 @@ TABLES: dict[str, tuple[dict[str, Table], tuple[Guard, ...]]] = {
         "groupvit_text_model", "owlv2_text_model", "owlvit_text_model")},
     **{t: ({"default": ROBERTA}, (ABSOLUTE,)) for t in (
         "altclip_text_model", "bridgetower_text_model", "clap_text_model", "data2vec-text", "luke",
-        "roberta-prelayernorm", "xlm-roberta-xl", "longformer", "markuplm")},
+        "roberta-prelayernorm", "xlm-roberta-xl", "longformer", "markuplm", "xmod")},
     **{t: ({"default": PLUS_TWO}, (ABSOLUTE,)) for t in ("mra", "nystromformer", "yoso")},
     "biogpt": ({"default": Table("embed_positions.weight", offset=2, extra_rows=2)}, ()),
+    # TrOCRForCausalLM's decoder (a VisionEncoderDecoder checkpoint prefixes decoder.)
+    "trocr": ({"default": Table("model.decoder.embed_positions.weight", dim=("d_model", "hidden_size"), offset=2,
+                                extra_rows=2)}, (("use_learned_position_embeddings", True, True),)),
     **{t: ({"default": Table("position_embeddings.weight", dim="emb_dim")}, (("sinusoidal_embeddings", False, False),))
        for t in ("xlm", "flaubert")},
     **{t: ({s: Table(f"{s}.embed_positions.weight", dim="d_model", offset=2, extra_rows=2)
