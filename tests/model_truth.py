@@ -351,6 +351,9 @@ def table_markdown(path: Path = GOLDEN) -> str:
     if meta["failures"]:
         lines += ["", "## Not built by the generator", "", "| model type | why |", "|---|---|"]
         lines += [f"| `{t}` | {why.replace('|', '/')} |" for t, why in sorted(meta["failures"].items())]
+    import model_truth_nonrotary  # the non-rotary model types' section (generate_nonrotary.py)
+
+    lines += ["", *model_truth_nonrotary.table_lines()]
     return "\n".join(lines) + "\n"
 
 
@@ -390,7 +393,7 @@ def family_golden_types() -> set[str]:
                     if (FIXTURES / f"{name}.json").is_file()}
 
 
-def coverage_record(facts: dict[str, dict], path: Path = GOLDEN) -> dict:
+def coverage_record(facts: dict[str, dict], path: Path = GOLDEN, nonrotary: set[str] | None = None) -> dict:
     """checked.json without the verdicts: per model type transformers knows, `facts` (what
     generate_models.known_model_types read from transformers: positions, inputs, nests,
     config_error) and `golden`, the gate's input:
@@ -398,11 +401,18 @@ def coverage_record(facts: dict[str, dict], path: Path = GOLDEN) -> dict:
     * "family": a family golden checks it (model_rope.npz, model_other.npz);
     * "wrapper": its modeling code has no positions of its own (but a vision tower's learned patch
       table) and its config nests a language config, which is what posenc reads (and gates);
+    * "nonrotary": none of the above, and a default config of model_truth_nonrotary.npz that
+      dispatches on it is answered exactly (`nonrotary`; None: model_truth_nonrotary.exact_types()
+      under the checked.json as written);
     * "unchecked": none of these (with `failure`, why the truth generator could not build it):
       from_hf_config refuses it unless a family reader has it, saying why (`checked.why`)."""
     meta, cases = load(path)
     judged = {t for case in cases for t in config_chain(case.config)}
     family = family_golden_types()
+    if nonrotary is None:
+        import model_truth_nonrotary
+
+        nonrotary = model_truth_nonrotary.exact_types()
     types = {}
     for model_type, fact in facts.items():
         entry = dict(fact)
@@ -410,6 +420,8 @@ def coverage_record(facts: dict[str, dict], path: Path = GOLDEN) -> dict:
             entry["golden"] = "judged"
         elif model_type in family:
             entry["golden"] = "family"
+        elif model_type in nonrotary:
+            entry["golden"] = "nonrotary"
         elif fact.get("nests") and set(fact["positions"]) <= {"learned patch"}:
             entry["golden"] = "wrapper"
         else:
@@ -455,20 +467,22 @@ def checked_lines(record: dict) -> list[str]:
 
     types = record["model_types"]
     golden = {g: sorted(t for t, e in types.items() if e["golden"] == g) for g in ("judged", "family", "wrapper",
-                                                                                    "unchecked")}
+                                                                                    "unchecked", "nonrotary")}
     verdict = {v: sum(types[t]["verdict"] == v for t in golden["judged"]) for v in ("exact", "refused")}
     gated = refused_by_gate(record)
     by_reader = [t for t in golden["unchecked"] if t in READERS]
     other = {t: e for t, e in types.items() if e["positions"] and "rotary" not in e["positions"]}
     kinds = sorted({k for e in other.values() for k in e["positions"]})
     per_kind = ", ".join(f"{k} {sum(k in e['positions'] for e in other.values())}" for k in kinds)
-    other_checked = sorted(t for t, e in other.items() if e["golden"] in ("judged", "family") or t in READERS)
+    other_checked = sorted(t for t, e in other.items() if e["golden"] in ("judged", "family", "nonrotary")
+                           or t in READERS)
     return [
         f"* every model type transformers {record['transformers']} knows: {len(types)} "
         f"(`service/posenc/models/checked.json`, which from_hf_config's gate reads): "
         f"**{len(golden['judged'])} that the configs above dispatch on ({verdict['exact']} exact on a default "
         f"config, {verdict['refused']} refused naming the mechanism), {len(golden['family'])} checked by the "
-        f"family goldens** (model_rope.npz, model_other.npz), {len(golden['wrapper'])} wrappers without "
+        f"family goldens** (model_rope.npz, model_other.npz), **{len(golden['nonrotary'])} exact against the "
+        f"non-rotary golden** (model_truth_nonrotary.npz, below), {len(golden['wrapper'])} wrappers without "
         f"positions of their own (read through their language config, which the gate checks), **{len(gated)} unchecked and refused** saying why "
         f"(`config.model_type`), {len(by_reader)} unchecked but answered by a hand-written family reader "
         f"({', '.join(f'`{t}`' for t in by_reader)})",

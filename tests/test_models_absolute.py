@@ -105,8 +105,9 @@ def test_xglm_config_and_rows():
         for positions, key in ((np.arange(6), f"xglm/forward_d{dim}"), (np.arange(3, 9), f"xglm/forward_d{dim}_cache3")):
             ours = posenc.sinusoidal(positions, dim, layout="t2t", offset=spec.offset, dtype="float64")
             assert_float32_sinusoids(ours, array(key)[0], spec, positions + 2)
-    noted = posenc.from_hf_config({"model_type": "xglm", "pad_token_id": 5}).get()
-    assert any("position 3 adds nothing" in note for note in noted.notes)
+    with pytest.raises(posenc.PosencError) as refused:  # a zero row no sinusoidal spec has: refused
+        posenc.from_hf_config({"model_type": "xglm", "pad_token_id": 5})
+    assert refused.value.field == "config.pad_token_id" and "position 3 adds nothing" in refused.value.message
     quirk = array("xglm/forward_d16_pad5")[0]  # the reference's own: position 3 reads the zeroed row 5
     assert not quirk[3].any() and all(quirk[i].any() for i in (0, 1, 2, 4, 5))
 

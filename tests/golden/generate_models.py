@@ -3,6 +3,7 @@
     PYTHONPATH=service python tests/golden/generate_models.py   # needs torch + transformers
     PYTHONPATH=service python tests/golden/generate_models.py llama qwen3   # redo these model types
     PYTHONPATH=service python tests/golden/generate_models.py --table   # docs/models.md and checked.json only
+    (the non-rotary model types' golden: tests/golden/generate_nonrotary.py, then --table)
 
 For every model type whose modeling file defines a `*RotaryEmbedding` class, this builds a
 tiny model (the config class's defaults, sizes shrunk, `layer_types` kept as a prefix) and
@@ -930,7 +931,7 @@ def write_checked() -> None:
     check it refuses), from the goldens as they are and transformers' config classes: no model is
     built, so `--table` refreshes them after a merge of new goldens."""
     facts, defaults = known_model_types()
-    record = model_truth.coverage_record(facts)
+    record = model_truth.coverage_record(facts, nonrotary=nonrotary_exact(facts))
     _write_record(record)  # the gate as these goldens set it: every judged model type passes it
     model_truth.verdicts.cache_clear()
     record = model_truth.with_verdicts(record)  # judged under that gate, not the one checked.json had
@@ -938,6 +939,19 @@ def write_checked() -> None:
     # a config that saves another model_type ("gpt-sw3" saves "gpt2") is gated as that one
     unchecked = {t: defaults[t] for t in model_truth.refused_by_gate(record) if defaults.get(t, {}).get("model_type") == t}
     UNCHECKED_CONFIGS.write_bytes(gzip.compress(json.dumps(unchecked, sort_keys=True).encode(), mtime=0))
+
+
+def nonrotary_exact(facts: dict) -> set[str]:
+    """The model types model_truth_nonrotary.npz checks exactly, judged with a gate that lets every
+    model type of its configs through (posenc's own answer, not the gate's refusal, is judged);
+    the others stay unchecked (refused by the gate)."""
+    import model_truth_nonrotary
+
+    _write_record(model_truth.coverage_record(facts, nonrotary=model_truth_nonrotary.chain_types()))
+    model_truth_nonrotary.verdicts.cache_clear()
+    exact = model_truth_nonrotary.exact_types()
+    model_truth_nonrotary.verdicts.cache_clear()  # judged again under the gate written with these
+    return exact
 
 
 def _write_record(record: dict) -> None:

@@ -6,7 +6,8 @@ uses them, which is right only when the model applies them the way those keys sa
 tower's 2-D rotary, a codec's, or a hybrid's layer pattern read as a Llama layout would be
 silently wrong. checked.json (written by tests/golden/generate_models.py from the goldens) lists
 every model type of the transformers release the goldens were taken from, and for each whether
-a golden checked it (`golden`: judged / family / wrapper) or not (`unchecked`), and what the
+a golden checked it (`golden`: judged / family / wrapper, or nonrotary: a non-rotary model type
+the non-rotary truth golden found answered exactly) or not (`unchecked`), and what the
 generator saw of it: its kinds of positions, its inputs when they are not text, why it could not
 be built. An unchecked one is refused, saying so (`why`); a model type transformers does not
 know (a custom or remote-code model) is not in the record and keeps the generic reader's answer.

@@ -14,7 +14,8 @@ once, at the input of each stack (layer types "encoder" and "decoder", apply "ad
 * XGLM (decoder only, layer type "default"): the same t2t table, but position p reads row p + 2
   whatever pad_token_id is (`XGLMSinusoidalPositionalEmbedding` adds a fixed offset of 2), and
   row pad_token_id is zero: with pad_token_id >= 2 the reference gives position
-  pad_token_id - 2 a zero row (XGLM checkpoints use 1, where no position reads it).
+  pad_token_id - 2 a zero row, which posenc refuses (XGLM checkpoints use 1, where no position
+  reads it).
 * Whisper: the encoder adds `sinusoids(max_source_positions, d_model)` (t2t, float32 angles;
   stored in the checkpoint too, frozen), the decoder a learned table of max_target_positions.
 
@@ -109,10 +110,11 @@ def read_xglm(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     spec = SinusoidalSpec(_t2t_dim(view, 1024), layout="t2t", offset=2)
     pad = padding_idx(view, "XGLM")
+    if pad >= 2:  # a row no SinusoidalSpec has: refused rather than a note (tests/model_truth_nonrotary.py)
+        raise PosencError(view.field("pad_token_id"), f"is {pad}: XGLM zeroes row pad_token_id of its table, so "
+                          f"position {pad - 2} adds nothing there; posenc's sinusoids cannot say that (XGLM "
+                          "checkpoints use 1, which no position reads)")
     notes = ("fixed t2t table (not in the checkpoint); position p reads row p + 2",)
-    if pad >= 2:
-        notes += (f"the reference zeroes row pad_token_id = {pad}, so its position {pad - 2} adds nothing; "
-                  "posenc gives that position its sinusoid",)
     return ModelPositions.single("xglm", "xglm", spec, 0, apply="add", notes=notes)
 
 

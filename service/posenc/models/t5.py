@@ -8,6 +8,9 @@ bias. T5 / mT5 hold the table in layer 0 of each stack only and pass that layer'
 every later layer; UMT5 gives every layer its own table. Config keys (all three config
 classes): `relative_attention_num_buckets` (32), `relative_attention_max_distance` (128),
 `num_layers` (T5 6, mT5/UMT5 8; alias num_hidden_layers), `num_decoder_layers` (null = num_layers).
+Switch Transformers (modeling_switch_transformers.py) is T5's attention with MoE feed-forwards:
+the same buckets and layer-0 tables (`num_layers` 12, `num_decoder_layers` 12), checked by
+tests/golden/model_truth_nonrotary.npz.
 """
 
 from ..encodings import T5BucketSpec
@@ -16,7 +19,7 @@ from .config_keys import aliased_int, renamed
 from .fields import MAX_LAYERS, ConfigView
 from .positions import LayerPositions, ModelPositions
 
-DEFAULT_LAYERS = {"t5": 6, "mt5": 8, "umt5": 8}
+DEFAULT_LAYERS = {"t5": 6, "mt5": 8, "umt5": 8, "switch_transformers": 12}
 TENSOR = "{stack}.block.{layer}.layer.0.SelfAttention.relative_attention_bias.weight"
 
 
@@ -45,7 +48,7 @@ def _stack(view: ConfigView, model_type: str, stack: str, layers: int) -> LayerP
     return LayerPositions(stack, spec, tuple(range(layers)), "bias", notes)
 
 
-@reader("t5", "mt5", "umt5")
+@reader("t5", "mt5", "umt5", "switch_transformers")
 def read_t5(config: dict, strict: bool) -> ModelPositions:
     view = ConfigView(config)
     model_type = config["model_type"]
