@@ -35,6 +35,16 @@ def test_default_configs_are_mostly_exact():
     assert len(judged) > 140 and exact >= 0.95 * len(judged), f"{exact}/{len(judged)} exact"
 
 
+def test_rotary_and_non_rotary_together_are_mostly_exact():
+    import model_truth_nonrotary
+
+    rotary = [v.status for v in model_truth.judged_defaults().values()]
+    other = [v.status for v in model_truth_nonrotary.judged_defaults().values()]
+    both = rotary + other
+    assert both.count("wrong") == 0 and both.count("exact") >= 0.95 * len(both), \
+        f"{both.count('exact')}/{len(both)} exact"
+
+
 def test_model_table_is_generated_from_these_goldens():
     docs = Path(__file__).parent.parent / "docs" / "models.md"
     assert docs.read_text() == model_truth.table_markdown(), "regenerate: python tests/golden/generate_models.py"

@@ -63,6 +63,9 @@ TABLES: dict[str, tuple[dict[str, Table], tuple[Guard, ...]]] = {
         "align_text_model", "bert-generation", "big_bird", "chinese_clip_text_model", "ernie", "flava_text_model",
         "fnet", "instructblip_qformer", "instructblipvideo_qformer", "megatron-bert", "mobilebert", "roc_bert",
         "splinter")},
+    # the text tokens' table; GIT's image tokens (its vision tower's patch table) and VisualBERT's
+    # visual embeddings (visual_position_embeddings, from image_text_alignment) are not text positions
+    **{t: ({"default": BERT}, ()) for t in ("git", "visual_bert")},
     **{t: ({"default": Table(BERT.tensor, dim="embedding_size")}, (ABSOLUTE,)) for t in (
         "albert", "convbert", "electra", "squeezebert")},
     "rembert": ({"default": Table(BERT.tensor, dim="input_embedding_size")}, (ABSOLUTE,)),
