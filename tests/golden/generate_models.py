@@ -968,7 +968,7 @@ def _timeout(signum, frame):
     raise TimeoutError(f"a case ran over {CASE_TIMEOUT_S} s")
 
 
-def _result(job, model_type: str) -> tuple[list, str | None]:
+def result_of(job, model_type: str) -> tuple[list, str | None]:
     """A model type's cases, or why there are none when its worker never answered (a worker that
     dies, e.g. in native code, loses its task: Pool.map would wait for it forever)."""
     try:
@@ -985,7 +985,7 @@ def main(only: list[str] | None = None):
     todo = only or types
     with multiprocessing.get_context("spawn").Pool(WORKERS) as pool:  # no retiring: torch can hang at exit
         jobs = [pool.apply_async(cases_of, (t,)) for t in todo]
-        results = [_result(job, t) for job, t in zip(jobs, todo)]
+        results = [result_of(job, t) for job, t in zip(jobs, todo)]
     cases = [case for found, _ in results for case in found]
     failures = {t: why for t, (_, why) in zip(only or types, results) if why}
     if only:

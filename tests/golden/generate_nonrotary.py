@@ -39,7 +39,6 @@ import traceback
 import warnings
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 import transformers
@@ -298,8 +297,10 @@ def _timeout(signum, frame):
 
 def main(only: list[str] | None = None):
     types = non_rotary_model_types()
-    with multiprocessing.get_context("spawn").Pool(WORKERS, maxtasksperchild=20) as pool:
-        results = pool.map(cases_of, only or types, chunksize=1)
+    todo = only or types
+    with multiprocessing.get_context("spawn").Pool(WORKERS) as pool:  # as generate_models: no retiring workers
+        jobs = [pool.apply_async(cases_of, (t,)) for t in todo]
+        results = [gm.result_of(job, t) for job, t in zip(jobs, todo)]
     cases = [case for found, _ in results for case in found]
     failures = {t: why for t, (_, why) in zip(only or types, results) if why}
     if only and OUT.exists():
