@@ -111,3 +111,14 @@ def test_position_keys_of_a_model_without_position_modules_are_not_read():
     model = posenc.from_hf_config({**JAMBA, "rope_theta": 10000.0, "rope_scaling": {"rope_type": "linear",
                                                                                      "factor": 2.0}})
     assert model.encodings == {} and len(model.without) == 32
+
+
+def test_a_json_text_given_as_a_path_is_a_clear_error(capsys):
+    """A config.json's text where a path is expected (too long a name for the file system) is a
+    PosencError naming `config`, not an OSError; `table build` still takes JSON text itself."""
+    text = json.dumps({**JAMBA, "padding": "x" * 400})
+    with pytest.raises(posenc.PosencError) as info:
+        posenc.from_hf_config(text)
+    assert info.value.field == "config" and "cannot read" in info.value.message
+    assert main(["positions", text, "--positions", "0"]) == 2
+    assert "posenc: error: config: cannot read" in capsys.readouterr().err

@@ -88,10 +88,12 @@ def parse_positions(text: str) -> tuple[int, int]:
 
 
 def load_json(text: str) -> dict:
-    """`text` itself if it looks like JSON, else the contents of the file it names."""
+    """`text` itself if it looks like JSON, else the contents of the file it names (a model
+    directory's config.json when it names a directory)."""
     if not text.lstrip().startswith("{"):
         try:
-            text = Path(text).read_text()
+            path = Path(text)
+            text = (path / "config.json" if path.is_dir() else path).read_text()
         except OSError as exc:
             raise PosencError("spec", f"is neither JSON nor a readable file: {text!r} ({exc.strerror})") from None
     try:
@@ -208,7 +210,7 @@ def build_plan(args) -> tuple[dict[str | None, TableSpec], dict[str, str], str]:
     for option in ("tensor", "offset", "config"):
         if getattr(args, option) is not None:
             raise PosencError(option, "only applies to a .safetensors / .npy checkpoint")
-    spec = load_json(str(Path(args.spec) / "config.json") if Path(args.spec).is_dir() else args.spec)
+    spec = load_json(args.spec)
     if "encoding" in spec or "kind" in spec:
         if args.layer_type is not None:
             raise PosencError("layer-type", "only applies to a HF config.json")

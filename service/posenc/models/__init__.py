@@ -79,9 +79,9 @@ def config_dict(config):
     a config.json or to the model directory holding it."""
     if isinstance(config, (str, os.PathLike)):
         path = Path(config)
-        if path.is_dir():
-            path = path / "config.json"
-        try:
+        try:  # is_dir too can fail (a name too long for a path: a JSON text passed as one)
+            if path.is_dir():
+                path = path / "config.json"
             return json.loads(path.read_text())
         except OSError as exc:
             raise PosencError("config", f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
