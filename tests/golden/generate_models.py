@@ -181,7 +181,7 @@ def run_positionless(config) -> dict:
         outputs.append(out[0])
     if len(outputs) == 2 and not torch.equal(outputs[0], outputs[1]):
         raise RuntimeError("its output changes with position_ids: it applies positions posenc has no golden for")
-    return {"layers": {path: None for path in layers}, "several": {}, "positions": list(POSITIONS)}
+    return {"layers": {path: None for path in layers}, "several": {}, "parts": {}, "positions": list(POSITIONS)}
 
 
 def language_config(config):
@@ -777,22 +777,35 @@ def _audio(model: nn.Module, frames: int):
 
 def cases_of(model_type: str) -> tuple[list, str | None]:
     """Every case of one model type, and why its default config could not be run (None if it ran)."""
+    return guarded(_cases_of, model_type)
+
+
+def guarded(work, model_type: str) -> tuple[list, str | None]:
+    """`work(model_type)` in a pool worker, or ([], why) when it raised: one family's surprise must
+    not lose the others' goldens (this generator's and generate_nonrotary's)."""
     try:
-        return _cases_of(model_type)
-    except Exception as exc:  # one family's surprise must not lose the others' goldens
+        return work(model_type)
+    except Exception as exc:
         return [], f"{type(exc).__name__}: {exc}"[:300]
 
 
-def _cases_of(model_type: str) -> tuple[list, str | None]:
+def tiny_configs(model_type: str) -> tuple[object, object]:
+    """A worker's start on one model type (quiet, one thread, SIGALRM raising TimeoutError for the
+    alarm each case sets) and (its config class's defaults, their language config shrunk)."""
     warnings.filterwarnings("ignore")
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(1)
     signal.signal(signal.SIGALRM, _timeout)
     print(f"{model_type:32s} start", flush=True)
+    outer = AutoConfig.for_model(model_type)
+    base = language_config(outer)
+    shrink(base)
+    return outer, base
+
+
+def _cases_of(model_type: str) -> tuple[list, str | None]:
     try:
-        outer = AutoConfig.for_model(model_type)
-        base = language_config(outer)
-        shrink(base)
+        outer, base = tiny_configs(model_type)
     except Exception as exc:
         return [], f"config: {type(exc).__name__}: {exc}"[:300]
     positionless = model_type not in rotary_model_types()

@@ -54,7 +54,7 @@ import model_truth_nonrotary as truth  # noqa: E402
 
 OUT = truth.GOLDEN
 LENGTH = 16  # tokens: positions 0..15
-CASE_TIMEOUT_S = 60
+CASE_TIMEOUT_S = gm.CASE_TIMEOUT_S
 WORKERS = 2
 NON_ROTARY = ("ALiBi", "relative attention bias", "sinusoidal", "learned absolute")
 #: weight names of position tables (not word / token-type tables)
@@ -249,22 +249,12 @@ def variations(base) -> list[tuple[str, object]]:
 
 
 def cases_of(model_type: str) -> tuple[list, str | None]:
-    try:
-        return _cases_of(model_type)
-    except Exception as exc:
-        return [], f"{type(exc).__name__}: {exc}"[:300]
+    return gm.guarded(_cases_of, model_type)
 
 
 def _cases_of(model_type: str) -> tuple[list, str | None]:
-    warnings.filterwarnings("ignore")
-    transformers.logging.set_verbosity_error()
-    torch.set_num_threads(1)
-    signal.signal(signal.SIGALRM, _timeout)
-    print(f"{model_type:32s} start", flush=True)
     try:
-        outer = AutoConfig.for_model(model_type)
-        base = gm.language_config(outer)
-        gm.shrink(base)
+        outer, base = gm.tiny_configs(model_type)
         for key, value in STACK_SIZES.items():
             if isinstance(getattr(base, key, None), int):
                 setattr(base, key, value)
@@ -289,10 +279,6 @@ def _cases_of(model_type: str) -> tuple[list, str | None]:
                                     layers))
         print(f"{model_type:32s} {name:20s} {len(items)} position items", flush=True)
     return cases, None
-
-
-def _timeout(signum, frame):
-    raise TimeoutError(f"a case ran over {CASE_TIMEOUT_S} s")
 
 
 def main(only: list[str] | None = None):
