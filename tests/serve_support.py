@@ -1,6 +1,6 @@
-"""A real `posenc serve` for the tests that talk to it over sockets (server, client, fuzz,
-hostile, browser): started on a free port with a private shared-memory directory, stopped and
-cleaned up after the module."""
+"""posenc's service for the tests: a real `posenc serve` for those that talk to it over sockets
+(server, client, fuzz, hostile, browser), started on a free port, and the app in process behind
+FastAPI's TestClient; each with a private shared-memory directory, removed after."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from fastapi.testclient import TestClient
+from posenc.config import ServiceConfig
+from posenc.http import create_app
 from posenc.http.runtime.launch import ServerProcess
 
 
@@ -32,3 +35,15 @@ def served(config: Callable[[str], str], *, env: dict | None = None, prefix: str
     if clean_exit:
         assert status == 0, process.log()
         assert left == [], f"segments left after a clean exit: {left}"
+
+
+@contextmanager
+def app_client(prefix: str = "posenc-app-") -> Iterator[TestClient]:
+    """posenc's app in this process (FastAPI's TestClient, its lifespan run) on the default
+    config with a private shared-memory directory, removed after."""
+    root = tempfile.mkdtemp(prefix=prefix, dir="/dev/shm")
+    try:
+        with TestClient(create_app(ServiceConfig.from_dict({"server": {"shm_dir": root}}))) as client:
+            yield client
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

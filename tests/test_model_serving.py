@@ -13,14 +13,12 @@ import numpy as np
 import pytest
 from binary_support import running_server
 from conftest import assert_matches_oracle, hf_config
-from fastapi.testclient import TestClient
+from serve_support import app_client
 
 import posenc
 from posenc import reference
 from posenc.cli import main
 from posenc.client import AsyncClient, Client
-from posenc.config import ServiceConfig
-from posenc.http import create_app
 from posenc.shm import attach
 
 NPY = "application/x-npy"
@@ -38,10 +36,8 @@ def mrope_oracle(spec: posenc.RopeSpec, positions) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def client():
-    root = tempfile.mkdtemp(prefix="posenc-models-", dir="/dev/shm")
-    with TestClient(create_app(ServiceConfig.from_dict({"server": {"shm_dir": root}}))) as c:
+    with app_client("posenc-models-") as c:
         yield c
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def npy(arr) -> bytes:
@@ -206,12 +202,10 @@ def test_mrope_rope_apply_over_http_with_json_and_binary_x(client):
 
 def test_positions_in_the_query_of_a_binary_rope_apply_are_used():
     """Regression: with a .npy x body, `positions` from the query were ignored (0..n-1 used)."""
-    root = tempfile.mkdtemp(prefix="posenc-models-", dir="/dev/shm")
     x = np.ones((2, 8))
-    with TestClient(create_app(ServiceConfig.from_dict({"server": {"shm_dir": root}}))) as c:
+    with app_client("posenc-models-") as c:
         r = c.post("/v1/rope/apply", params={"spec": '{"head_dim": 8}', "positions": "[5, 9]"}, content=npy(x),
                    headers={"content-type": NPY, "accept": NPY})
-    shutil.rmtree(root, ignore_errors=True)
     np.testing.assert_array_equal(np.load(io.BytesIO(r.content)), posenc.rope_apply(x, [5, 9], posenc.RopeSpec(8)))
 
 

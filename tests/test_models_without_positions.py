@@ -7,15 +7,11 @@ said: by the library (`without`, a clear PosencError for a request that needs an
 """
 
 import json
-import shutil
-import tempfile
 
 import posenc
 import pytest
-from fastapi.testclient import TestClient
 from posenc.cli import main
-from posenc.config import ServiceConfig
-from posenc.http import create_app
+from serve_support import app_client
 
 #: A Granite-4.0-H config.json as IBM publishes it: NoPE attention ("nope") among Mamba-2 layers.
 GRANITE_4_H = {"model_type": "granitemoehybrid", "hidden_size": 1536, "num_attention_heads": 12,
@@ -80,10 +76,8 @@ def test_table_build_refuses_with_the_reason(capsys, tmp_path):
 
 @pytest.fixture(scope="module")
 def client():
-    root = tempfile.mkdtemp(prefix="posenc-nopos-", dir="/dev/shm")
-    with TestClient(create_app(ServiceConfig.from_dict({"server": {"shm_dir": root}}))) as c:
+    with app_client("posenc-nopos-") as c:
         yield c
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_http_models_positions_and_a_request_that_needs_an_encoding(client):
