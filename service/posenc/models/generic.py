@@ -103,7 +103,8 @@ def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> Model
     """Every layer's RoPE from the mechanisms the config uses."""
     layers, _ = num_layers(view)
     head, head_field = head_dim(view, facts)
-    dims = Dims(head, head_field, layers, view.int("max_position_embeddings"), view.field("max_position_embeddings"))
+    context = facts.context_key
+    dims = Dims(head, head_field, layers, view.int(context), view.field(context))
     per_layer = layer_types(view, layers, facts)
     prf = partial_factor(view, head, facts)
     theta = Default(view.raw["rope_theta"], view.field("rope_theta")) if view.has("rope_theta") \

@@ -45,6 +45,9 @@ class Modeling:
     rope_switch: tuple[str, object] | None = None
     #: (config view) -> (rotated width, its field), where the head width is not the usual keys'
     head: Callable | None = None
+    #: the key its config class maps `max_position_embeddings` to (DBRX: `max_seq_len`), which the
+    #: length-dependent rope types read
+    context_key: str = "max_position_embeddings"
     #: the layer kinds its modeling code builds attention for, where it builds a layer without
     #: positions for every other name (Zamba2: "hybrid"; any other entry becomes a Mamba layer)
     attention_kinds: frozenset[str] | None = None
@@ -84,7 +87,7 @@ MODELING: dict[str, Modeling] = {
     "afmoe": Modeling(nope=_full_attention_nope),
     "flint": Modeling(nope=_full_attention_nope),
     "lara_mini": Modeling(nope=_full_attention_nope),
-    "bailing_hybrid": INTERLEAVED,
+    "bailing_hybrid": Modeling(layout="interleaved", context_key="model_max_length"),
     "openai_privacy_filter": INTERLEAVED,
     "minimax_m3_vl_text": Modeling(ignored_keys=("rotary_dim",)),
     "hrm_text": Modeling(unsupported="two rotary layer stacks (H and L modules) share one config"),
@@ -115,6 +118,7 @@ MODELING: dict[str, Modeling] = {
     "qwen3_omni_moe_talker_text": Modeling(mrope="interleaved", mrope_default=(24, 20, 20)),
     "llama4_text": Modeling(layout="interleaved", nope_interval=4),
     "smollm3": Modeling(nope_interval=4),
+    "dbrx": Modeling(context_key="max_seq_len"),
     "granitemoehybrid": Modeling(rope_switch=("position_embedding_type", "rope")),
     "zamba2": Modeling(rope_switch=("use_mem_rope", True), head=_zamba2_head, attention_kinds=frozenset({"hybrid"})),
     "hunyuan_v1_dense": Modeling(ntk_alpha=True),
