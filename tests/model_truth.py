@@ -114,15 +114,26 @@ def save(path: Path, cases: list[Case], failures: dict, *, versions: dict, enume
                            "positions": case.positions, "layers": layers,
                            **({"several": case.several} if case.several else {}),
                            **({"parts": parts} if parts else {})})
+    write_golden(path, meta_cases, arrays, versions=versions, enumerated=enumerated, failures=failures)
+
+
+def write_golden(path: Path, meta_cases: list[dict], arrays: dict, *, versions: dict, enumerated: list[str],
+                 failures: dict) -> None:
+    """A truth golden's file (this one's and model_truth_nonrotary's): the cases' JSON under "meta",
+    with the versions, the model types enumerated and why some were not built; their arrays beside."""
     meta = {"versions": versions, "enumerated": enumerated, "failures": failures, "cases": meta_cases}
     np.savez_compressed(path, meta=np.array(json.dumps(meta, sort_keys=True, default=str)), **arrays)
 
 
+def read_golden(path: Path) -> tuple[dict, dict]:
+    """(meta, {name: array}) of a file `write_golden` wrote."""
+    with np.load(path, allow_pickle=False) as z:
+        return json.loads(str(z["meta"])), {k: z[k] for k in z.files if k != "meta"}
+
+
 @lru_cache(maxsize=2)
 def load(path: Path = GOLDEN) -> tuple[dict, list[Case]]:
-    with np.load(path, allow_pickle=False) as z:
-        meta = json.loads(str(z["meta"]))
-        arrays = {k: z[k] for k in z.files if k != "meta"}
+    meta, arrays = read_golden(path)
     cases = []
     for c, raw in enumerate(meta["cases"]):
         layers = {layer: None if i is None else LayerTruth(arrays[f"{c}|{i}|rows"], arrays[f"{c}|{i}|vals"])

@@ -23,13 +23,13 @@ answers (a RoPE, an entry for a stack without positions) is wrong.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from model_truth import read_golden, write_golden
 
 GOLDEN = Path(__file__).parent / "golden" / "model_truth_nonrotary.npz"
 ARRAYS = ("indices", "rows")
@@ -61,15 +61,12 @@ def save(path: Path, cases: list[Case], failures: dict, *, versions: dict, enume
             items.append(plain)
         meta_cases.append({"model_type": case.model_type, "variation": case.variation, "config": case.config,
                            "positions": case.positions, "items": items, "layers": case.layers})
-    meta = {"versions": versions, "enumerated": enumerated, "failures": failures, "cases": meta_cases}
-    np.savez_compressed(path, meta=np.array(json.dumps(meta, sort_keys=True, default=str)), **arrays)
+    write_golden(path, meta_cases, arrays, versions=versions, enumerated=enumerated, failures=failures)
 
 
 @lru_cache(maxsize=2)
 def load(path: Path = GOLDEN) -> tuple[dict, list[Case]]:
-    with np.load(path, allow_pickle=False) as z:
-        meta = json.loads(str(z["meta"]))
-        arrays = {k: z[k] for k in z.files if k != "meta"}
+    meta, arrays = read_golden(path)
     cases = []
     for c, raw in enumerate(meta["cases"]):
         items = [{**item, **{key: arrays[f"{c}|{i}|{key}"] for key in ARRAYS if item.get(key)}}

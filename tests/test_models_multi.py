@@ -85,19 +85,23 @@ def _rebuilt(model, entries):
     return ModelPositions(model.model_type, model.reader, {e.layer_type: e for e in entries})
 
 
+def _swapped(real, first: str, second: str):
+    """A from_hf_config whose two named layer types trade their spec and layout (each keeps its layers)."""
+    def read(config, **kwargs):
+        model = real(config)
+        a, b = model[first], model[second]
+        return _rebuilt(model, [LayerPositions(first, b.spec, a.layers, b.apply),
+                                LayerPositions(second, a.spec, b.layers, a.apply)])
+    return read
+
+
 def test_judge_needs_the_indexer_and_pairs_it_by_name(monkeypatch):
     case = _case("deepseek_v32", "rope_type=yarn")
     assert case.parts and model_truth.judge(case).status == "exact"
     real = posenc.from_hf_config
     monkeypatch.setattr(posenc, "from_hf_config", lambda c, **k: _rebuilt(real(c), [real(c)["default"]]))
     assert model_truth.judge(case).status == "wrong"
-
-    def swapped(c, **k):
-        model = real(c)
-        a, i = model["default"], model["indexer"]
-        return _rebuilt(model, [LayerPositions("default", i.spec, a.layers, i.apply),
-                                LayerPositions("indexer", a.spec, a.layers, a.apply)])
-    monkeypatch.setattr(posenc, "from_hf_config", swapped)
+    monkeypatch.setattr(posenc, "from_hf_config", _swapped(real, "default", "indexer"))
     assert "indexer" in model_truth.judge(case).detail
 
 
@@ -105,13 +109,7 @@ def test_judge_scores_each_stack_against_its_own_layer_types(monkeypatch):
     case = _case("t5gemma", "yarn on encoder")
     assert model_truth.judge(case).status == "exact"
     real = posenc.from_hf_config
-
-    def swapped(c, **k):
-        model = real(c)
-        e, d = model["encoder"], model["decoder"]
-        return _rebuilt(model, [LayerPositions("encoder", d.spec, e.layers, d.apply),
-                                LayerPositions("decoder", e.spec, d.layers, e.apply)])
-    monkeypatch.setattr(posenc, "from_hf_config", swapped)
+    monkeypatch.setattr(posenc, "from_hf_config", _swapped(real, "encoder", "decoder"))
     assert model_truth.judge(case).status == "wrong"
     monkeypatch.setattr(posenc, "from_hf_config", lambda c, **k: _rebuilt(
         real(c), [LayerPositions("default", real(c)["encoder"].spec, tuple(range(8)), "half")]))

@@ -785,8 +785,37 @@ def guarded(work, model_type: str) -> tuple[list, str | None]:
     not lose the others' goldens (this generator's and generate_nonrotary's)."""
     try:
         return work(model_type)
+    except DefaultFailed as exc:
+        return [], str(exc)
     except Exception as exc:
         return [], f"{type(exc).__name__}: {exc}"[:300]
+
+
+class DefaultFailed(Exception):
+    """A model type's default config did not run: why (its first line), as the goldens record it."""
+
+
+def ran(runs, run):
+    """(name, config, run(config)) of each (name, config) of `runs` that runs, each under the case
+    alarm (faulthandler dumps a hang's stack first); a variation that raises is left out, the
+    default config's error raises DefaultFailed. The alarm is disarmed after each case: left set,
+    it would fire in the idle pool worker and lose its next task."""
+    for name, config in runs:
+        faulthandler.dump_traceback_later(CASE_TIMEOUT_S)
+        signal.alarm(CASE_TIMEOUT_S)
+        try:
+            result = run(config)
+        except Exception as exc:
+            if name == "default":
+                if "-v" in sys.argv:
+                    traceback.print_exc()
+                raise DefaultFailed(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]) \
+                    from None
+            continue
+        finally:
+            signal.alarm(0)
+            faulthandler.cancel_dump_traceback_later()
+        yield name, config, result
 
 
 def tiny_configs(model_type: str) -> tuple[object, object]:
@@ -814,20 +843,7 @@ def _cases_of(model_type: str) -> tuple[list, str | None]:
     except Exception:  # a config the variations cannot be made of: its defaults alone
         runs = [("default", base)]
     cases = []
-    for name, config in runs:
-        faulthandler.dump_traceback_later(CASE_TIMEOUT_S)  # a hang shows where it is
-        signal.alarm(CASE_TIMEOUT_S)
-        try:
-            result = run_positionless(config) if positionless else run_case(config)
-        except Exception as exc:
-            if name == "default":
-                if "-v" in sys.argv:
-                    traceback.print_exc()
-                return [], f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
-            continue
-        finally:  # disarmed: an alarm left set would fire in the idle worker and lose its next task
-            signal.alarm(0)
-            faulthandler.cancel_dump_traceback_later()
+    for name, config, result in ran(runs, run_positionless if positionless else run_case):
         cases.append(model_truth.Case(model_type, name, config.to_dict(), result["positions"], result["layers"],
                                       result["several"], result["parts"]))
         legacy = legacy_form(config)
@@ -981,7 +997,24 @@ def _timeout(signum, frame):
     raise TimeoutError(f"a case ran over {CASE_TIMEOUT_S} s")
 
 
-def result_of(job, model_type: str) -> tuple[list, str | None]:
+def collect(cases_of, types: list[str], only: list[str] | None, path: Path, load) -> tuple[list, dict]:
+    """(cases, {model type: why it was not built}) of `only` (else every one of `types`), each model
+    type's `cases_of` run in a pool of WORKERS spawned processes (this generator's and
+    generate_nonrotary's); with `only`, the other types' kept from the golden at `path` (`load`)."""
+    todo = only or types
+    with multiprocessing.get_context("spawn").Pool(WORKERS) as pool:  # no retiring: torch can hang at exit
+        jobs = [pool.apply_async(cases_of, (t,)) for t in todo]
+        results = [_result_of(job, t) for job, t in zip(jobs, todo)]
+    cases = [case for found, _ in results for case in found]
+    failures = {t: why for t, (_, why) in zip(todo, results) if why}
+    if only and path.exists():
+        meta, kept = load(path)
+        cases = [c for c in kept if c.model_type not in only] + cases
+        failures = {**{t: why for t, why in meta["failures"].items() if t not in only}, **failures}
+    return cases, failures
+
+
+def _result_of(job, model_type: str) -> tuple[list, str | None]:
     """A model type's cases, or why there are none when its worker never answered (a worker that
     dies, e.g. in native code, loses its task: Pool.map would wait for it forever)."""
     try:
@@ -995,16 +1028,7 @@ def main(only: list[str] | None = None):
     """Every rotary model type; with `only` (model types on the command line), those are redone
     and the others kept from the existing goldens."""
     types = rotary_model_types() + positionless_model_types()
-    todo = only or types
-    with multiprocessing.get_context("spawn").Pool(WORKERS) as pool:  # no retiring: torch can hang at exit
-        jobs = [pool.apply_async(cases_of, (t,)) for t in todo]
-        results = [result_of(job, t) for job, t in zip(jobs, todo)]
-    cases = [case for found, _ in results for case in found]
-    failures = {t: why for t, (_, why) in zip(only or types, results) if why}
-    if only:
-        meta, kept = model_truth.load(OUT)
-        cases = [c for c in kept if c.model_type not in only] + cases
-        failures = {**{t: why for t, why in meta["failures"].items() if t not in only}, **failures}
+    cases, failures = collect(cases_of, types, only, OUT, model_truth.load)
     model_truth.load.cache_clear()  # the table below must read what is saved here
     model_truth.verdicts.cache_clear()
     model_truth.save(OUT, cases, failures, versions={"torch": torch.__version__,

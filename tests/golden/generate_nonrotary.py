@@ -31,11 +31,8 @@ A variation with another pad_token_id shows whether an offset follows it (RoBERT
 from __future__ import annotations
 
 import copy
-import multiprocessing
 import re
-import signal
 import sys
-import traceback
 import warnings
 from pathlib import Path
 
@@ -54,8 +51,6 @@ import model_truth_nonrotary as truth  # noqa: E402
 
 OUT = truth.GOLDEN
 LENGTH = 16  # tokens: positions 0..15
-CASE_TIMEOUT_S = gm.CASE_TIMEOUT_S
-WORKERS = 2
 NON_ROTARY = ("ALiBi", "relative attention bias", "sinusoidal", "learned absolute")
 #: weight names of position tables (not word / token-type tables)
 POSITION_WEIGHT = re.compile(r"pos|wpe|relative|rel_emb", re.IGNORECASE)
@@ -261,18 +256,7 @@ def _cases_of(model_type: str) -> tuple[list, str | None]:
     except Exception as exc:
         return [], f"config: {type(exc).__name__}: {exc}"[:300]
     cases = []
-    for name, config in variations(base):
-        signal.alarm(CASE_TIMEOUT_S)
-        try:
-            items, layers = run_case(config)
-        except Exception as exc:
-            if name == "default":
-                if "-v" in sys.argv:
-                    traceback.print_exc()
-                return [], f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
-            continue
-        finally:
-            signal.alarm(0)
+    for name, config, (items, layers) in gm.ran(variations(base), run_case):
         cases.append(truth.Case(model_type, name, config.to_dict(), list(range(LENGTH)), items, layers))
         if name == "default" and outer is not base:
             cases.append(truth.Case(model_type, "composite config", outer.to_dict(), list(range(LENGTH)), items,
@@ -283,16 +267,7 @@ def _cases_of(model_type: str) -> tuple[list, str | None]:
 
 def main(only: list[str] | None = None):
     types = non_rotary_model_types()
-    todo = only or types
-    with multiprocessing.get_context("spawn").Pool(WORKERS) as pool:  # as generate_models: no retiring workers
-        jobs = [pool.apply_async(cases_of, (t,)) for t in todo]
-        results = [gm.result_of(job, t) for job, t in zip(jobs, todo)]
-    cases = [case for found, _ in results for case in found]
-    failures = {t: why for t, (_, why) in zip(only or types, results) if why}
-    if only and OUT.exists():
-        meta, kept = truth.load(OUT)
-        cases = [c for c in kept if c.model_type not in only] + cases
-        failures = {**{t: w for t, w in meta["failures"].items() if t not in only}, **failures}
+    cases, failures = gm.collect(cases_of, types, only, OUT, truth.load)
     truth.save(OUT, cases, failures, versions={"torch": torch.__version__, "transformers": transformers.__version__},
                enumerated=types)
     print("wrote", OUT, f"({OUT.stat().st_size} bytes): {len(cases)} cases, {len(failures)} not built")
