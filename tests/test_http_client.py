@@ -122,8 +122,7 @@ class _AnsweredInTheProtocol(httpx.BaseTransport):
                  "query_string": request.url.query, "headers": [(k.lower(), v) for k, v in request.headers.raw]}
         found = self.app.answer_now(scope, request.read())
         assert found is not None, f"{request.method} {request.url} was not answered in the protocol"
-        headers, payload = found
-        return httpx.Response(200, headers=headers, content=bytes(payload), request=request)
+        return httpx.Response(200, headers=found.headers, content=bytes(found.payload), request=request)
 
 
 def test_the_clients_requests_take_the_fast_path():

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from posenc.config import ServiceConfig
 from posenc.http import create_app
 from posenc.http.pipeline.fastcompute import ROUTES
+from posenc.http.pipeline.headers import render
 from posenc.http.pipeline.plans import Router, plan_table
 from posenc.http.pipeline.prepared import Prepared
 from prometheus_client.parser import text_string_to_metric_families
@@ -362,8 +363,9 @@ def test_the_protocol_gets_the_same_answer_as_the_asgi_path(app, path, body, que
     asyncio.run(app(_scope(method, path, encoded_query, headers), receive, send))
     assert sent[0]["status"] == 200
     strip = lambda pairs: [(k, v) for k, v in pairs if k != b"x-request-id"]
-    assert strip(answered[0]) == strip(sent[0]["headers"])
-    assert bytes(answered[1]) == b"".join(bytes(m.get("body", b"")) for m in sent[1:])
+    assert strip(answered.headers) == strip(sent[0]["headers"])
+    assert answered.head_lines() == render(answered.headers)  # what the protocol writes
+    assert bytes(answered.payload) == b"".join(bytes(m.get("body", b"")) for m in sent[1:])
 
 
 @pytest.mark.parametrize("path, body, query, accept", NOT_PLAIN + [

@@ -219,7 +219,7 @@ class ServiceApp:
         return True
 
     def answer_now(self, scope, body: bytes):
-        """(headers, body) of the 200 of a complete request a `now` plan answers, found without
+        """The `Answer` (prepared.py) of the 200 of a complete request a `now` plan answers, found without
         awaiting anything and counted as answered; None for any other request, which then goes to
         this app as usual. For posenc's HTTP protocol (protocol.py), which writes it at once:
         nothing else runs before the bytes are in the transport, so the budget and metrics see it
@@ -237,7 +237,7 @@ class ServiceApp:
         request_id, _, answer = found
         answer.done()
         self._account(scope, answer.route, 200, started, len(answer.payload), request_id)
-        return answer.headers, answer.payload
+        return answer
 
     def _now_answer(self, scope, body: bytes, plans):
         """(request id, plan, Answer with X-Request-Id in its headers) of a complete request a `now`

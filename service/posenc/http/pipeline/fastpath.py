@@ -27,18 +27,17 @@ from ..api.responses import GZIP_MIN_BYTES, accepts_gzip
 from ..api.routes.rows import dtype_for
 from ..runtime.caches import ByteCache
 from ..runtime.table_cache import TableCache
-from .headers import header, text_of
+from .headers import header, render, text_of
 from .prepared import Answer
 
 ROW_ROUTE = ("GET", "/v1/tables/{name}/rows/{position}")
-_PREFIX = "/v1/tables/"
-_PREFIX_LEN = len(_PREFIX)
+_PREFIX_LEN = len("/v1/tables/")
 
 
 class _Prepared:
     """What every response for one (table, media type, output dtype) shares."""
 
-    __slots__ = ("cast", "data", "dtype", "headers", "prefix", "row_bytes", "sized", "table")
+    __slots__ = ("cast", "data", "dtype", "headers", "lines", "prefix", "row_bytes", "sized", "table")
 
     def __init__(self, table, media: str, dtype: np.dtype):
         first = table.array[0]
@@ -56,6 +55,8 @@ class _Prepared:
         #: made here (copied per answer: the pipeline appends X-Request-Id to it); JSON: None
         self.sized = None if media == JSON else \
             [*self.headers, (b"content-length", str(len(self.prefix) + sample.nbytes).encode("ascii"))]
+        #: the head's lines of `sized` (binary) or of `headers` (JSON, content-length added per answer)
+        self.lines = render(self.headers if self.sized is None else self.sized)
 
 
 class FastRows:
@@ -68,12 +69,11 @@ class FastRows:
 
     def answer(self, scope, body: bytes = b"") -> Answer | None:
         """The 200 response (the plan "row", plans.py; `body`, a GET's, is not read), or None when
-        FastAPI must decide."""
-        path = scope["path"]
+        FastAPI must decide. The router calls it for GETs of paths under /v1/tables/ only."""
         query = scope["query_string"]
-        if scope["method"] != "GET" or not path.startswith(_PREFIX) or (query and query not in _DTYPE_QUERIES):
+        if query and query not in _DTYPE_QUERIES:
             return None
-        name, sep, position = path[_PREFIX_LEN:].partition("/rows/")
+        name, sep, position = scope["path"][_PREFIX_LEN:].partition("/rows/")
         if not sep or not position.isascii() or not position.isdigit() or len(position) > 19:
             return None
         table = self.tables.get(name)
@@ -100,18 +100,20 @@ class FastRows:
         if prepared.cast:
             values = table.spec.cast_rows(table.array[row:row + 1], [int(position)], prepared.dtype)[0]
             if media != JSON:
-                return Answer(self.service, self._route, [*prepared.sized], prepared.prefix + values.tobytes(), True, 0)
+                return Answer(self.service, self._route, [*prepared.sized], prepared.prefix + values.tobytes(), True, 0,
+                              prepared.lines)
         elif media != JSON:
             start = row * prepared.row_bytes
             return Answer(self.service, self._route, [*prepared.sized],
-                          prepared.prefix + prepared.data[start:start + prepared.row_bytes], True, 0)
+                          prepared.prefix + prepared.data[start:start + prepared.row_bytes], True, 0, prepared.lines)
         else:
             values = table.array[row]
         payload = prepared.prefix + json_data(values) + b"}"
         if len(payload) >= GZIP_MIN_BYTES and accepts_gzip(text_of(header(scope, b"accept-encoding"))):
             return None  # a very wide row to a gzip client: the FastAPI route compresses it
-        return Answer(self.service, self._route, [*prepared.headers, (b"content-length", b"%d" % len(payload))],
-                      payload, True, 0)
+        length = b"%d" % len(payload)
+        return Answer(self.service, self._route, [*prepared.headers, (b"content-length", length)], payload, True, 0,
+                      b"%scontent-length: %s\r\n" % (prepared.lines, length))
 
     def _forget(self, name: str) -> None:
         self._prepared.drop(lambda key: key[0] == name)

@@ -39,6 +39,14 @@ def text_of(value: bytes | None) -> str | None:
     return None if value is None else value.decode("latin-1")
 
 
+def render(headers) -> bytes:
+    """(name, value) pairs as the header lines of an HTTP/1.1 head: `name: value\r\n` each."""
+    lines = []
+    for name, value in headers:
+        lines += (name, b": ", value, b"\r\n")
+    return b"".join(lines)
+
+
 def new_request_id() -> str:
     """16 hex digits: the process's prefix, then the counter (`bytes.hex` of one int: half the
     cost of formatting the two halves)."""

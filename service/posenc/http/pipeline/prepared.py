@@ -42,7 +42,7 @@ from ...kernels import index_span
 from ...limits import LIMITS
 from ..api.calls import cost_ns
 from ..api.codecs import JSON, RAW, body_of, header_cache, headers_for, json_data, json_frame, media_type, negotiate
-from .headers import text_of
+from .headers import render, text_of
 from ..api.responses import GZIP_MIN_BYTES, STREAM_BYTES, accepts_gzip, size_bound
 from ..api.routes.encodings import rope_plan, rope_spec_of, sinusoidal_plan, sinusoidal_spec_of
 from ..api.routes.rows import dtype_for
@@ -74,7 +74,7 @@ _FIELDS = {True: (frozenset({"spec", "positions", "dtype"}), frozenset({"spec", 
 class Plan:
     """What every request of one shape shares: where its rows come from and how they are sent."""
 
-    __slots__ = ("bound_base", "bound_per_row", "compute", "dtype", "gzip", "head", "json_head", "key", "media", "name",
+    __slots__ = ("bound_base", "bound_per_row", "compute", "dtype", "gzip", "head", "head_lines", "json_head", "key", "media", "name",
                  "route", "table", "width")
 
     def __init__(self, route: int, media: str, gzip: bool, dtype: np.dtype, width: int):
@@ -86,6 +86,7 @@ class Plan:
         self.bound_per_row = size_bound((1, width), dtype, media) - self.bound_base
         probe = headers_for(np.empty((1, width), dtype), media)  # raises for a media the dtype has not
         self.head = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in probe.items() if k != "x-posenc-shape"]
+        self.head_lines = render(self.head)
 
     def stale(self, service) -> bool:
         """Whether the table this plan names was replaced or removed since it was made."""
@@ -129,19 +130,33 @@ class Plan:
 
 class Answer:
     """A plan's 200: its route index, headers (content-length included; X-Request-Id is added by
-    the pipeline) and body, its bytes held in the worker's budget until `done`."""
+    the pipeline) and body, its bytes held in the worker's budget until `done`.
 
-    __slots__ = ("headers", "held", "hit", "payload", "route", "service")
+    `lines`, when the plan gives it, is `headers` as made (before X-Request-Id) already rendered
+    as a head's lines (`headers.render`): what a plan's answers share is rendered once, and the
+    protocol, which writes the head itself, renders only the request id (`head_lines`)."""
 
-    def __init__(self, service, route: int, headers: list, payload, hit: bool, held: int):
+    __slots__ = ("headers", "held", "hit", "lines", "payload", "route", "service", "shared")
+
+    def __init__(self, service, route: int, headers: list, payload, hit: bool, held: int, lines: bytes | None = None):
         self.service, self.route, self.headers, self.payload = service, route, headers, payload
-        self.hit, self.held = hit, held
+        self.hit, self.held, self.lines = hit, held, lines
+        self.shared = len(headers)  # how many of `headers` `lines` renders
+
+    def head_lines(self) -> bytes:
+        """The response's header lines, as `render(self.headers)` gives them."""
+        lines = self.lines
+        if lines is None:
+            return render(self.headers)
+        for name, value in self.headers[self.shared:]:
+            lines += name + b": " + value + b"\r\n"
+        return lines
 
     def done(self) -> None:
         """Once its body is written: its bytes given back to the budget, the table hit or miss counted."""
         if self.held:
             self.service.budget.give_back(self.held)
-        self.service.metrics.table(hit=self.hit)
+        self.service.metrics.table(self.hit)
 
 
 class Prepared:
@@ -170,9 +185,13 @@ class Prepared:
         if found is None:
             return None
         plan, payload, shape, hit, held = found
-        response_headers = [*plan.head] if shape is None else [*plan.head, (b"x-posenc-shape", shape)]
-        response_headers.append((b"content-length", str(len(payload)).encode("ascii")))
-        return Answer(self.service, plan.route, response_headers, payload, hit, held)
+        length = b"%d" % len(payload)
+        if shape is None:
+            headers, lines = [*plan.head, (b"content-length", length)], b"%scontent-length: %s\r\n" % (plan.head_lines, length)
+        else:
+            headers = [*plan.head, (b"x-posenc-shape", shape), (b"content-length", length)]
+            lines = b"%sx-posenc-shape: %s\r\ncontent-length: %s\r\n" % (plan.head_lines, shape, length)
+        return Answer(self.service, plan.route, headers, payload, hit, held, lines)
 
     def _answer(self, scope, path: str, spec_route: bool, headers: dict, body: bytes):
         """(plan, body, X-Posenc-Shape value or None, table hit?, bytes held in the budget) of this
