@@ -77,6 +77,15 @@ def test_busy_polling_serves_the_same_and_is_reported(tables, sin128_rows):
         assert c.stats()["busy_poll_us"] == 500
 
 
+def test_busy_polling_does_not_change_the_loop_auto_picks(tables):
+    """`--io auto` picks the same loop with or without --busy-poll-us: busy polling's tail stalls
+    were the hypervisor taking the vCPU away, on either loop (docs/server-io.md)."""
+    with running_server(tables, threads=1, io="auto") as plain, Client(plain.address) as c:
+        loop = c.stats()["io"]
+    with running_server(tables, threads=1, io="auto", busy_poll_us=200) as busy, Client(busy.address) as c:
+        assert c.stats()["io"] == loop
+
+
 def test_shutdown_while_loaded_answers_what_arrived_and_exits_cleanly(tables, sin128_rows):
     outcomes = []
     started = threading.Barrier(9)

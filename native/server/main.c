@@ -74,14 +74,6 @@ static void pin(pthread_t thread, int index, int n_threads) {
 static const struct loop_ops *choose_loop(const struct server_config *cfg) {
     if (cfg->io == IO_EPOLL)
         return &loop_epoll;
-    /* Busy polling spins the loop's thread on its CPU. Under io_uring that starved work the ring
-     * leaves to the kernel on the same CPU: open-loop P99 of 17-110 ms at 100k req/s, where epoll
-     * with the same spin stays under 1 ms (docs/server-io.md). auto therefore spins with epoll. */
-    if (cfg->io == IO_AUTO && cfg->busy_poll_us) {
-        fprintf(stderr, "posenc-server: --io auto with --busy-poll-us: serving with epoll (io_uring's tail "
-                        "latency under busy polling is unbounded; --io uring forces it)\n");
-        return &loop_epoll;
-    }
 #ifdef POSENC_HAVE_URING
     char why[256];
     if (loop_uring_available(why, sizeof why) == 0)

@@ -16,6 +16,8 @@ Each server runs alone on the server CPU (one event-loop thread), the generator 
      of redis and posenc (also with --busy-poll-us) at each rate, over TCP and the Unix socket.
 posenc-jitter, spinning on both CPUs right after the tail runs, says how much time the machine
 itself takes away (interrupts, other tasks, the hypervisor): a P99 below those stalls cannot be met.
+Each run also records how long the hypervisor took the server's CPU away (/proc/stat's steal), shown
+beside the tail rows: a run with 100 ms of it has a P99 of tens of milliseconds whatever the server.
 redis-server comes from the Debian package (`make bench-deps`).
 """
 
@@ -52,7 +54,7 @@ PIPELINED_TARGET = {"tcp": 1_200_000, "unix": 1_600_000}
 REDIS_RATIO_TARGET = 1.5
 P99_TARGET_US = 80.0
 BUSY_POLL_US = 200
-FIGURES = ("rps", "p50_us", "p99_us", "p999_us", "cpu_ns", "syscalls", "cycles")
+FIGURES = ("rps", "p50_us", "p99_us", "p999_us", "cpu_ns", "syscalls", "cycles", "stolen_ms")
 #: Per-request counters: result key, format, the perf event it needs, column title.
 COUNTER_TITLES = (("cpu_ns", ".0f", "task-clock", "server CPU ns/req"), ("cycles", ",.0f", "cycles", "cycles/req"),
                   ("syscalls", ".3f", "raw_syscalls:sys_enter", "syscalls/req"))
@@ -135,8 +137,26 @@ def perf_events() -> list[str]:
     return events
 
 
-def measure(target: Target, cpu: int, events: list[str], *args: str) -> dict:
-    """One posenc-load run against `target`, with the server's perf counters over the run."""
+def stolen_ms(cpu: int) -> float | None:
+    """Milliseconds the hypervisor has run something else while `cpu` wanted to run (the steal
+    column of /proc/stat), or None where there is no such count. On a VM a vCPU taken away stops
+    the server it runs outright: the tail stalls of tens of milliseconds seen with busy polling were
+    this (docs/server-io.md), so each run records how much of it happened to the server's CPU."""
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                fields = line.split()
+                if fields[0] == f"cpu{cpu}":
+                    return int(fields[8]) * 1000 / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else None
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def measure(target: Target, cpu: int, server_cpu: int, events: list[str], *args: str) -> dict:
+    """One posenc-load run against `target` (posenc-load on `cpu`), with the server's perf counters
+    and the time its CPU (`server_cpu`) was stolen over the run."""
+    stolen_before = stolen_ms(server_cpu)
     perf = None
     if events:
         perf = subprocess.Popen(["perf", "stat", "-x,", "-e", ",".join(events), "-p", str(target.pid)],
@@ -157,6 +177,8 @@ def measure(target: Target, cpu: int, events: list[str], *args: str) -> dict:
     report["cpu_ns"] = counted["task-clock"] * 1e6 / done if "task-clock" in counted else None  # msec
     report["syscalls"] = counted["raw_syscalls:sys_enter"] / done if "raw_syscalls:sys_enter" in counted else None
     report["cycles"] = counted["cycles"] / done if "cycles" in counted else None
+    stolen_after = stolen_ms(server_cpu)
+    report["stolen_ms"] = None if stolen_before is None or stolen_after is None else stolen_after - stolen_before
     return report
 
 
@@ -168,8 +190,10 @@ def jitter(cpus, seconds: float) -> list[dict]:
 
 
 def medians(runs: list[dict]) -> dict:
-    """Each figure's median over the runs (None stays None)."""
-    return {key: None if runs[0][key] is None else statistics.median(r[key] for r in runs) for key in FIGURES}
+    """Each figure's median over the runs (None stays None), and the most stolen from one run."""
+    found = {key: None if runs[0][key] is None else statistics.median(r[key] for r in runs) for key in FIGURES}
+    found["stolen_ms_max"] = None if runs[0]["stolen_ms"] is None else max(r["stolen_ms"] for r in runs)
+    return found
 
 
 def run(args) -> str:
@@ -206,7 +230,8 @@ def run(args) -> str:
                                 if depth == 1 and transport == "unix":
                                     continue
                                 samples[("closed", depth, transport, key)].append(
-                                    measure(targets[transport][key], client, events, *span, "-P", str(depth)))
+                                    measure(targets[transport][key], client, args.server_cpu, events, *span, "-P",
+                                            str(depth)))
                 saturation = {key: statistics.median(r["rps"] for r in samples[("closed", 1, "tcp", key)])
                               for key in ("redis", "posenc")}
                 rates = {"half of posenc's saturation": saturation["posenc"] / 2,
@@ -216,7 +241,8 @@ def run(args) -> str:
                         for transport in ("tcp", "unix"):
                             for key in ("redis", "posenc", "posenc-busy"):
                                 samples[("open", rate_name, transport, key)].append(
-                                    measure(targets[transport][key], client, [], *span, "--rate", f"{rate:.0f}"))
+                                    measure(targets[transport][key], client, args.server_cpu, [], *span, "--rate",
+                                            f"{rate:.0f}"))
                 stalls = jitter((args.server_cpu, client), seconds=args.seconds)
         finally:
             store.close()
@@ -304,10 +330,12 @@ def tail_table(results: dict, rates: dict) -> str:
                     target = (f"P99 <= redis: {verdict(r['p99_us'] <= redis['p99_us'])}; "
                               f"P99 < {P99_TARGET_US:.0f} us: {verdict(r['p99_us'] < P99_TARGET_US)}")
                 first = key == "redis"
+                stolen = "-" if r["stolen_ms"] is None else f"{r['stolen_ms']:.0f} / {r['stolen_ms_max']:.0f}"
                 rows.append([f"{rate:,.0f} req/s ({rate_name}), {transport.upper()}" if first else "", LABELS[key],
                              f"{r['p50_us']:.1f}", f"{r['p99_us']:.1f}", f"{r['p999_us']:.1f}",
-                             f"{r['p99_us'] / redis['p99_us']:.2f}x", target])
-    headers = ["offered rate (open loop)", "server", "P50 us", "P99 us", "P99.9 us", "P99 vs redis", "target"]
+                             f"{r['p99_us'] / redis['p99_us']:.2f}x", stolen, target])
+    headers = ["offered rate (open loop)", "server", "P50 us", "P99 us", "P99.9 us", "P99 vs redis",
+               "server CPU stolen ms (median / most)", "target"]
     return markdown_table(headers, rows)
 
 
