@@ -44,18 +44,21 @@ def test_http_1_1_is_the_parsers_version_for_every_version_and_connection_header
     accepted = 0
     for version in _VERSIONS:
         for connection in _CONNECTION:
-            lines = [b"GET / HTTP/" + version, b"Host: x"] + ([] if connection is None else [b"Connection: " + connection])
+            lines = [b"GET / HTTP/" + version, b"Host: x"]
+            if connection is not None:
+                lines.append(b"Connection: " + connection)
             found = _parsed(b"\r\n".join(lines) + b"\r\n\r\n")
             if found is None:
                 continue
             accepted += 1
             parser, _ = found
-            assert _http_1_1(parser, connection is not None) == (parser.get_http_version() == "1.1"), (version, connection)
+            expected = parser.get_http_version() == "1.1"
+            assert _http_1_1(parser, connection is not None) == expected, (version, connection)
     assert accepted == 4 * len(_CONNECTION)  # 0.9, 1.0, 1.1 and 2.0, each with every Connection header
 
 
-_TARGET_BYTES = st.sampled_from([b"/", b"?", b"#", b"%", b";", b"a", b"0", b":", b"@", b"=", b"&", b".", b"\x80", b"\xff",
-                                 b"\x7f", b"\t", b" ", b"*", b"http://h", b"//"])
+_TARGET_BYTES = st.sampled_from([b"/", b"?", b"#", b"%", b";", b"a", b"0", b":", b"@", b"=", b"&", b".",
+                                 b"\x80", b"\xff", b"\x7f", b"\t", b" ", b"*", b"http://h", b"//"])
 
 
 @settings(max_examples=3000, deadline=None)

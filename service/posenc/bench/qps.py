@@ -178,7 +178,8 @@ def measure(target: Target, cpu: int, server_cpu: int, events: list[str], *args:
     report["syscalls"] = counted["raw_syscalls:sys_enter"] / done if "raw_syscalls:sys_enter" in counted else None
     report["cycles"] = counted["cycles"] / done if "cycles" in counted else None
     stolen_after = stolen_ms(server_cpu)
-    report["stolen_ms"] = None if stolen_before is None or stolen_after is None else stolen_after - stolen_before
+    known = stolen_before is not None and stolen_after is not None
+    report["stolen_ms"] = stolen_after - stolen_before if known else None
     return report
 
 
@@ -191,7 +192,8 @@ def jitter(cpus, seconds: float) -> list[dict]:
 
 def medians(runs: list[dict]) -> dict:
     """Each figure's median over the runs (None stays None), and the most stolen from one run."""
-    found = {key: None if runs[0][key] is None else statistics.median(r[key] for r in runs) for key in FIGURES}
+    found = {key: None if runs[0][key] is None else statistics.median(r[key] for r in runs)
+             for key in FIGURES}
     found["stolen_ms_max"] = None if runs[0]["stolen_ms"] is None else max(r["stolen_ms"] for r in runs)
     return found
 
@@ -229,9 +231,8 @@ def run(args) -> str:
                             for transport in ("tcp", "unix"):
                                 if depth == 1 and transport == "unix":
                                     continue
-                                samples[("closed", depth, transport, key)].append(
-                                    measure(targets[transport][key], client, args.server_cpu, events, *span, "-P",
-                                            str(depth)))
+                                samples[("closed", depth, transport, key)].append(measure(
+                                    targets[transport][key], client, args.server_cpu, events, *span, "-P", str(depth)))
                 saturation = {key: statistics.median(r["rps"] for r in samples[("closed", 1, "tcp", key)])
                               for key in ("redis", "posenc")}
                 rates = {"half of posenc's saturation": saturation["posenc"] / 2,
@@ -240,9 +241,8 @@ def run(args) -> str:
                     for rate_name, rate in rates.items():
                         for transport in ("tcp", "unix"):
                             for key in ("redis", "posenc", "posenc-busy"):
-                                samples[("open", rate_name, transport, key)].append(
-                                    measure(targets[transport][key], client, args.server_cpu, [], *span, "--rate",
-                                            f"{rate:.0f}"))
+                                samples[("open", rate_name, transport, key)].append(measure(
+                                    targets[transport][key], client, args.server_cpu, [], *span, "--rate", f"{rate:.0f}"))
                 stalls = jitter((args.server_cpu, client), seconds=args.seconds)
         finally:
             store.close()

@@ -110,7 +110,8 @@ def start_once(config: Path | None, workers: int | None, timeout_s: float,
         port = free_port()
         argv = serve_argv(config, workers, port, free_port(), shm_dir)
         t0 = time.perf_counter()
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_SERVER_ENV)
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   env=_SERVER_ENV)
 
         def read_log() -> None:
             for line in process.stdout:
@@ -167,5 +168,5 @@ def run(args) -> str:
     workers = "the config's workers" if args.workers is None else f"--workers {args.workers}"
     return (f"{text}\n\n`posenc serve` with {config} ({workers}; {os.cpu_count()} CPUs here), each start on fresh "
             f"ports and a private shm directory; median of {args.runs} starts after one that filled the caches "
-            f"(numba's and the bytecode; that one: /readyz 200 after {first.ready_s:.3f} s). Load average {load_before:.1f} before, "
-            f"{load_after:.1f} after. Machine: {machine_line()}.\n")
+            f"(numba's and the bytecode; that one: /readyz 200 after {first.ready_s:.3f} s). "
+            f"Load average {load_before:.1f} before, {load_after:.1f} after. Machine: {machine_line()}.\n")

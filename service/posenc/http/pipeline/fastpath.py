@@ -100,20 +100,21 @@ class FastRows:
         if prepared.cast:
             values = table.spec.cast_rows(table.array[row:row + 1], [int(position)], prepared.dtype)[0]
             if media != JSON:
-                return Answer(self.service, self._route, [*prepared.sized], prepared.prefix + values.tobytes(), True, 0,
-                              prepared.lines)
+                return Answer(self.service, self._route, [*prepared.sized], prepared.prefix + values.tobytes(),
+                              True, 0, prepared.lines)
         elif media != JSON:
             start = row * prepared.row_bytes
             return Answer(self.service, self._route, [*prepared.sized],
-                          prepared.prefix + prepared.data[start:start + prepared.row_bytes], True, 0, prepared.lines)
+                          prepared.prefix + prepared.data[start:start + prepared.row_bytes], True, 0,
+                          prepared.lines)
         else:
             values = table.array[row]
         payload = prepared.prefix + json_data(values) + b"}"
         if len(payload) >= GZIP_MIN_BYTES and accepts_gzip(text_of(header(scope, b"accept-encoding"))):
             return None  # a very wide row to a gzip client: the FastAPI route compresses it
         length = b"%d" % len(payload)
-        return Answer(self.service, self._route, [*prepared.headers, (b"content-length", length)], payload, True, 0,
-                      b"%scontent-length: %s\r\n" % (prepared.lines, length))
+        return Answer(self.service, self._route, [*prepared.headers, (b"content-length", length)], payload,
+                      True, 0, b"%scontent-length: %s\r\n" % (prepared.lines, length))
 
     def _forget(self, name: str) -> None:
         self._prepared.drop(lambda key: key[0] == name)

@@ -74,8 +74,8 @@ _FIELDS = {True: (frozenset({"spec", "positions", "dtype"}), frozenset({"spec", 
 class Plan:
     """What every request of one shape shares: where its rows come from and how they are sent."""
 
-    __slots__ = ("bound_base", "bound_per_row", "compute", "dtype", "gzip", "head", "head_lines", "json_head", "key", "media", "name",
-                 "route", "table", "width")
+    __slots__ = ("bound_base", "bound_per_row", "compute", "dtype", "gzip", "head", "head_lines", "json_head", "key",
+                 "media", "name", "route", "table", "width")
 
     def __init__(self, route: int, media: str, gzip: bool, dtype: np.dtype, width: int):
         self.route = route  # its metrics route index
@@ -138,7 +138,8 @@ class Answer:
 
     __slots__ = ("headers", "held", "hit", "lines", "payload", "route", "service", "shared")
 
-    def __init__(self, service, route: int, headers: list, payload, hit: bool, held: int, lines: bytes | None = None):
+    def __init__(self, service, route: int, headers: list, payload, hit: bool, held: int,
+                 lines: bytes | None = None):
         self.service, self.route, self.headers, self.payload = service, route, headers, payload
         self.hit, self.held, self.lines = hit, held, lines
         self.shared = len(headers)  # how many of `headers` `lines` renders
@@ -187,7 +188,8 @@ class Prepared:
         plan, payload, shape, hit, held = found
         length = b"%d" % len(payload)
         if shape is None:
-            headers, lines = [*plan.head, (b"content-length", length)], b"%scontent-length: %s\r\n" % (plan.head_lines, length)
+            headers = [*plan.head, (b"content-length", length)]
+            lines = b"%scontent-length: %s\r\n" % (plan.head_lines, length)
         else:
             headers = [*plan.head, (b"x-posenc-shape", shape), (b"content-length", length)]
             lines = b"%sx-posenc-shape: %s\r\ncontent-length: %s\r\n" % (plan.head_lines, shape, length)

@@ -106,7 +106,8 @@ def _sweep_interval() -> float:
 
 
 STATUS_200 = STATUS_LINE[200]
-_defaults = [None, b""]  # (the server's default headers, their head lines): uvicorn makes a new list each second
+#: (uvicorn's default headers, their head lines): uvicorn makes a new list each second
+_defaults = [None, b""]
 
 
 def _default_lines(defaults: list) -> bytes:
@@ -132,7 +133,7 @@ def _path_and_query(url: bytes) -> tuple[str | None, bytes]:
     target without a fragment is split at its first "?" (what parse_url gives it, a third of the
     cost: the request parser has refused the bytes parse_url refuses); anything else is parse_url's."""
     try:
-        if url[:1] == b"/" and _HASH not in url:  # an int: `b"#" in url` costs 10x (the buffer protocol)
+        if url[:1] == b"/" and _HASH not in url:  # an int: `b"#" in url` costs 10x (buffer protocol)
             path, _, query = url.partition(b"?")
             return path.decode("ascii"), query
         parsed = httptools.parse_url(url)
@@ -348,7 +349,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         from a scope of what it reads: method, path, query string and headers."""
         path, query = _path_and_query(self.url)
         if path is None or "%" in path:
-            return False  # the app's path says what is wrong with it; a percent-encoded path: uvicorn decodes it
+            return False  # the app says what is wrong with it; a percent-encoded path: uvicorn decodes it
         scope = {"type": "http", "method": self.parser.get_method().decode("ascii"), "path": self.root_path + path,
                  "query_string": query, "headers": self.headers}
         body, self._lane = self._lane, None
