@@ -36,8 +36,6 @@ from .timing import machine_line, markdown_table
 PHASES = {"kernels warm": "kernels warm (first log line)", "published table": "tables published",
           "Uvicorn running": "listening", "Application startup complete": "a worker started"}
 POLL_S = 0.005
-#: The servers' environment: this one, bytecode caching on (see the module docstring).
-_SERVER_ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
 
 
 def add_arguments(parser) -> None:
@@ -110,8 +108,8 @@ def start_once(config: Path | None, workers: int | None, timeout_s: float,
         port = free_port()
         argv = serve_argv(config, workers, port, free_port(), shm_dir)
         t0 = time.perf_counter()
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   env=_SERVER_ENV)
+        env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
         def read_log() -> None:
             for line in process.stdout:

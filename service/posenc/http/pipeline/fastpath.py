@@ -52,7 +52,7 @@ class _Prepared:
         self.prefix = json_frame(sample)[0] if media == JSON else body[:len(body) - sample.nbytes]
         self.data = memoryview(table.array).cast("B")
         #: binary: every answer is the same length, so its whole head, content-length included, is
-        #: made here (copied per answer: the pipeline appends X-Request-Id to it); JSON: None
+        #: made here (Answer copies it: the pipeline appends X-Request-Id); JSON: None
         self.sized = None if media == JSON else \
             [*self.headers, (b"content-length", str(len(self.prefix) + sample.nbytes).encode("ascii"))]
         #: the head's lines of `sized` (binary) or of `headers` (JSON, content-length added per answer)
@@ -100,21 +100,19 @@ class FastRows:
         if prepared.cast:
             values = table.spec.cast_rows(table.array[row:row + 1], [int(position)], prepared.dtype)[0]
             if media != JSON:
-                return Answer(self.service, self._route, [*prepared.sized], prepared.prefix + values.tobytes(),
-                              True, 0, prepared.lines)
+                return Answer(self.service, self._route, prepared.sized, prepared.lines, [],
+                              prepared.prefix + values.tobytes(), True, 0)
         elif media != JSON:
             start = row * prepared.row_bytes
-            return Answer(self.service, self._route, [*prepared.sized],
-                          prepared.prefix + prepared.data[start:start + prepared.row_bytes], True, 0,
-                          prepared.lines)
+            return Answer(self.service, self._route, prepared.sized, prepared.lines, [],
+                          prepared.prefix + prepared.data[start:start + prepared.row_bytes], True, 0)
         else:
             values = table.array[row]
         payload = prepared.prefix + json_data(values) + b"}"
         if len(payload) >= GZIP_MIN_BYTES and accepts_gzip(text_of(header(scope, b"accept-encoding"))):
             return None  # a very wide row to a gzip client: the FastAPI route compresses it
-        length = b"%d" % len(payload)
-        return Answer(self.service, self._route, [*prepared.headers, (b"content-length", length)], payload,
-                      True, 0, b"%scontent-length: %s\r\n" % (prepared.lines, length))
+        return Answer(self.service, self._route, prepared.headers, prepared.lines,
+                      [(b"content-length", b"%d" % len(payload))], payload, True, 0)
 
     def _forget(self, name: str) -> None:
         self._prepared.drop(lambda key: key[0] == name)

@@ -132,23 +132,21 @@ class Answer:
     """A plan's 200: its route index, headers (content-length included; X-Request-Id is added by
     the pipeline) and body, its bytes held in the worker's budget until `done`.
 
-    `lines`, when the plan gives it, is `headers` as made (before X-Request-Id) already rendered
-    as a head's lines (`headers.render`): what a plan's answers share is rendered once, and the
-    protocol, which writes the head itself, renders only the request id (`head_lines`)."""
+    Its headers are `shared`, what every answer of its plan carries, rendered once by the plan as a
+    head's lines (`lines`, `headers.render`), then `own`, this answer's (content-length, shape): the
+    protocol, which writes the head itself, renders only those and X-Request-Id (`head_lines`)."""
 
     __slots__ = ("headers", "held", "hit", "lines", "payload", "route", "service", "shared")
 
-    def __init__(self, service, route: int, headers: list, payload, hit: bool, held: int,
-                 lines: bytes | None = None):
-        self.service, self.route, self.headers, self.payload = service, route, headers, payload
-        self.hit, self.held, self.lines = hit, held, lines
-        self.shared = len(headers)  # how many of `headers` `lines` renders
+    def __init__(self, service, route: int, shared: list, lines: bytes, own: list, payload, hit: bool,
+                 held: int):
+        self.service, self.route, self.payload, self.hit, self.held = service, route, payload, hit, held
+        self.headers = [*shared, *own]
+        self.lines, self.shared = lines, len(shared)
 
     def head_lines(self) -> bytes:
         """The response's header lines, as `render(self.headers)` gives them."""
         lines = self.lines
-        if lines is None:
-            return render(self.headers)
         for name, value in self.headers[self.shared:]:
             lines += name + b": " + value + b"\r\n"
         return lines
@@ -186,14 +184,9 @@ class Prepared:
         if found is None:
             return None
         plan, payload, shape, hit, held = found
-        length = b"%d" % len(payload)
-        if shape is None:
-            headers = [*plan.head, (b"content-length", length)]
-            lines = b"%scontent-length: %s\r\n" % (plan.head_lines, length)
-        else:
-            headers = [*plan.head, (b"x-posenc-shape", shape), (b"content-length", length)]
-            lines = b"%sx-posenc-shape: %s\r\ncontent-length: %s\r\n" % (plan.head_lines, shape, length)
-        return Answer(self.service, plan.route, headers, payload, hit, held, lines)
+        length = (b"content-length", b"%d" % len(payload))
+        own = [length] if shape is None else [(b"x-posenc-shape", shape), length]
+        return Answer(self.service, plan.route, plan.head, plan.head_lines, own, payload, hit, held)
 
     def _answer(self, scope, path: str, spec_route: bool, headers: dict, body: bytes):
         """(plan, body, X-Posenc-Shape value or None, table hit?, bytes held in the budget) of this
