@@ -1,9 +1,12 @@
-"""Build the native core (native/) into posenc/native/libposenc.so during `pip install`.
+"""Build the native core (native/) into posenc/native/libposenc.so during `pip install`, and
+its CPython binding posenc/native/_posenc (native/python/_posenc.c) linked against it.
 
-Plain C11 with the compiler Python was configured with: no system packages and no Python
-API (the library has no Python in it; posenc.native loads it with ctypes and the C binary
-server links the same code). The build is optional: without a working compiler the package
-still installs and runs on its numba kernels (`posenc info` says so).
+Plain C11 with the compiler Python was configured with: no system packages. The library has
+no Python in it (posenc.native loads it with ctypes, the C binary server links the same code);
+the binding adds the Python headers and calls the library's kernels at a fraction of a ctypes
+call's cost, so a process that computes or serves never needs numba. Both builds are optional:
+without a working compiler (or without the Python headers, for the binding) the package still
+installs and runs on its numba kernels (`posenc info` says which run).
 """
 
 import os
@@ -25,6 +28,11 @@ class SharedLibrary(Extension):
 
 
 class BuildExt(build_ext):
+    def build_extension(self, ext):
+        if ext is binding:  # link against the libposenc.so just built, found beside it at run time
+            ext.library_dirs = [os.path.dirname(self.get_ext_fullpath(native_core.name))]
+        super().build_extension(ext)
+
     def get_ext_filename(self, fullname):
         if isinstance(self.ext_map.get(fullname), SharedLibrary):
             *package, name = fullname.split(".")
@@ -49,4 +57,15 @@ native_core = SharedLibrary(
     optional=True,
 )
 
-setup(ext_modules=[native_core], cmdclass={"build_ext": BuildExt})
+binding = Extension(
+    "posenc.native._posenc",
+    sources=["native/python/_posenc.c"],
+    include_dirs=["native/include"],
+    depends=HEADERS,
+    libraries=["posenc", "m"],
+    runtime_library_dirs=["$ORIGIN"],
+    extra_compile_args=["-std=c11", "-O2", "-fvisibility=hidden", "-ffp-contract=off"],
+    optional=True,
+)
+
+setup(ext_modules=[native_core, binding], cmdclass={"build_ext": BuildExt})

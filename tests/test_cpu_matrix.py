@@ -9,11 +9,13 @@ that cannot run it) dies here whatever machine runs the suite. Per CPU:
   rotation, ALiBi, JSON text, CRC-32C) through the shipped libposenc on every path the CPU
   runs, bit-identical to the numba kernels (tests/c/kernel_vectors.c);
 - posenc-server answering PING, ENCODE_TABLE and ENCODE_SPEC with the library's bits;
-- on the levels numpy supports (v2 and up), `import posenc` and `posenc info` naming the path;
+- on the levels numpy supports (v2 and up), `import posenc` and `posenc info` naming the path,
+  and public API calls through the CPython binding giving the numba kernels' bytes;
 - POSENC_ISA naming a path the CPU lacks: refused with the clear error, by the library and the CLI.
 
 aarch64 (Graviton, Ampere, Linux VMs on Apple silicon): the library and the server built with
-Debian's cross compiler and run under qemu-aarch64 (vectors and a server smoke test).
+Debian's cross compiler and run under qemu-aarch64 (vectors and a server smoke test); the
+CPython binding compiled for it.
 QEMU's TCG has no AVX-512, so the AVX-512 path runs on the host only (where it has it; its
 SIMDe-emulated build is checked everywhere by tests/native). `make test` installs qemu-user
 and the cross compiler (the Makefile's platform-tools target).
@@ -151,6 +153,42 @@ def test_import_and_info_name_the_path(cpu):
     assert line.group(2).split(", ") == PATHS_BELOW[cpu[3]]
 
 
+#: Public API calls whose every byte is defined (sin/cos and the RoPE rotation bit-identical on every
+#: path and numba, batch invariance; ALiBi, T5 buckets and the 16-bit casts exact), hashed: they run
+#: through the CPython binding (native/python/_posenc.c) on the emulated CPU.
+API_DIGEST = """
+import hashlib, numpy as np, posenc
+from posenc.kernels import active
+spec = posenc.RopeSpec(64, scaling={"rope_type": "yarn", "factor": 4.0},
+                       original_max_position_embeddings=4096)
+x = np.linspace(-3, 3, 2 * 50 * 64).reshape(2, 50, 64).astype(np.float32)
+parts = [posenc.sinusoidal(np.arange(300), 130), posenc.sinusoidal([0.5, 1e9, -7.0], 33, dtype="bfloat16"),
+         posenc.sinusoidal(np.arange(0, 5000, 7), 64, dtype="float16"),
+         posenc.rope_apply(x, np.arange(50), spec),
+         posenc.rope_cos_sin(np.arange(4100), spec, dtype="float64")[1], posenc.alibi_bias(5, 30, 40),
+         posenc.t5_relative_position_bucket(np.arange(-3000, 3000))]
+print(active.NAME, hashlib.sha256(b"".join(p.tobytes() for p in parts)).hexdigest())
+"""
+
+
+@functools.cache
+def numba_api_digest() -> str:
+    result = subprocess.run([sys.executable, "-c", API_DIGEST], capture_output=True, text=True, check=True,
+                            env={**os.environ, "POSENC_NATIVE": "0"})
+    path, digest = result.stdout.split()
+    assert path == "numba"
+    return digest
+
+
+@pytest.mark.parametrize("cpu", [c for c in CPUS if c[4]], ids=cpu_id)
+def test_api_through_the_binding_gives_the_numba_bytes(cpu):
+    result = run_on(cpu, [sys.executable, "-c", API_DIGEST], timeout=600)
+    assert result.returncode == 0, result.stderr
+    path, digest = result.stdout.split()
+    assert path == cpu[3]
+    assert digest == numba_api_digest()
+
+
 @pytest.mark.parametrize("cpu", [c for c in CPUS if c[4] and c[3] != "avx512"], ids=cpu_id)
 def test_forcing_a_path_the_cpu_lacks_is_a_clear_cli_error(cpu):
     missing = "avx512" if cpu[3] == "avx2" else "avx2"
@@ -223,6 +261,18 @@ def test_aarch64_golden_vectors_bit_identical(aarch64_build, vectors):
     program = next(aarch64_build.glob("kernel_vectors-*"))
     result = run_on(cpu, [str(program), str(aarch64_build / "libposenc.so"), str(vectors)])
     check_vector_report(result, "scalar")
+
+
+def test_aarch64_binding_compiles(tmp_path):
+    """The CPython binding has no x86-only code (nothing there runs it without an aarch64 Python):
+    compiled with the cross compiler against this Python's headers, every warning an error."""
+    if HOST == "aarch64":
+        pytest.skip("built and run natively by `make install` on this host")
+    need(CROSS_CC)
+    subprocess.run([CROSS_CC, "-std=c11", "-O2", "-fPIC", "-Wall", "-Wextra", "-Werror",
+                    "-Wno-unused-function", "-Wno-unused-parameter", f"-I{sysconfig.get_paths()['include']}",
+                    f"-I{ROOT / 'native' / 'include'}", "-c", str(ROOT / "native" / "python" / "_posenc.c"),
+                    "-o", str(tmp_path / "_posenc.o")], check=True)
 
 
 def test_aarch64_server_answers_with_the_library_bits(aarch64_build):

@@ -12,6 +12,7 @@ import numpy as np
 
 import posenc
 import posenc.native
+import posenc.kernels.active
 import orjson
 import pytest
 from conftest import DTYPES, assert_matches_oracle
@@ -97,7 +98,7 @@ def rope_reference(spec: dict, positions, seq_len=None):
 def test_health_ready_docs(client):
     health = client.get("/healthz").json()
     assert health["status"] == "ok"
-    assert health["kernel_path"] == (posenc.native.ACTIVE.name if posenc.native.ACTIVE else "numba")
+    assert health["kernel_path"] == posenc.kernels.active.NAME
     assert health["cpu_features"] == posenc.native.cpu_features()
     assert client.get("/readyz").json() == {"status": "ready", "missing_tables": []}
     assert "swagger" in client.get("/docs").text.lower()

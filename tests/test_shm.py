@@ -61,7 +61,8 @@ def test_lookup_gathers_rows_and_checks_positions(shm_store, shm_root):
         with pytest.raises(PosencError, match=message) as err:
             tbl.lookup(bad)
         assert err.value.field == "positions"
-    for bad_out in [np.empty((2, 64), np.float32), np.empty((3, 64), np.float64), "x"]:
+    for bad_out in [np.empty((2, 64), np.float32), np.empty((3, 64), np.float64), "x",
+                    np.empty((3, 128), np.float32)[:, ::2], np.empty((64, 3), np.float32).T]:  # not contiguous
         with pytest.raises(PosencError) as err:
             tbl.lookup([0, 1, 2], out=bad_out)
         assert err.value.field == "out"

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 
 from .errors import PosencError
-from .kernels import half_midpoint_rows
+from .kernels.active import half_midpoint_rows
 
 OUTPUT_DTYPES: dict[str, np.dtype] = {
     "float32": np.dtype(np.float32),

@@ -131,12 +131,15 @@ class TableSpec(Canonical):
         return None
 
     def compute(self, positions: np.ndarray, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
-        """This table's rows for any validated float64 positions, as `dtype` (into `out`, of the
-        kernel dtype, when given): bit for bit the rows the table holds, since a row depends only
-        on (spec, position, dtype), whatever block it is built in. Not for learned tables (their
-        rows are given, not computed)."""
+        """This table's rows for any validated positions (float64; integers are taken as float64,
+        which holds every position exactly), as `dtype` (into `out`, of the kernel dtype, when
+        given): bit for bit the rows the table holds, since a row depends only on (spec, position,
+        dtype), whatever block it is built in. Not for learned tables (their rows are given, not
+        computed)."""
         from .api.rope import rope_table_at
         from .api.sinusoidal import sinusoidal_table
+
+        positions = np.ascontiguousarray(positions, dtype=np.float64)  # no copy when it already is
 
         if self.kind == "sinusoidal":
             return sinusoidal_table(positions, self.encoding, dtype, out=out)

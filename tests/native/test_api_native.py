@@ -1,73 +1,91 @@
-"""The public API on the native kernels: same results as on numba (both within the oracle
-tolerance), small jobs stay on numba, threaded row splits agree."""
+"""The public API on the native kernels: same results on every path as on numba (within the
+oracle tolerance, sin/cos bit for bit), every job on the binding, threaded row splits agree."""
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import posenc
 from posenc import native, reference
-from posenc.kernels import set_threads, threads
+from posenc.kernels.parallel import set_threads, threads
 from conftest import assert_matches_oracle
 
 pytestmark = pytest.mark.skipif(native.ACTIVE is None, reason=f"native library unavailable: {native.STATUS}")
 
 
-class Recorder:
-    """Stands in for native.ACTIVE and notes which kernels the API called."""
+#: The API calls compared across paths, run in a fresh process per path (the path is chosen when
+#: the library loads: POSENC_ISA; POSENC_NATIVE=0 for numba), saved as an .npz.
+API_CALLS = """
+import sys
+import numpy as np
+import posenc
+from posenc.kernels import active
 
-    def __init__(self, kernels):
-        self.kernels, self.calls = kernels, []
+rng = np.random.default_rng(2)
+positions = np.concatenate([np.arange(200.0), rng.uniform(0, 2.0**24, 100)])
+spec = posenc.RopeSpec(64, partial_rotary_factor=0.5, scaling={"rope_type": "yarn", "factor": 4.0},
+                       original_max_position_embeddings=4096)
+x = rng.standard_normal((2, 300, 64)).astype(np.float32)
+rope_cos, _ = posenc.rope_cos_sin(positions, spec)
+np.savez(sys.argv[1], path=np.array(active.NAME), x=x, positions=positions,
+         interleaved=posenc.sinusoidal(positions, 130),
+         halves=posenc.sinusoidal(positions, 77, layout="halves", dtype="float64"),
+         t2t=posenc.sinusoidal(positions, 33, layout="t2t", dtype="bfloat16").view(np.uint16),
+         small=posenc.sinusoidal([0, 1, 2], 8), rope_cos=rope_cos,
+         rope_apply=posenc.rope_apply(x, positions, spec),
+         rope_apply_gptj=posenc.rope_apply(x, positions, spec, layout="interleaved"),
+         alibi=posenc.alibi_bias(8, 40, 300, q_offset=260), alibi_small=posenc.alibi_bias(2, 4),
+         t5=posenc.t5_relative_position_bucket(np.arange(-500, 500)))
+"""
 
-    def __getattr__(self, name):
-        self.calls.append(name)
-        return getattr(self.kernels, name)
+
+def api_results(tmp_path, **env) -> dict:
+    out = tmp_path / f"{'-'.join(env.values())}.npz"
+    subprocess.run([sys.executable, "-c", API_CALLS, str(out)], env={**os.environ, **env}, check=True)
+    with np.load(out) as saved:
+        return {name: saved[name] for name in saved.files}
 
 
-def api_calls(positions, spec, x):
-    rope_cos, _ = posenc.rope_cos_sin(positions, spec)
-    return {
-        "interleaved": posenc.sinusoidal(positions, 130),
-        "halves": posenc.sinusoidal(positions, 77, layout="halves", dtype="float64"),
-        "t2t": posenc.sinusoidal(positions, 33, layout="t2t", dtype="bfloat16"),
-        "rope_cos": rope_cos,
-        "rope_apply": posenc.rope_apply(x, positions, spec),
-        "rope_apply_gptj": posenc.rope_apply(x, positions, spec, layout="interleaved"),
-        "alibi": posenc.alibi_bias(8, 40, 300, q_offset=260),
-    }
+@pytest.fixture(scope="module")
+def numba_results(tmp_path_factory) -> dict:
+    results = api_results(tmp_path_factory.mktemp("numba"), POSENC_NATIVE="0")
+    assert str(results.pop("path")) == "numba"
+    return results
 
 
 @pytest.mark.parametrize("isa", native.ISAS)
-def test_same_results_on_every_native_path_and_on_numba(monkeypatch, isa):
-    kernels = native.kernels_for(isa)
-    if kernels is None:
+def test_same_results_on_every_native_path_and_on_numba(tmp_path, numba_results, isa):
+    """Through the public API: each path and numba give the same values (sin/cos bit for bit:
+    batch invariance; the rotations within the oracle's tolerance), small jobs included, which
+    run natively too."""
+    if native.kernels_for(isa) is None:
         pytest.skip(f"this CPU cannot run the {isa} path (detected: {native.cpu_features()})")
-    rng = np.random.default_rng(2)
-    positions = np.concatenate([np.arange(200.0), rng.uniform(0, 2.0**24, 100)])
-    spec = posenc.RopeSpec(64, partial_rotary_factor=0.5, scaling={"rope_type": "yarn", "factor": 4.0},
-                           original_max_position_embeddings=4096)
-    x = rng.standard_normal((2, 300, 64)).astype(np.float32)
-    monkeypatch.setattr(native, "ACTIVE", kernels)
-    fast = api_calls(positions, spec, x)
-    monkeypatch.setattr(native, "ACTIVE", None)
-    slow = api_calls(positions, spec, x)
-    np.testing.assert_array_equal(fast.pop("alibi"), slow["alibi"])  # -inf included
-    for name, value in fast.items():
-        assert value.dtype == slow[name].dtype and value.shape == slow[name].shape, name
-        amplitude = 2 * float(np.abs(x).max()) if name.startswith("rope_apply") else 1.0
-        assert_matches_oracle(value, slow[name], value.dtype, amplitude=amplitude, angle_max=2.0**24)
-    assert_matches_oracle(fast["interleaved"], reference.sinusoidal(positions, 130), "float32")
+    slow = numba_results
+    fast = api_results(tmp_path, POSENC_ISA=isa)
+    assert str(fast.pop("path")) == isa
+    for name in ("interleaved", "halves", "t2t", "small", "rope_cos", "alibi", "alibi_small", "t5"):
+        np.testing.assert_array_equal(fast[name], slow[name], err_msg=name)  # -inf included
+    amplitude = 2 * float(np.abs(fast["x"]).max())
+    for name in ("rope_apply", "rope_apply_gptj"):
+        assert_matches_oracle(fast[name], slow[name], fast[name].dtype, amplitude=amplitude,
+                              angle_max=2.0**24)
+    assert_matches_oracle(fast["interleaved"], reference.sinusoidal(fast["positions"], 130), "float32")
 
 
-def test_small_jobs_run_on_numba_large_ones_natively(monkeypatch):
-    recorder = Recorder(native.ACTIVE)
-    monkeypatch.setattr(native, "ACTIVE", recorder)
-    posenc.sinusoidal([0, 1, 2], 8)
-    posenc.alibi_bias(2, 4)
-    assert recorder.calls == []
-    posenc.sinusoidal(np.arange(64), 64)  # 4096 elements
-    posenc.rope_apply(np.ones((4, 64, 128), np.float32), np.arange(64), posenc.RopeSpec(128))
-    posenc.alibi_bias(4, 32, 32)
-    assert set(recorder.calls) == {"sincos_rows", "rope_rotate_rows", "alibi_bias_rows"}
+def test_every_job_runs_the_native_binding():
+    """No size below which numba runs: the API modules call the binding's functions."""
+    if native.BINDING is None:
+        pytest.skip(f"no native binding: {native.STATUS}")
+    from posenc.api import _tables, alibi, rope, t5
+
+    assert _tables.sincos_rows is native.BINDING.sincos_rows
+    assert alibi.alibi_bias_rows is native.BINDING.alibi_bias_rows
+    assert rope.rope_rotate_rows is native.BINDING.rope_rotate_rows
+    assert rope.xpos_decay_rows is native.BINDING.xpos_decay_rows
+    assert t5.t5_buckets is native.BINDING.t5_buckets
 
 
 def test_threaded_row_splits_match_one_thread():

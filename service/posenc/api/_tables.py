@@ -1,8 +1,8 @@
 """Fill sin/cos tables with the trig kernel: shared by sinusoidal and RoPE.
 
-The native SIMD kernel (posenc.native) runs when the library is loaded and the job is big
-enough, the numba one otherwise; both compute the same bits (kernels/trig.py), so callers
-never see which ran and a row never depends on the rest of its call.
+The native SIMD kernel runs where the library is built, the numba one otherwise
+(posenc.kernels.active); both compute the same bits (kernels/trig.py), so callers never see
+which ran and a row never depends on the rest of its call.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import numpy as np
 from .. import native
 from ..dtypes import cast_output, kernel_dtype
 from ..encodings.columns import ColumnPlan
-from ..kernels import run_rows, sincos_rows
+from ..kernels.active import run_rows, sincos_rows
+from ..kernels.parallel import MIN_PARALLEL_ELEMENTS
 from ..limits import LIMITS
 from ..native.library import plan_is_dense
 from ._memo import bytes_lru
@@ -23,12 +24,8 @@ def fill_sincos(positions: np.ndarray, freqs: np.ndarray, amplitude: np.ndarray,
                 plan: ColumnPlan) -> None:
     """Write every row of `positions` into the contiguous 1-D buffer `flat` following `plan`."""
     n_rows, width = positions.shape[0], freqs.shape[0] + plan.n_cos
-    fast = native.pick("sincos_rows", None, n_rows * width)
-    if fast is not None:
-        run_rows(fast, n_rows, width, positions, freqs, amplitude, flat, plan)
-    else:
-        run_rows(sincos_rows, n_rows, width, positions, freqs, amplitude, flat, plan.row_stride, plan.sin_base,
-                 plan.cos_base, plan.interleaved, plan.n_cos)
+    run_rows(sincos_rows, n_rows, width, positions, freqs, amplitude, flat, plan.row_stride, plan.sin_base,
+             plan.cos_base, plan.interleaved, plan.n_cos)
 
 
 def fill_sincos_crc32c(positions: np.ndarray, freqs: np.ndarray, amplitude: np.ndarray, flat: np.ndarray,
@@ -45,9 +42,8 @@ def fill_sincos_crc32c(positions: np.ndarray, freqs: np.ndarray, amplitude: np.n
 class SincosRows:
     """fill_sincos into a fresh [n, width] array of `out_dtype`, with its frequencies, amplitude
     and column plan fixed: the rows function of one spec and dtype, called per request by the
-    HTTP service's prepared plans. A job below MIN_NATIVE_ELEMENTS (a few rows) calls the numba
-    kernel directly, as fill_sincos would pick it, on the calling thread: resolving the plan and
-    the kernel again each call cost more than computing a row."""
+    HTTP service's prepared plans. A job too small to split across threads calls the kernel
+    directly: resolving the plan again each call cost more than computing a row."""
 
     __slots__ = ("amplitude", "freqs", "kernel_dtype", "layout", "out_dtype", "plan", "row_bytes", "width")
 
@@ -65,7 +61,7 @@ class SincosRows:
         if out is None:
             out = np.empty((n, self.width), dtype=self.kernel_dtype)
         flat = out.reshape(-1)
-        if n * self.width < native.MIN_NATIVE_ELEMENTS:
+        if n * self.width < MIN_PARALLEL_ELEMENTS:
             sincos_rows(positions, self.freqs, self.amplitude, flat, *self.layout, 0, n)
         else:
             fill_sincos(positions, self.freqs, self.amplitude, flat, self.plan)

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import native
 from ..args import as_choice, as_float, as_int, as_vector
 from ..dtypes import cast_output, kernel_dtype, output_dtype
-from ..kernels import alibi_bias_rows, run_rows
-from ..kernels.alibi import MODES
+from ..kernels import MODES
+from ..kernels.active import alibi_bias_rows, run_rows
 from ..errors import PosencError
 from ..limits import LIMITS
 from ..encodings.alibi import slopes as _slopes
@@ -67,8 +66,7 @@ def alibi_bias_positions(slopes: np.ndarray, q_pos: np.ndarray, k_pos: np.ndarra
     shape = (slopes.shape[0], q_pos.shape[0], k_pos.shape[0])
     LIMITS.check_output(shape, dtype.itemsize, field="q_len")
     out = np.empty(shape, dtype=kernel_dtype(dtype))
-    kernel = native.pick("alibi_bias_rows", alibi_bias_rows, out.size)
-    run_rows(kernel, q_pos.shape[0], shape[0] * shape[2], slopes, q_pos, k_pos, MODES[mode], out)
+    run_rows(alibi_bias_rows, q_pos.shape[0], shape[0] * shape[2], slopes, q_pos, k_pos, MODES[mode], out)
     return cast_output(out, dtype)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..args import as_choice, as_positions
 from ..dtypes import output_dtype
-from ..kernels.alibi import MODES
+from ..kernels import MODES
 from ..encodings import RopeSpec
 from .alibi import alibi_slopes, alibi_bias_positions
 from .rope import as_rope_spec, rope_cos_sin

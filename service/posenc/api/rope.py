@@ -7,14 +7,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import native
 from ..args import as_choice, as_float, as_positions
 from ..dtypes import OUTPUT_DTYPES, cast_output, kernel_dtype, output_dtype
 from ..encodings import RopeSpec
 from ..encodings.columns import ColumnPlan
 from ..encodings.rope import ARRANGEMENTS, LAYOUTS, seq_len_for
 from ..errors import PosencError
-from ..kernels import rope_rotate_rows, run_rows, xpos_decay_rows
+from ..kernels.active import rope_rotate_rows, run_rows, xpos_decay_rows
 from ..limits import LIMITS
 from ._memo import bytes_lru
 from ._tables import SincosRows, constant_amplitude, fill_cos_sin_pair, fill_sincos_crc32c
@@ -229,6 +228,5 @@ def rope_apply(x, positions, spec, *, layout=None, seq_len=None, xpos_role="q", 
     batch = math.prod(x.shape[:-2])  # not reshape(-1, ...): with n = 0 the batch size is not implied
     x3 = np.ascontiguousarray(x.reshape(batch, n, spec.head_dim), dtype=kernel_dtype(x.dtype))
     out = np.empty_like(x3)
-    rotate = native.pick("rope_rotate_rows", rope_rotate_rows, x3.size)
-    run_rows(rotate, n, x3.shape[0] * spec.head_dim, x3, cos, sin, layout == "interleaved", out)
+    run_rows(rope_rotate_rows, n, x3.shape[0] * spec.head_dim, x3, cos, sin, layout == "interleaved", out)
     return cast_output(out.reshape(x.shape), x.dtype)

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..args import as_int
 from ..errors import PosencError
-from ..kernels import run_rows, t5_buckets
+from ..kernels.active import run_rows, t5_buckets
 from ..limits import LIMITS
 from ..encodings.t5 import T5BucketSpec
 

@@ -7,8 +7,8 @@ lines as they arrive (the parent's "kernels warm", the last "published table", u
 milliseconds (what a load balancer or a kubelet waits for). It also reads the CPU time the
 process tree (the parent, its workers, the binary sidecar) had spent at that moment from
 /proc, which a busy machine's other processes do not inflate as they do the wall clock. A
-first run, untimed, fills the caches (numba's compiled kernels, bytecode): the figure wanted
-is a start once installed, as a restarted pod or unit gets it. So the servers run without
+first run, untimed, fills the caches (bytecode; numba's compiled kernels where it runs): the
+figure wanted is a start once installed, as a restarted pod or unit gets it. So the servers run without
 PYTHONDONTWRITEBYTECODE: under it a source checkout (an editable install, `make run`'s) compiles
 every posenc module again on every start (~0.15 s here), where an installed wheel has its
 bytecode from pip and the Docker image reads it.
@@ -166,5 +166,5 @@ def run(args) -> str:
     workers = "the config's workers" if args.workers is None else f"--workers {args.workers}"
     return (f"{text}\n\n`posenc serve` with {config} ({workers}; {os.cpu_count()} CPUs here), each start on fresh "
             f"ports and a private shm directory; median of {args.runs} starts after one that filled the caches "
-            f"(numba's and the bytecode; that one: /readyz 200 after {first.ready_s:.3f} s). "
+            f"(the bytecode, and numba's where it runs; that one: /readyz 200 after {first.ready_s:.3f} s). "
             f"Load average {load_before:.1f} before, {load_after:.1f} after. Machine: {machine_line()}.\n")

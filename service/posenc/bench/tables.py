@@ -99,8 +99,7 @@ def _run(n: int, repeats: int) -> str:
     table = markdown_table(
         ["table", "implementation", "ms (median)", "GB/s", "vs textbook", "vs fill", "max abs error vs float64"],
         rows)
-    path = (f"native {native.ACTIVE.name} (numba below {native.MIN_NATIVE_ELEMENTS} elements per call)"
-            if native.ACTIVE else "numba")
+    path = f"native {native.ACTIVE.name} (through the CPython binding)" if native.BINDING else "numba"
     return (f"{table}\n\nOne core, float32 output, median of {repeats}, posenc kernel path: {path}. "
             f"Machine: {machine_line()}.\n"
             "A new array pays for fresh pages (the kernel zeroes them first): compare with the fresh-pages row.\n")

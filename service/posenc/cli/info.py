@@ -17,8 +17,9 @@ def native_line() -> str:
 
     if native.ACTIVE is None:
         return f"unavailable, {native.STATUS}: numba kernels everywhere"
-    return (f"{native.ACTIVE.name} (runnable here: {', '.join(native.available_isas())}; "
-            f"numba below {native.MIN_NATIVE_ELEMENTS} elements per call)")
+    calls = ("every call, through the CPython binding" if native.BINDING is not None
+             else native.STATUS.partition("; ")[2])
+    return f"{native.ACTIVE.name} (runnable here: {', '.join(native.available_isas())}; {calls})"
 
 
 def lines() -> list[tuple[str, str]]:
@@ -26,19 +27,19 @@ def lines() -> list[tuple[str, str]]:
     keeping `posenc --help` quick, it makes a POSENC_ISA the CPU cannot run a PosencError that
     `main` reports (`posenc: error: POSENC_ISA: ...`, exit 2)."""
     import platform
+    from importlib.metadata import version
 
-    import numba
     import numpy as np
 
     from .. import native
-    from ..kernels import threads
+    from ..kernels.parallel import threads
     from ..limits import LIMITS
 
     return [
         ("posenc", __version__),
         ("python", platform.python_version()),
         ("numpy", np.__version__),
-        ("numba", numba.__version__),
+        ("numba", version("numba")),  # not imported: the native kernels run without it
         ("machine", f"{platform.machine()} {platform.processor() or ''}".strip()),
         ("cpu features", native.cpu_features() or "unknown (native library not loaded)"),
         ("native kernels", native_line()),
@@ -52,7 +53,7 @@ def lines() -> list[tuple[str, str]]:
 def facts() -> dict:
     """`posenc info --json`: the same facts as the lines, typed (lists and integers, not text)."""
     from .. import native
-    from ..kernels import threads
+    from ..kernels.parallel import threads
 
     out = {key.replace(" ", "_").replace("|", "").replace("max_position", "max_abs_position"): value
            for key, value in lines()}

@@ -1,9 +1,10 @@
 """ALiBi bias blocks from slopes and query/key positions."""
 
+from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 import numba as nb
 import numpy as np
 
-MODES = {"causal": 0, "symmetric": 1, "bloom": 2}
+from . import MODES  # noqa: F401  the `mode` codes, re-exported beside the kernel that reads them
 
 
 @nb.njit(nogil=True, cache=True)

@@ -1,5 +1,6 @@
 """Row gather from a table (shared-memory lookups and table-backed requests)."""
 
+from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 import numba as nb
 
 

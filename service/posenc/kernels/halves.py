@@ -1,3 +1,6 @@
+"""Which rows of float32 values hold a midpoint of a 16-bit float grid (dtypes.midpoint_rows)."""
+
+from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 import numba as nb
 
 

@@ -5,6 +5,7 @@ call gives the same bits on numba and every native path."""
 
 import math
 
+from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 import numba as nb
 
 from .trig import fma

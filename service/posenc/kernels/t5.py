@@ -2,6 +2,7 @@
 
 import math
 
+from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 import numba as nb
 import numpy as np
 

@@ -21,6 +21,7 @@ through 2-D views or computed flat offsets (2.5x slower, measured).
 
 import math
 
+from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 import numba as nb
 import numpy as np
 from numba.core import types

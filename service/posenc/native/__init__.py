@@ -2,8 +2,12 @@
 
 At import the library is loaded and its dispatcher has already picked a path (scalar,
 avx2, avx512: the best this CPU runs, or the one POSENC_ISA names). `ACTIVE` is that
-path's kernels, or None when the library is unavailable (not built, POSENC_NATIVE=0,
-stale build): the package then runs on the numba kernels and `STATUS` says why.
+path's kernels through ctypes (any path's: `kernels_for`, for tests and benchmarks), and
+`BINDING` the CPython binding (native/python/_posenc.c) that calls the active path for jobs
+of any size: what `posenc.kernels.active` runs. Both are None when the library is
+unavailable (not built, POSENC_NATIVE=0, stale build), `BINDING` also when only the
+binding is missing (no Python headers at build time): the package then computes on the
+numba kernels and `STATUS` says why.
 Forcing a path the CPU cannot run is an error, not a silent fallback: importing raises
 PosencError naming POSENC_ISA.
 """
@@ -37,10 +41,27 @@ def load(path: Path):
     return lib, lib.posenc_isa().decode()
 
 
+def load_binding(library):
+    """(the CPython binding or None, why not: "" when loaded) beside the loaded `library`."""
+    if library is None:
+        return None, "no library"
+    try:
+        from . import _posenc
+    except ImportError as exc:
+        return None, f"binding not built ({exc}): computations run on numba"
+    if _posenc.ABI_VERSION != ABI_VERSION:
+        return None, f"stale binding (ABI {_posenc.ABI_VERSION}, expected {ABI_VERSION}: run `make install`)"
+    return _posenc, ""
+
+
 #: The loaded ctypes library (None without one) and a line saying which path runs or why none.
 LIBRARY, STATUS = load(LIBRARY_PATH)
-#: The active path's kernels, or None (numba everywhere).
+#: The active path's kernels through ctypes, or None (numba everywhere).
 ACTIVE: NativeKernels | None = kernels_from_pointer(LIBRARY.posenc_active_kernels(), LIBRARY) if LIBRARY else None
+#: The CPython binding of the active path (posenc.kernels.active's kernels), or None.
+BINDING, _binding_missing = load_binding(LIBRARY)
+if _binding_missing and LIBRARY is not None:
+    STATUS = f"{STATUS}; {_binding_missing}"
 
 
 def kernels_for(isa: str) -> NativeKernels | None:
@@ -59,17 +80,6 @@ def cpu_features() -> str:
     return LIBRARY.posenc_cpu_features().decode() if LIBRARY else ""
 
 
-#: Jobs with fewer output elements run on numba: marshalling a ctypes call (pointers out of
-#: numpy arrays) costs ~5-10 us, more than the whole numba kernel for a few rows.
-MIN_NATIVE_ELEMENTS = 2048
 
-
-def pick(name: str, fallback, elements: int):
-    """The active native kernel `name` for a job of `elements` outputs, else `fallback`."""
-    if ACTIVE is None or elements < MIN_NATIVE_ELEMENTS:
-        return fallback
-    return getattr(ACTIVE, name)
-
-
-__all__ = ["ACTIVE", "ISAS", "LIBRARY", "LIBRARY_PATH", "MIN_NATIVE_ELEMENTS", "STATUS", "NativeKernels",
-           "available_isas", "cpu_features", "kernels_for", "load", "pick"]
+__all__ = ["ACTIVE", "BINDING", "ISAS", "LIBRARY", "LIBRARY_PATH", "STATUS", "NativeKernels",
+           "available_isas", "cpu_features", "kernels_for", "load", "load_binding"]

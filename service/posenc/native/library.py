@@ -5,7 +5,9 @@ shared object serves this package and the C binary server, needs no build-time P
 headers and no new runtime dependency, and works unchanged across Python versions. ctypes
 releases the GIL for every foreign call, so `kernels.run_rows` splits big jobs across
 threads exactly as it does for numba. The price is ~5-10 us per call to pull pointers out
-of numpy arrays, which is why the API keeps tiny jobs on numba (MIN_NATIVE_ELEMENTS).
+of numpy arrays: the API's computations call the active path through the CPython binding
+instead (posenc.native.BINDING), and this view serves what needs a named path or a call
+made once per block (tests, benchmarks, the one-pass rows + CRC-32C of the shm writer).
 """
 
 from __future__ import annotations

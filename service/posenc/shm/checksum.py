@@ -9,8 +9,8 @@ Two algorithms (header field `checksum`, docs/shm-format.md):
 
 CRC-32C runs in libposenc (`posenc_crc32c`, native/src/checksum.c: AVX-512 VPCLMULQDQ
 folding when the CPU has it, else the SSE4.2 instruction, else a table-driven loop).
-Without the native library a numba slice-by-8 loop computes the same value, slower: a
-reader never depends on the native build to verify.
+Without the native library a numba slice-by-8 loop (crc32c_numba.py, imported only then)
+computes the same value, slower: a reader never depends on the native build to verify.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from __future__ import annotations
 import ctypes
 import zlib
 
-from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
-import numba as nb
 import numpy as np
 
 from ..errors import PosencError
@@ -30,43 +28,6 @@ NAMES = {CRC32: "crc32", CRC32C: "crc32c"}
 CODES = {name: code for code, name in NAMES.items()}
 #: What new segments use unless the writer asks for another.
 DEFAULT = "crc32c"
-
-_CASTAGNOLI = 0x82F63B78  # reflected polynomial 0x1EDC6F41
-
-
-def _slice_by_8_tables(poly: int) -> np.ndarray:
-    """The 8 x 256 tables of a reflected CRC: t[k][b] is byte b's CRC followed by k zero bytes."""
-    t = np.zeros((8, 256), np.uint32)
-    for b in range(256):
-        v = b
-        for _ in range(8):
-            v = (v >> 1) ^ poly if v & 1 else v >> 1
-        t[0, b] = v
-    for k in range(1, 8):
-        t[k] = (t[k - 1] >> 8) ^ t[0][t[k - 1] & 0xFF]
-    return t
-
-
-_TABLES = _slice_by_8_tables(_CASTAGNOLI)
-
-
-@nb.njit(nogil=True, cache=True)
-def _crc32c_numba(data, crc, t):
-    """CRC-32C of a uint8 array continuing `crc` (0 to start), slice-by-8 in software."""
-    r = np.uint32(crc) ^ np.uint32(0xFFFFFFFF)
-    n = data.shape[0]
-    i = 0
-    while n - i >= 8:
-        lo = r ^ (np.uint32(data[i]) | (np.uint32(data[i + 1]) << 8) | (np.uint32(data[i + 2]) << 16)
-                  | (np.uint32(data[i + 3]) << 24))
-        r = (t[7, lo & 0xFF] ^ t[6, (lo >> 8) & 0xFF] ^ t[5, (lo >> 16) & 0xFF] ^ t[4, lo >> 24]
-             ^ t[3, data[i + 4]] ^ t[2, data[i + 5]] ^ t[1, data[i + 6]] ^ t[0, data[i + 7]])
-        i += 8
-    while i < n:
-        r = t[0, (r ^ data[i]) & 0xFF] ^ (r >> 8)
-        i += 1
-    return r ^ np.uint32(0xFFFFFFFF)
-
 
 #: libposenc's native CRC-32C kernels, fastest first (posenc_crc32c_by accepts each name):
 #: VPCLMULQDQ folding with AVX-512 or with AVX2 (Zen 3), the SSE4.2 crc32 instruction, tables.
@@ -104,7 +65,9 @@ def crc32c(data, crc: int = 0, *, native: bool | None = None) -> int:
         if _NATIVE is None:
             raise PosencError("native", "libposenc with posenc_crc32c is not loaded (run `make install`)")
         return int(_NATIVE(crc, view.ctypes.data, view.shape[0]))
-    return int(_crc32c_numba(view, crc, _TABLES))
+    from .crc32c_numba import crc32c_software
+
+    return crc32c_software(view, crc)
 
 
 def crc32c_by(kernel: str, data, crc: int = 0, *, piece: int | None = None) -> int:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..kernels import threads
+from ..kernels.parallel import threads
 from ..tables import TableSpec
 from .errors import ShmError
 from .format import pack_header

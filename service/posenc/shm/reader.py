@@ -13,7 +13,7 @@ import numpy as np
 
 from ..args import integer_range, value_range
 from ..errors import PosencError
-from ..kernels import gather_rows, run_rows
+from ..kernels.active import gather_rows, run_rows
 from ..tables import TableSpec
 from .errors import ShmError
 from .listing import list_tables
@@ -67,15 +67,15 @@ class Table:
         return arr.astype(np.int64) - self.start
 
     def lookup(self, positions, out: np.ndarray | None = None) -> np.ndarray:
-        """Rows for `positions` as [len(positions), width] (into `out` if given), by a numba gather."""
+        """Rows for `positions` as [len(positions), width] (into `out` if given), by one gather."""
         table = self._live_array()
         rows = self.rows_for(positions)
         shape = (rows.shape[0], table.shape[1])
         if out is None:
             out = np.empty(shape, table.dtype)
         elif not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != table.dtype \
-                or not out.flags.writeable:
-            raise PosencError("out", f"must be a writable {table.dtype} array of shape {shape}")
+                or not out.flags.writeable or not out.flags.c_contiguous:
+            raise PosencError("out", f"must be a writable C-contiguous {table.dtype} array of shape {shape}")
         run_rows(gather_rows, shape[0], shape[1], table, rows, out)
         return out
 

@@ -19,88 +19,28 @@ import threading
 import time
 from pathlib import Path
 
-from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
-import numba as nb
 import numpy as np
 
-from .atomics import fence_acquire, fence_release, load_acquire, store_release
+from ..native import BINDING
 from .errors import ShmError
+from .layout import (CAPACITY, HEADER_BYTES, HEADER_WORDS, MAGIC, NAME_WORDS, SIZE, SLOT_BYTES, SLOT_WORDS,
+                     VERSION)
 from .locks import LOCK_TIMEOUT_S, describe_holders
 from .paths import MAX_GENERATION, NAME_MAX, REGISTRY_FILE, segment_file, segment_files
 from .segment import close_mapping
 
-MAGIC = b"POSENCRG"
-VERSION = 1
-CAPACITY = 1024
-HEADER_BYTES = 128
-SLOT_BYTES = 128
-SIZE = HEADER_BYTES + CAPACITY * SLOT_BYTES
 _HEADER = struct.Struct("<8sIIIIQ")  # magic, version, capacity, slot size, reserved, next generation
 _NEXT_GENERATION_WORD = 3
-_HEADER_WORDS = HEADER_BYTES // 8
-_SLOT_WORDS = SLOT_BYTES // 8
-_NAME_WORDS = NAME_MAX // 8
-#: Spins on one slot before a reader gives up and sleeps (a writer holds a slot odd for nanoseconds).
-_SPINS = 100_000
 _BUSY_TIMEOUT_S = 2.0
 
 NOT_FOUND, BUSY = -1, -2
 
-
-@nb.njit(nogil=True, cache=True)
-def _read_slot(words, base, out):
-    """Copy slot words [generation, name...] into out under the seqlock; False if it stayed busy."""
-    for _ in range(_SPINS):
-        before = load_acquire(words, base)
-        if before & 1:
-            continue
-        for k in range(out.shape[0]):
-            out[k] = words[base + 1 + k]
-        fence_acquire()
-        if load_acquire(words, base) == before:
-            return True
-    return False
-
-
-@nb.njit(nogil=True, cache=True)
-def _find(words, name_words):
-    """(slot, generation) of the live slot holding this name; slot NOT_FOUND or BUSY otherwise."""
-    entry = np.empty(1 + _NAME_WORDS, np.uint64)
-    for slot in range(CAPACITY):
-        if not _read_slot(words, _HEADER_WORDS + slot * _SLOT_WORDS, entry):
-            return BUSY, 0
-        if entry[0] == 0:
-            continue
-        same = True
-        for k in range(_NAME_WORDS):
-            if entry[1 + k] != name_words[k]:
-                same = False
-                break
-        if same:
-            return slot, entry[0]
-    return NOT_FOUND, 0
-
-
-@nb.njit(nogil=True, cache=True)
-def _snapshot(words, out):
-    """Every slot's [generation, name...] into out[CAPACITY, 9]; False if a slot stayed busy."""
-    for slot in range(CAPACITY):
-        if not _read_slot(words, _HEADER_WORDS + slot * _SLOT_WORDS, out[slot]):
-            return False
-    return True
-
-
-@nb.njit(nogil=True, cache=True)
-def _write_slot(words, slot, generation, name_words):
-    """Seqlock write (caller holds the flock): counter odd, fields, counter even."""
-    base = _HEADER_WORDS + slot * _SLOT_WORDS
-    counter = words[base] | 1  # an odd counter left by a writer that died mid-update stays odd here
-    store_release(words, base, counter)
-    fence_release()
-    words[base + 1] = generation
-    for k in range(_NAME_WORDS):
-        words[base + 2 + k] = name_words[k]
-    store_release(words, base, counter + 1)
+# The seqlock accesses of a slot: the native binding's (posenc_shm.h's slot reader), else numba's.
+if BINDING is not None:
+    _find, _snapshot = BINDING.registry_find, BINDING.registry_snapshot
+    _write_slot = BINDING.registry_write_slot
+else:
+    from .seqlock import find as _find, snapshot as _snapshot, write_slot as _write_slot
 
 
 def _name_words(name: str) -> np.ndarray:
@@ -109,7 +49,7 @@ def _name_words(name: str) -> np.ndarray:
 
 def _entries(words: np.ndarray) -> dict[str, int]:
     """{name: generation} of every live slot, retrying while a writer is mid-update."""
-    out = np.empty((CAPACITY, 1 + _NAME_WORDS), np.uint64)
+    out = np.empty((CAPACITY, 1 + NAME_WORDS), np.uint64)
     deadline = time.monotonic() + _BUSY_TIMEOUT_S
     while not _snapshot(words, out):
         if time.monotonic() > deadline:
@@ -298,18 +238,18 @@ class RegistryWriter(_Registry):
             self._thread_lock.release()
 
     def _clear_unusable_slots(self) -> None:
-        for slot in np.flatnonzero(self._words[_HEADER_WORDS::_SLOT_WORDS] & 1):
+        for slot in np.flatnonzero(self._words[HEADER_WORDS::SLOT_WORDS] & 1):
             self._clear_slot(int(slot))
         seen = set()
-        for slot in np.flatnonzero(self._words[_HEADER_WORDS + 1::_SLOT_WORDS]):
-            base = _HEADER_WORDS + int(slot) * _SLOT_WORDS
-            name = self._words[base + 2:base + 2 + _NAME_WORDS].tobytes()
+        for slot in np.flatnonzero(self._words[HEADER_WORDS + 1::SLOT_WORDS]):
+            base = HEADER_WORDS + int(slot) * SLOT_WORDS
+            name = self._words[base + 2:base + 2 + NAME_WORDS].tobytes()
             if name in seen:
                 self._clear_slot(int(slot))
             seen.add(name)
 
     def _clear_slot(self, slot: int) -> None:
-        _write_slot(self._words, slot, 0, np.zeros(_NAME_WORDS, np.uint64))
+        _write_slot(self._words, slot, 0, np.zeros(NAME_WORDS, np.uint64))
 
     def allow_readers(self, mode: int) -> None:
         """Add the read bits of `mode` (a table's) to the registry's mode, so whoever may read the
@@ -347,7 +287,7 @@ class RegistryWriter(_Registry):
         return _lookup(self._words, name)[0] != NOT_FOUND or self._free_slot() is not None
 
     def _free_slot(self) -> int | None:
-        generations = self._words[_HEADER_WORDS + 1::_SLOT_WORDS]
+        generations = self._words[HEADER_WORDS + 1::SLOT_WORDS]
         free = np.flatnonzero(generations == 0)
         return int(free[0]) if free.size else None
 

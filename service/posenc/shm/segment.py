@@ -25,19 +25,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
-import numba as nb
 import numpy as np
 
+from ..native import BINDING
 from ..tables import TableSpec
 from . import checksum
-from .atomics import load_acquire, store_release
 from .errors import ShmError
 from .format import (
     HEADER_SIZE,
     READY,
     STATE_NAMES,
-    STATE_WORD,
     Header,
     check_complete,
     check_data,
@@ -48,20 +45,16 @@ from .format import (
     unpack_header,
 )
 
+# The READY flag's release store and acquire load: the native binding's, else numba's.
+if BINDING is not None:
+    _store_state, _load_state = BINDING.segment_store_state, BINDING.segment_load_state
+else:
+    from .seqlock import load_state as _load_state, store_state as _store_state
+
 #: Rows are computed, checksummed and written in blocks of about this many bytes: small enough
 #: to stay in a core's L2 between the three steps, big enough that Python's per-block cost is
 #: noise. Progress ticks once per block.
 BLOCK_BYTES = 1 << 20
-
-
-@nb.njit(nogil=True, cache=True)
-def _store_state(words, state):
-    store_release(words, STATE_WORD, state)
-
-
-@nb.njit(nogil=True, cache=True)
-def _load_state(words):
-    return load_acquire(words, STATE_WORD)
 
 
 def create(path: Path, table: TableSpec, name: str, generation: int, mode: int, algorithm: int) -> int:

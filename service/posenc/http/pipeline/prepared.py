@@ -38,7 +38,7 @@ import orjson
 
 from ...args import SMALL_ARRAY
 from ...dtypes import BFLOAT16, OUTPUT_DTYPES
-from ...kernels import index_span
+from ...kernels.active import index_span
 from ...limits import LIMITS
 from ..api.calls import cost_ns
 from ..api.codecs import JSON, RAW, body_of, header_cache, headers_for, json_data, json_frame, media_type, negotiate

@@ -22,7 +22,7 @@ import anyio
 import anyio.to_thread
 
 from ...config import ServiceConfig
-from ...kernels import threads
+from ...kernels.parallel import threads
 from ...limits import LIMITS
 from ...shm import ShmError, Table, TableStore
 from ...shm.paths import check_name

@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import api
 from ...dtypes import OUTPUT_DTYPES, midpoint_rows
-from ...kernels import index_span
+from ...kernels.active import index_span
 
 #: Output dtypes whose kernels differ (float16/bfloat16 are computed through float64).
 _KERNEL_DTYPES = ("float32", "float64")

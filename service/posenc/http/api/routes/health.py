@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from .... import native
+from ....kernels import active
 from ....client import ProtocolError, ServerError, fetch_stats
 from ...runtime.metrics import render_binary
 from ..calls import service_of
@@ -34,7 +35,7 @@ def _binary_stats(address) -> dict | None:
 @router.get("/healthz", summary="Alive", response_model=HealthResponse, operation_id="healthz")
 @router.head("/healthz", summary="Alive (headers only)", response_model=HealthResponse, operation_id="healthz_head")
 async def healthz() -> dict:
-    return {"status": "ok", "kernel_path": native.ACTIVE.name if native.ACTIVE else "numba",
+    return {"status": "ok", "kernel_path": active.NAME,
             "cpu_features": native.cpu_features()}
 
 

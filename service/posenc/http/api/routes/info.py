@@ -11,6 +11,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Request
 
 from .... import __version__, native
+from ....kernels import active
 from ....shm import list_tables
 from ..calls import service_of
 from ..schemas import InfoResponse, public_table_info
@@ -36,7 +37,7 @@ async def info(request: Request) -> dict:
         "version": __version__,
         "python": platform.python_version(),
         "components": {name: _version(name) for name in COMPONENTS},
-        "kernel_path": native.ACTIVE.name if native.ACTIVE else "numba",
+        "kernel_path": active.NAME,
         "cpu_features": native.cpu_features(),
         "limits": dataclasses.asdict(config.limits),
         "timeouts_s": {key: getattr(config.server, key) for key in ("header_timeout_s", "body_timeout_s",
