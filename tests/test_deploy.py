@@ -427,19 +427,22 @@ def test_docker_build_stage_runs_and_what_the_image_takes_works(tmp_path):
 
     # The wheel carries the native library, installs, and runs from where it was installed.
     (wheel,) = wheels.glob("posenc-*.whl")
-    assert any(name.startswith("posenc/native/") and name.endswith(".so")
-               for name in zipfile.ZipFile(wheel).namelist()), "the native library is compiled into the wheel"
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "posenc/native/libposenc.so" in names, "the native library is compiled into the wheel"
+    assert any(name.startswith("posenc/native/_posenc.") for name in names), "and its CPython binding"
     pip_install = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site)]
     install = subprocess.run([*pip_install, str(wheel)], capture_output=True, text=True, timeout=120)
     assert install.returncode == 0, install.stderr
     env = {**os.environ, "PYTHONPATH": str(site), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    check = "import posenc, posenc.native; print(posenc.__file__); print(posenc.native.STATUS)"
+    check = ("import posenc, posenc.native; print(posenc.__file__); print(posenc.native.STATUS); "
+             "print(posenc.native.BINDING.__file__)")
     imported = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True,
                               timeout=120)
     assert imported.returncode == 0, imported.stderr
-    where, status = imported.stdout.splitlines()
+    where, status, binding = imported.stdout.splitlines()
     assert Path(where).is_relative_to(site), "posenc is imported from the installed wheel"
     assert status in NATIVE_ISAS, status  # the wheel's library loads: no numba-only fallback
+    assert Path(binding).is_relative_to(site), "the CPython binding finds its library where pip put both"
     assert (site / "bin" / "posenc").exists(), "the image's ENTRYPOINT"
 
 
