@@ -199,7 +199,9 @@ static PyObject *sincos_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
     int64_t last = interleaved ? (n_cos < n_sin ? 2 * n_sin - 2 : 2 * n_sin - 1)
                                : (sin_base + n_sin - 1 > cos_base + n_cos - 1 ? sin_base + n_sin - 1
                                                                                : cos_base + n_cos - 1);
-    if (require((hi - 1) * row_stride + last < count(&a[3]), "flat: too small for the rows and layout"))
+    int64_t end;
+    if (require(!__builtin_mul_overflow(hi - 1, row_stride, &end) && !__builtin_add_overflow(end, last, &end)
+                    && end < count(&a[3]), "flat: too small for the rows and layout"))
         goto done;
     posenc_layout layout = {row_stride, sin_base, cos_base, n_cos, interleaved, 0};
     int dtype = a[3].kind == F32 ? POSENC_F32 : POSENC_F64;

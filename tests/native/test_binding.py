@@ -206,6 +206,8 @@ def _sincos(**change):
     ({"amp": np.ones(3)}, ValueError),
     ({"n_cos": 3}, ValueError),
     ({"cos_base": -1}, ValueError),
+    ({"row_stride": 2**62}, ValueError),                      # the end of the last row overflows int64
+    ({"sin_base": 2**63 - 2}, ValueError),
     ({"positions": np.arange(4, dtype=np.float32)}, TypeError),
     ({"flat": np.zeros(16, np.int64)}, TypeError),
     ({"flat": np.zeros(32)[::2]}, ValueError),                # not contiguous
