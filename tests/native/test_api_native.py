@@ -99,3 +99,34 @@ def test_threaded_row_splits_match_one_thread():
     finally:
         set_threads(previous)
     assert_matches_oracle(split, single.astype(np.float64), "float32")
+
+
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_new_arrays_written_in_calls_give_the_streamed_bits(n_threads):
+    """A new array over FRESH_CALL_BYTES is written in several ordinary-store calls, a buffer in one
+    streamed call: the same bits, row by row (batch invariance), for every layout kind."""
+    from posenc.api._tables import FRESH_CALL_BYTES, fill_cos_sin_pair
+    from posenc.api.rope import rope_table
+    from posenc.api.sinusoidal import sinusoidal_table
+    from posenc.encodings import SinusoidalSpec
+
+    positions = np.concatenate([np.arange(20000.0), [0.5, 1e7 + 0.25, -3.0]])
+    previous = threads()
+    try:
+        set_threads(n_threads)
+        for layout in ("interleaved", "halves"):
+            spec = SinusoidalSpec(130, layout=layout)
+            fresh = sinusoidal_table(positions, spec, np.dtype(np.float32))
+            assert fresh.nbytes > 2 * FRESH_CALL_BYTES
+            into = np.full_like(fresh, np.nan)
+            sinusoidal_table(positions, spec, np.dtype(np.float32), out=into)
+            assert fresh.tobytes() == into.tobytes(), layout
+        rope = posenc.RopeSpec(128, base=500000.0)
+        cos, sin = fill_cos_sin_pair(positions, rope.inv_freq()[0], 1.0, np.float32)  # new: in calls
+        table = np.full((positions.shape[0], 128), np.nan, np.float32)
+        rope_table(positions, rope, out=table)  # [cos | sin] rows into a buffer: one streamed call
+        assert cos.tobytes() == table[:, :64].tobytes() and sin.tobytes() == table[:, 64:].tobytes()
+        small = posenc.rope_cos_sin(positions[:3], rope)  # a job far under the threshold
+        assert small[0].tobytes() == cos[:3].tobytes()
+    finally:
+        set_threads(previous)

@@ -7,6 +7,7 @@ which ran and a row never depends on the rest of its call.
 
 from __future__ import annotations
 
+import functools
 
 import numpy as np
 
@@ -20,12 +21,33 @@ from ..native.library import plan_is_dense
 from ._memo import bytes_lru
 
 
+#: What one kernel call writes into a new array at the most: under the 8 MiB from which the native
+#: kernels stream their stores past the cache (posenc.h), so they store ordinarily. The OS zeroes a
+#: new array's pages as the rows first reach them (2 MiB at a time: numpy asks for huge pages), and
+#: ordinary stores overwrite those zeros while they are in cache. Measured on the block layouts,
+#: whose streaming goes through an L1 tile (RoPE's [cos | sin] rows and cos/sin pairs): a new 64
+#: MiB RoPE pair 12.7-12.9 ms against 13.6-14.3 streamed; interleaved rows (streamed directly) the
+#: same either way (docs/benchmarks.md, "New arrays"). Into a warm buffer streaming wins: no zeros.
+FRESH_CALL_BYTES = 4 << 20
+
+
 def fill_sincos(positions: np.ndarray, freqs: np.ndarray, amplitude: np.ndarray, flat: np.ndarray,
-                plan: ColumnPlan) -> None:
-    """Write every row of `positions` into the contiguous 1-D buffer `flat` following `plan`."""
+                plan: ColumnPlan, *, fresh: bool = False) -> None:
+    """Write every row of `positions` into the contiguous 1-D buffer `flat` following `plan`;
+    `fresh`: `flat` is a new array whose pages were never touched (see FRESH_CALL_BYTES)."""
     n_rows, width = positions.shape[0], freqs.shape[0] + plan.n_cos
-    run_rows(sincos_rows, n_rows, width, positions, freqs, amplitude, flat, plan.row_stride, plan.sin_base,
+    kernel = sincos_rows
+    if fresh and n_rows * width * flat.itemsize > FRESH_CALL_BYTES:
+        kernel = functools.partial(_sincos_in_calls, max(1, FRESH_CALL_BYTES // (width * flat.itemsize)))
+    run_rows(kernel, n_rows, width, positions, freqs, amplitude, flat, plan.row_stride, plan.sin_base,
              plan.cos_base, plan.interleaved, plan.n_cos)
+
+
+def _sincos_in_calls(rows_per_call: int, *args) -> None:
+    """sincos_rows(*args) over its rows lo..hi (the last two arguments), `rows_per_call` at a time."""
+    *job, lo, hi = args
+    for start in range(lo, hi, rows_per_call):
+        sincos_rows(*job, start, min(start + rows_per_call, hi))
 
 
 def fill_sincos_crc32c(positions: np.ndarray, freqs: np.ndarray, amplitude: np.ndarray, flat: np.ndarray,
@@ -58,13 +80,14 @@ class SincosRows:
         n = positions.shape[0]
         if n * self.row_bytes > LIMITS.max_output_bytes:
             LIMITS.check_output((n, self.width), self.out_dtype.itemsize)  # raises, naming the limit
-        if out is None:
+        fresh = out is None
+        if fresh:
             out = np.empty((n, self.width), dtype=self.kernel_dtype)
         flat = out.reshape(-1)
         if n * self.width < MIN_PARALLEL_ELEMENTS:
             sincos_rows(positions, self.freqs, self.amplitude, flat, *self.layout, 0, n)
         else:
-            fill_sincos(positions, self.freqs, self.amplitude, flat, self.plan)
+            fill_sincos(positions, self.freqs, self.amplitude, flat, self.plan, fresh=fresh)
         return out if out.dtype is self.out_dtype else cast_output(out, self.out_dtype)
 
 
@@ -81,5 +104,5 @@ def fill_cos_sin_pair(positions: np.ndarray, freqs: np.ndarray, amplitude: float
     n, n_freq = positions.shape[0], freqs.shape[0]
     buf = np.empty((2, n, n_freq), dtype=dtype)
     plan = ColumnPlan(row_stride=n_freq, sin_base=n * n_freq, cos_base=0, interleaved=False, n_cos=n_freq)
-    fill_sincos(positions, freqs, constant_amplitude(n_freq, amplitude), buf.reshape(-1), plan)
+    fill_sincos(positions, freqs, constant_amplitude(n_freq, amplitude), buf.reshape(-1), plan, fresh=True)
     return buf[0], buf[1]

@@ -32,10 +32,11 @@ def sinusoidal_table(positions: np.ndarray, spec: SinusoidalSpec, dtype: np.dtyp
     """Rows of `spec` for validated float64 positions; `out` (C-contiguous, kernel dtype) may be preallocated."""
     LIMITS.check_output((positions.shape[0], spec.dim), dtype.itemsize)
     positions = shifted(positions, spec.offset)
-    if out is None:
+    fresh = out is None
+    if fresh:
         out = np.empty((positions.shape[0], spec.dim), dtype=kernel_dtype(dtype))
     fill_sincos(positions, spec.freqs, constant_amplitude(spec.n_sin, spec.amplitude), out.reshape(-1),
-                spec.column_plan())
+                spec.column_plan(), fresh=fresh)
     if spec.layout == "t2t" and spec.dim % 2:
         out[:, -1] = 0.0
     if spec.scale is not None:  # per-column factors: a second pass, off the common path
