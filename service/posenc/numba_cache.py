@@ -11,8 +11,9 @@ pickles that numba loads and runs, so a directory there that is not ours (anothe
 may create the name first), is a symlink or that others may write is never used: the
 process then caches in a private directory of its own, removed when it exits.
 
-Importing this module registers the locator; posenc.kernels (for its kernel modules) and each
-shm module that defines kernels import it first (posenc/__init__.py stays lazy and loads no numba).
+Importing this module registers the locator; every module that defines numba kernels imports it
+first (posenc/kernels/*.py, shm/seqlock.py, shm/crc32c_numba.py, shm/atomics.py), and only those
+import numba at all: a process on the native kernels (posenc.kernels.active) loads neither.
 `NUMBA_CACHE_DIR`, when set, still wins, as numba documents.
 """
 

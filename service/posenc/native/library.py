@@ -165,7 +165,7 @@ class NativeKernels:
 
     def alibi_bias_rows(self, slopes: np.ndarray, q_pos: np.ndarray, k_pos: np.ndarray, mode: int,
                         out: np.ndarray, lo: int, hi: int) -> None:
-        """out [h, q, k]: bias for query rows lo..hi (numba signature; mode as kernels.alibi.MODES)."""
+        """out [h, q, k]: bias for query rows lo..hi (numba signature; mode as kernels.MODES)."""
         dtype = _dtype_code(out, "out")
         n_heads, q_len, k_len = out.shape
         _require(out.flags.c_contiguous and slopes.shape == (n_heads,) and q_pos.shape == (q_len,)
