@@ -43,14 +43,15 @@ browser:
 
 # The CPU matrix's tools (tests/test_cpu_matrix.py): qemu-user runs the native code on emulated
 # x86-64 CPU models and on aarch64; Debian's cross compiler builds the aarch64 library and server.
-# The docs' examples (tests/test_docs_examples.py) run curl and jq and compile C blocks as C++ (g++).
+# The docs' examples (tests/test_docs_examples.py) run curl and jq and compile C blocks as C++ (g++);
+# `posenc bench scale`'s HTTP part (tests/test_bench_scale.py) drives the service with wrk.
 ARCH := $(shell uname -m)
 ifeq ($(ARCH),x86_64)
-PLATFORM_TOOLS := qemu-x86_64 qemu-aarch64 aarch64-linux-gnu-gcc objdump readelf curl jq g++
-PLATFORM_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils curl jq g++
+PLATFORM_TOOLS := qemu-x86_64 qemu-aarch64 aarch64-linux-gnu-gcc objdump readelf curl jq g++ wrk
+PLATFORM_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils curl jq g++ wrk
 else
-PLATFORM_TOOLS := objdump curl jq g++
-PLATFORM_PACKAGES := binutils curl jq g++
+PLATFORM_TOOLS := objdump curl jq g++ wrk
+PLATFORM_PACKAGES := binutils curl jq g++ wrk
 endif
 platform-tools:
 	for tool in $(PLATFORM_TOOLS); do command -v $$tool >/dev/null || missing=1; done; \
