@@ -140,7 +140,8 @@ def http_report(args, cpus: list[int], largest: int) -> str:
         config = Path(work, "posenc.toml")
         config.write_text(service_config(str(shm)))
         script = Path(work, "request.lua")
-        script.write_text("".join(f'wrk.headers["{k}"] = "{v}"\n' for k, v in request_headers(HTTP_CASE, case).items()))
+        headers = request_headers(HTTP_CASE, case)
+        script.write_text("".join(f'wrk.headers["{k}"] = "{v}"\n' for k, v in headers.items()))
         for n in range(1, largest + 1):
             server_cpus, load_cpus = cpus[:n], cpus[n:]
             port = free_port()
@@ -160,20 +161,21 @@ def http_report(args, cpus: list[int], largest: int) -> str:
                          f"{rate / (n * base):.2f}", f"{server_busy:.0%}", f"{load_busy:.0%}", bound])
     table = markdown_table(["HTTP workers N", "load CPUs", "req/s (median)", "range", "efficiency",
                             "server CPUs busy", "load CPUs busy", "bottleneck"], rows)
-    return (f"{table}\n\n`posenc serve --workers N` (pinned to CPUs 0..N-1; one 131072 x 128 float32 table) under "
-            f"wrk (one thread a remaining CPU, {args.connections} connections per worker, keep-alive, one request "
-            f"in flight a connection): {case.label}, GET {case.path}, on 127.0.0.1; median of {args.repeats} runs "
-            f"of {seconds} s. Efficiency = req/s(N) / (N x req/s(1)); target >= {EFFICIENCY_TARGET}. CPUs busy: "
-            f"/proc/stat over the run, the kernel's loopback work included (on whichever CPU it ran); the server "
-            f"set the rate where its CPUs were over {SATURATED:.0%} busy. Machine: {machine_line()}.\n")
+    return (f"{table}\n\n`posenc serve --workers N` (pinned to CPUs 0..N-1; one 131072 x 128 float32 table) "
+            f"under wrk (one thread a remaining CPU, {args.connections} connections per worker, keep-alive, "
+            f"one request in flight a connection): {case.label}, GET {case.path}, on 127.0.0.1; median of "
+            f"{args.repeats} runs of {seconds} s. Efficiency = req/s(N) / (N x req/s(1)); target >= "
+            f"{EFFICIENCY_TARGET}. CPUs busy: /proc/stat over the run, the kernel's loopback work included "
+            f"(on whichever CPU it ran); the server set the rate where its CPUs were over {SATURATED:.0%} busy. "
+            f"Machine: {machine_line()}.\n")
 
 
 class served_http:
     """`posenc serve --workers N` pinned to `cpus`, ready on `port` inside the block, stopped after."""
 
     def __init__(self, config: Path, port: int, workers: int, cpus: set[int], log: Path):
-        self.argv = pinned(cpus, [sys.executable, "-m", "posenc.cli", "serve", "--config", str(config), "--host",
-                                  "127.0.0.1", "--port", str(port), "--workers", str(workers)])
+        self.argv = pinned(cpus, [sys.executable, "-m", "posenc.cli", "serve", "--config", str(config),
+                                  "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)])
         self.port, self.log = port, log
 
     def __enter__(self):
@@ -208,7 +210,8 @@ def wrk_run(argv: list[str], server_cpus: list[int], load_cpus: list[int]) -> tu
         raise PosencError("bench", f"wrk saw errors: {errors.group(0)}")
 
     def busy(cpus: list[int]) -> float:
-        return statistics.mean((after[c][0] - before[c][0]) / max(after[c][1] - before[c][1], 1) for c in cpus)
+        return statistics.mean((after[c][0] - before[c][0]) / max(after[c][1] - before[c][1], 1)
+                               for c in cpus)
 
     return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), busy(server_cpus), busy(load_cpus)
 
