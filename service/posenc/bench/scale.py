@@ -166,8 +166,8 @@ def http_report(args, cpus: list[int], largest: int) -> str:
             f"one request in flight a connection): {case.label}, GET {case.path}, on 127.0.0.1; median of "
             f"{args.repeats} runs of {seconds} s. Efficiency = req/s(N) / (N x req/s(1)); target >= "
             f"{EFFICIENCY_TARGET}. CPUs busy: /proc/stat over the run, the kernel's loopback work included "
-            f"(on whichever CPU it ran); the server set the rate where its CPUs were over {SATURATED:.0%} busy. "
-            f"Machine: {machine_line()}.\n")
+            f"(on whichever CPU it ran); the server set the rate where its CPUs were over {SATURATED:.0%} "
+            f"busy. Machine: {machine_line()}.\n")
 
 
 class served_http:
