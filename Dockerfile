@@ -33,8 +33,9 @@ RUN python -m pip install --no-cache-dir /wheels/*.whl \
 # `posenc serve` starts it for the binary protocol (it looks for posenc-server on PATH).
 COPY --from=builder /src/native/build/posenc-server /usr/local/bin/posenc-server
 
-# Read-only root filesystem friendly: the only writes are numba's JIT cache and the metrics files (to
-# /tmp: a tmpfs or an emptyDir) and the tables (to POSENC_SHM_DIR). Bind 0.0.0.0 so published ports reach the server;
+# Read-only root filesystem friendly: the only writes are the metrics files (to /tmp: a tmpfs or an
+# emptyDir) and the tables (to POSENC_SHM_DIR); numba's JIT cache (/tmp too) only where the wheel's native
+# core did not build, since the kernels run in libposenc through its CPython binding. Bind 0.0.0.0 so published ports reach the server;
 # a mounted TOML (`serve --config`) and POSENC_* env vars configure the rest.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
