@@ -10,8 +10,7 @@ The file format, the registry and the publication protocol are in docs/shm-forma
 `native/include/posenc_shm.h` is a header-only C reader of the same files.
 
 The names import on first use (`posenc._lazy`): the readers and writers need numpy and the native
-binding (numba without the native core),
-while `posenc table --help` only needs `posenc.shm.locks`.
+binding (numba without the native core), while `posenc table --help` only needs `posenc.shm.locks`.
 """
 
 from typing import TYPE_CHECKING
