@@ -42,7 +42,7 @@ from ..errors import PosencError
 from ..http.runtime.launch import free_port
 from ..shm import TableStore
 from ..tables import TableSpec
-from .timing import machine_line, markdown_table
+from .timing import cpu_ticks, machine_line, markdown_table
 
 TABLE = "qps-sin128"
 LOADGEN = REPO_BINARY.with_name("posenc-load")
@@ -142,15 +142,8 @@ def stolen_ms(cpu: int) -> float | None:
     column of /proc/stat), or None where there is no such count. On a VM a vCPU taken away stops
     the server it runs outright: the tail stalls of tens of milliseconds seen with busy polling were
     this (docs/server-io.md), so each run records how much of it happened to the server's CPU."""
-    try:
-        with open("/proc/stat") as f:
-            for line in f:
-                fields = line.split()
-                if fields[0] == f"cpu{cpu}":
-                    return int(fields[8]) * 1000 / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else None
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    ticks = cpu_ticks({cpu}).get(cpu)
+    return ticks[7] * 1000 / os.sysconf("SC_CLK_TCK") if ticks is not None and len(ticks) > 7 else None
 
 
 def measure(target: Target, cpu: int, server_cpu: int, events: list[str], *args: str) -> dict:

@@ -24,7 +24,6 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,8 +36,8 @@ from ..shm import TableStore
 from ..tables import TableSpec
 from .http import ensure_wrk
 from .http_cases import CASES, request_headers, service_config
-from .startup import ready
-from .timing import machine_line, markdown_table
+from .startup import ready, serve_argv
+from .timing import cpu_ticks, machine_line, markdown_table
 
 TABLE = "scale-sin128"
 LOADGEN = REPO_BINARY.with_name("posenc-load")
@@ -145,7 +144,7 @@ def http_report(args, cpus: list[int], largest: int) -> str:
         for n in range(1, largest + 1):
             server_cpus, load_cpus = cpus[:n], cpus[n:]
             port = free_port()
-            with served_http(config, port, n, set(server_cpus), Path(work, f"serve-{n}.log")):
+            with served_http(config, shm, port, n, set(server_cpus), Path(work, f"serve-{n}.log")):
                 argv = pinned(set(load_cpus), [wrk, f"-t{len(load_cpus)}", f"-c{args.connections * n}",
                                                f"-d{seconds}s", "--timeout", "10s", "-s", str(script),
                                                f"http://127.0.0.1:{port}{case.path}"])
@@ -173,9 +172,8 @@ def http_report(args, cpus: list[int], largest: int) -> str:
 class served_http:
     """`posenc serve --workers N` pinned to `cpus`, ready on `port` inside the block, stopped after."""
 
-    def __init__(self, config: Path, port: int, workers: int, cpus: set[int], log: Path):
-        self.argv = pinned(cpus, [sys.executable, "-m", "posenc.cli", "serve", "--config", str(config),
-                                  "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)])
+    def __init__(self, config: Path, shm: Path, port: int, workers: int, cpus: set[int], log: Path):
+        self.argv = pinned(cpus, serve_argv(config, workers, port, 0, str(shm)))  # no binary port
         self.port, self.log = port, log
 
     def __enter__(self):
@@ -218,10 +216,4 @@ def wrk_run(argv: list[str], server_cpus: list[int], load_cpus: list[int]) -> tu
 
 def cpu_times(cpus: list[int]) -> dict[int, tuple[int, int]]:
     """{cpu: (busy ticks, all ticks)} from /proc/stat (busy: all but idle and iowait)."""
-    times = {}
-    for line in Path("/proc/stat").read_text().splitlines():
-        name, *fields = line.split()
-        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
-            ticks = [int(f) for f in fields]
-            times[int(name[3:])] = (sum(ticks) - ticks[3] - ticks[4], sum(ticks))
-    return times
+    return {cpu: (sum(ticks) - ticks[3] - ticks[4], sum(ticks)) for cpu, ticks in cpu_ticks(cpus).items()}

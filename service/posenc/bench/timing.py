@@ -45,6 +45,21 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_ticks(cpus) -> dict[int, list[int]]:
+    """{cpu: its /proc/stat counters (user, nice, system, idle, iowait, irq, softirq, steal, ...), in
+    clock ticks} for the CPUs of `cpus` that /proc/stat lists; {} where there is no /proc/stat."""
+    ticks = {}
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                name, *fields = line.split()
+                if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+                    ticks[int(name[3:])] = [int(value) for value in fields]
+    except (OSError, ValueError):
+        return {}
+    return ticks
+
+
 def machine_line() -> str:
     return f"{cpu_model()}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}"
 
