@@ -42,9 +42,10 @@ def load(path: Path):
 
 
 def load_binding(library):
-    """(the CPython binding or None, why not: "" when loaded) beside the loaded `library`."""
+    """(the CPython binding or None, why not: "" when loaded or when there is no `library`, whose
+    own STATUS says why) beside the loaded `library`."""
     if library is None:
-        return None, "no library"
+        return None, ""
     try:
         from . import _posenc
     except ImportError as exc:
@@ -60,7 +61,7 @@ LIBRARY, STATUS = load(LIBRARY_PATH)
 ACTIVE: NativeKernels | None = kernels_from_pointer(LIBRARY.posenc_active_kernels(), LIBRARY) if LIBRARY else None
 #: The CPython binding of the active path (posenc.kernels.active's kernels), or None.
 BINDING, _binding_missing = load_binding(LIBRARY)
-if _binding_missing and LIBRARY is not None:
+if _binding_missing:
     STATUS = f"{STATUS}; {_binding_missing}"
 
 
@@ -78,7 +79,6 @@ def available_isas() -> list[str]:
 def cpu_features() -> str:
     """CPU features the dispatcher saw (from the library), or "" without it."""
     return LIBRARY.posenc_cpu_features().decode() if LIBRARY else ""
-
 
 
 __all__ = ["ACTIVE", "BINDING", "ISAS", "LIBRARY", "LIBRARY_PATH", "STATUS", "NativeKernels",

@@ -14,3 +14,6 @@ SLOT_WORDS = SLOT_BYTES // 8
 NAME_WORDS = NAME_MAX // 8
 #: Spins on one slot before a reader gives up and sleeps (a writer holds a slot odd for nanoseconds).
 SPINS = 100_000
+#: The slot a lookup returns when no live slot names the table, or when a slot stayed busy
+#: (native/python/_posenc.c's registry_find returns the same codes).
+NOT_FOUND, BUSY = -1, -2

@@ -23,8 +23,8 @@ import numpy as np
 
 from ..native import BINDING
 from .errors import ShmError
-from .layout import (CAPACITY, HEADER_BYTES, HEADER_WORDS, MAGIC, NAME_WORDS, SIZE, SLOT_BYTES, SLOT_WORDS,
-                     VERSION)
+from .layout import (BUSY, CAPACITY, HEADER_BYTES, HEADER_WORDS, MAGIC, NAME_WORDS, NOT_FOUND, SIZE,
+                     SLOT_BYTES, SLOT_WORDS, VERSION)
 from .locks import LOCK_TIMEOUT_S, describe_holders
 from .paths import MAX_GENERATION, NAME_MAX, REGISTRY_FILE, segment_file, segment_files
 from .segment import close_mapping
@@ -32,8 +32,6 @@ from .segment import close_mapping
 _HEADER = struct.Struct("<8sIIIIQ")  # magic, version, capacity, slot size, reserved, next generation
 _NEXT_GENERATION_WORD = 3
 _BUSY_TIMEOUT_S = 2.0
-
-NOT_FOUND, BUSY = -1, -2
 
 # The seqlock accesses of a slot: the native binding's (posenc_shm.h's slot reader), else numba's.
 if BINDING is not None:

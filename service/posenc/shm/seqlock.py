@@ -3,8 +3,8 @@ segment's state word (segment.py). The fallback of the native binding's (native/
 with posenc_shm.h's slot reader), which a process uses when the native core is built; the same
 orderings, so either side may write what the other reads.
 
-find(words, name_words) -> (slot, generation): slot -1 when no live slot names it, -2 when one
-stayed busy; snapshot(words, out) -> whether every slot was read; write_slot(words, slot,
+find(words, name_words) -> (slot, generation): slot NOT_FOUND when no live slot names it, BUSY
+when one stayed busy (layout.py); snapshot(words, out) -> whether every slot was read; write_slot(words, slot,
 generation, name_words); store_state(words, state); load_state(words) -> state.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from .atomics import fence_acquire, fence_release, load_acquire, store_release
 from .format import STATE_WORD
-from .layout import CAPACITY, HEADER_WORDS, NAME_WORDS, SLOT_WORDS, SPINS
+from .layout import BUSY, CAPACITY, HEADER_WORDS, NAME_WORDS, NOT_FOUND, SLOT_WORDS, SPINS
 
 
 @nb.njit(nogil=True, cache=True)
@@ -38,7 +38,7 @@ def find(words, name_words):
     entry = np.empty(1 + NAME_WORDS, np.uint64)
     for slot in range(CAPACITY):
         if not read_slot(words, HEADER_WORDS + slot * SLOT_WORDS, entry):
-            return -2, np.uint64(0)
+            return BUSY, np.uint64(0)
         if entry[0] == 0:
             continue
         same = True
@@ -48,7 +48,7 @@ def find(words, name_words):
                 break
         if same:
             return slot, entry[0]
-    return -1, np.uint64(0)
+    return NOT_FOUND, np.uint64(0)
 
 
 @nb.njit(nogil=True, cache=True)

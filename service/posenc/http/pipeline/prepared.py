@@ -146,10 +146,7 @@ class Answer:
 
     def head_lines(self) -> bytes:
         """The response's header lines, as `render(self.headers)` gives them."""
-        lines = self.lines
-        for name, value in self.headers[self.shared:]:
-            lines += name + b": " + value + b"\r\n"
-        return lines
+        return self.lines + render(self.headers[self.shared:])
 
     def done(self) -> None:
         """Once its body is written: its bytes given back to the budget, the table hit or miss counted."""
