@@ -429,6 +429,14 @@ done:
     return result;
 }
 
+/* Rows lo..hi of the xPos decay, out[r, i] = pow(zeta[i], power[r]): a kernel call for RUN. */
+static int xpos_rows(const double *zeta, int64_t width, const double *power, double *out, int64_t lo, int64_t hi)
+{
+    for (int64_t r = lo; r < hi; r++)
+        for (int64_t i = 0; i < width; i++) out[r * width + i] = pow(zeta[i], power[r]);
+    return POSENC_OK;
+}
+
 /* xpos_decay_rows(zeta, power, out, lo, hi): out[r, i] = pow(zeta[i], power[r]) through libm,
  * as kernels/rope.py (numpy's ** runs SVML on some CPUs). */
 static PyObject *xpos_decay_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -436,6 +444,7 @@ static PyObject *xpos_decay_rows(PyObject *self, PyObject *const *args, Py_ssize
     (void)self;
     array_arg a[3] = {0};
     int64_t lo, hi;
+    int rc = 0;
     PyObject *result = NULL;
     if (nargs_is(nargs, 5, "xpos_decay_rows") || take(&a[0], args[0], "zeta", 1, F64, 0)
         || take(&a[1], args[1], "power", 1, F64, 0) || take(&a[2], args[2], "out", 2, F64, 1)
@@ -443,14 +452,9 @@ static PyObject *xpos_decay_rows(PyObject *self, PyObject *const *args, Py_ssize
         || require(extent(&a[2], 1) == count(&a[0]), "out: must be [n, len(zeta)]")
         || row_range(lo, hi, count(&a[1]) < extent(&a[2], 0) ? count(&a[1]) : extent(&a[2], 0)))
         goto done;
-    const double *zeta = a[0].view.buf, *power = a[1].view.buf;
-    double *out = a[2].view.buf;
     int64_t width = count(&a[0]);
-    Py_BEGIN_ALLOW_THREADS
-    for (int64_t r = lo; r < hi; r++)
-        for (int64_t i = 0; i < width; i++) out[r * width + i] = pow(zeta[i], power[r]);
-    Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
+    RUN((hi - lo) * width, xpos_rows(a[0].view.buf, width, a[1].view.buf, a[2].view.buf, lo, hi));
+    result = kernel_result(rc, "xpos_decay");
 done:
     release_all(a, 3);
     return result;
