@@ -254,7 +254,7 @@ def test_encode_spec_takes_no_table_id(raw):
 # --- RESOLVE's JSON and the table-id limit ------------------------------------------------------
 
 RESOLVE_TYPES = {"id": int, "name": str, "generation": int, "dtype": str, "rows": int, "width": int, "start": int,
-                 "stop": int, "spec_hash": str, "created_ns": int, "writer_pid": int, "spec": dict}
+                 "stop": int, "spec_hash": str, "created_ns": int, "writer_pid": int, "spec": dict, "computed": bool}
 
 
 def test_resolve_json_has_the_documented_keys_and_types(raw):
@@ -265,7 +265,7 @@ def test_resolve_json_has_the_documented_keys_and_types(raw):
     assert (described["start"], described["stop"], described["rows"]) == (-100, 100, 200)
     assert described["spec"] == TableSpec(posenc.SinusoidalSpec(33, layout="t2t"), -100, 100).to_dict()
     for key, kind in RESOLVE_TYPES.items():  # the doc's table names each key with its JSON type
-        assert re.search(rf"\| `{key}` \| {'string' if kind is str else 'object' if kind is dict else 'integer'}",
+        assert re.search(rf"\| `{key}` \| {'string' if kind is str else 'object' if kind is dict else 'boolean' if kind is bool else 'integer'}",
                          DOC), key
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from posenc.config import DEFAULT_TOML, ServiceConfig, load
 from posenc.errors import PosencError
+from posenc.limits import LIMITS
 
 ROOT = Path(__file__).parent.parent
 
@@ -14,9 +15,10 @@ def test_embedded_default_is_the_documented_example():
     config = load(env={})
     assert (config.server.host, config.server.port, config.server.workers) == ("127.0.0.1", 8000, 0)
     assert config.server.worker_count >= 1
-    assert [t.name for t in config.tables] == ["sin128", "llama3.1-8b", "alibi-32h"]
-    sin, llama, alibi = (t.spec for t in config.tables)
+    assert [t.name for t in config.tables] == ["sin128", "llama3.1-8b", "sin128-any", "alibi-32h"]
+    sin, llama, anywhere, alibi = (t.spec for t in config.tables)
     assert (sin.kind, sin.shape, sin.dtype) == ("sinusoidal", (131072, 128), "float32")
+    assert (anywhere.computed, anywhere.encoding, anywhere.start) == (True, sin.encoding, -LIMITS.max_abs_position)
     assert (llama.kind, llama.shape, llama.encoding.rope_type) == ("rope", (131072, 128), "llama3")
     assert (alibi.kind, alibi.shape, alibi.encoding.variant) == ("alibi", (131072, 32), "paper")
     assert config.api_key is None

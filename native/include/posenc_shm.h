@@ -60,6 +60,11 @@
 /* Segment states (header offset 12) and dtype codes (offset 24). */
 enum { POSENC_SHM_EMPTY = 0, POSENC_SHM_BUILDING = 1, POSENC_SHM_READY = 2 };
 enum { POSENC_SHM_FLOAT32 = 1, POSENC_SHM_FLOAT64 = 2 };
+/* A named computed encoding (docs/shm-format.md, "Computed tables"): no rows are stored; the data is
+ * a 32-byte prefix (i64 position_offset, 24 zero bytes) and the binary protocol's inline spec block,
+ * from which a reader computes the rows of any position in [start, stop). itemsize 1. */
+enum { POSENC_SHM_SPEC = 3 };
+#define POSENC_SHM_SPEC_PREFIX 32u
 /* Data checksum algorithms (header offset 176). */
 enum { POSENC_SHM_CRC32 = 0, POSENC_SHM_CRC32C = 1 };
 
@@ -85,13 +90,13 @@ enum {
 typedef struct posenc_shm_table {
     const uint8_t *base;   /* the whole mapped file */
     size_t map_size;
-    const uint8_t *data;   /* rows * row_bytes bytes, 64-byte aligned */
+    const uint8_t *data;   /* rows * row_bytes bytes (a computed table: its spec block), 64-byte aligned */
     int64_t start;         /* position of row 0 */
     int64_t stop;          /* one past the last position */
     uint64_t rows, width;  /* values per row */
-    uint32_t dtype;        /* POSENC_SHM_FLOAT32 or POSENC_SHM_FLOAT64 */
-    uint32_t itemsize;     /* 4 or 8 */
-    size_t row_bytes;
+    uint32_t dtype;        /* POSENC_SHM_FLOAT32, POSENC_SHM_FLOAT64 or POSENC_SHM_SPEC */
+    uint32_t itemsize;     /* 4 or 8 (1 for POSENC_SHM_SPEC) */
+    size_t row_bytes;      /* 0 for POSENC_SHM_SPEC: no row is stored */
     uint64_t generation;
     uint32_t writer_pid;
     int64_t created_ns;    /* unix time, nanoseconds */
@@ -103,6 +108,7 @@ typedef struct posenc_shm_table {
     char name[POSENC_SHM_NAME_MAX + 1];
     int os_errno;          /* errno of the failed call for POSENC_SHM_EOS */
     char error[320];       /* what went wrong, naming the file */
+    uint64_t data_nbytes;  /* bytes at data: rows * row_bytes, or the computed table's spec block */
 } posenc_shm_table;
 
 /* ---- little helpers ------------------------------------------------------------------ */
@@ -733,11 +739,14 @@ static inline int posenc_shm__check_segment(posenc_shm_table *t, const uint8_t *
     if (posenc_shm__u32(b + 8) != POSENC_SHM_VERSION)
         return posenc_shm__fail(t, POSENC_SHM_EVERSION, "%s: unknown format version %u (this reader knows %u)", path,
                                 posenc_shm__u32(b + 8), POSENC_SHM_VERSION);
-    if (!((dtype == POSENC_SHM_FLOAT32 && itemsize == 4) || (dtype == POSENC_SHM_FLOAT64 && itemsize == 8)))
+    if (!((dtype == POSENC_SHM_FLOAT32 && itemsize == 4) || (dtype == POSENC_SHM_FLOAT64 && itemsize == 8) ||
+          (dtype == POSENC_SHM_SPEC && itemsize == 1)))
         bad = "unknown dtype code or itemsize";
     else if (rows == 0 || width == 0)
         bad = "rows and width must be >= 1";
-    else if (width > UINT64_MAX / itemsize / rows || data_nbytes != rows * width * itemsize)
+    else if (dtype == POSENC_SHM_SPEC && (data_nbytes < POSENC_SHM_SPEC_PREFIX + 32u || data_nbytes % 8u))
+        bad = "a computed table's data_nbytes is not 32 + an inline spec block";
+    else if (dtype != POSENC_SHM_SPEC && (width > UINT64_MAX / itemsize / rows || data_nbytes != rows * width * itemsize))
         bad = "data_nbytes is not rows * width * itemsize";
     else if (rows > (uint64_t)INT64_MAX || (int64_t)start > INT64_MAX - (int64_t)rows)
         bad = "start + rows overflows int64";
@@ -839,7 +848,8 @@ static inline int posenc_shm_attach_path(posenc_shm_table *t, const char *path, 
     t->width = width;
     t->dtype = posenc_shm__u32(b + 24);
     t->itemsize = itemsize;
-    t->row_bytes = (size_t)(width * itemsize);
+    t->row_bytes = t->dtype == POSENC_SHM_SPEC ? 0 : (size_t)(width * itemsize);
+    t->data_nbytes = data_nbytes;
     t->start = (int64_t)posenc_shm__u64(b + 48);
     t->stop = t->start + (int64_t)rows; /* checked: no overflow */
     t->data_crc = posenc_shm__u32(b + 20);
@@ -884,17 +894,18 @@ static inline int posenc_shm_attach(posenc_shm_table *t, const char *dir, const 
     return posenc_shm__fail(t, POSENC_SHM_EBUSY, "table '%s' in %s kept being replaced while attaching", name, dir);
 }
 
-/* Pointer to the row of `position` (width values of t->dtype), NULL outside [start, stop). */
+/* Pointer to the row of `position` (width values of t->dtype), NULL outside [start, stop) and for a
+ * computed table (POSENC_SHM_SPEC: its rows are computed, e.g. by posenc-server's ENCODE_TABLE). */
 static inline const void *posenc_shm_row(const posenc_shm_table *t, int64_t position)
 {
     uint64_t row = (uint64_t)position - (uint64_t)t->start;
-    return row < t->rows ? t->data + row * t->row_bytes : NULL;
+    return row < t->rows && t->row_bytes ? t->data + row * t->row_bytes : NULL;
 }
 
 /* Recompute the data checksum of an attached table: POSENC_SHM_OK or POSENC_SHM_ECHECKSUM. */
 static inline int posenc_shm_verify(const posenc_shm_table *t)
 {
-    return posenc_shm_checksum(t->checksum, t->data, t->rows * t->row_bytes) == t->data_crc ? POSENC_SHM_OK
+    return posenc_shm_checksum(t->checksum, t->data, t->data_nbytes) == t->data_crc ? POSENC_SHM_OK
                                                                                          : POSENC_SHM_ECHECKSUM;
 }
 

@@ -28,7 +28,7 @@ static void setup(void) {
     const char *dir = getenv("POSENC_FUZZ_SHM_DIR");
     if (dir)
         snprintf(srv.cfg.shm_dir, sizeof srv.cfg.shm_dir, "%s", dir);
-    table_names_init(&srv.names, srv.cfg.max_table_ids);
+    table_names_init(&srv.names, srv.cfg.max_table_ids, srv.cfg.max_dim);
     srv.loop = &loop_epoll; /* what STATS names; no loop runs here */
     srv.n_workers = 1;
     srv.workers = &w;

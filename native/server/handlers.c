@@ -106,10 +106,6 @@ static void handle_list(struct worker *w, struct conn *c, const struct posenc_re
     reply_json(w, c, h, 0, 0, 0, 0);
 }
 
-static uint8_t wire_dtype_of(const posenc_shm_table *t) {
-    return t->dtype == POSENC_SHM_FLOAT64 ? POSENC_DTYPE_FLOAT64 : POSENC_DTYPE_FLOAT32;
-}
-
 static void handle_resolve(struct worker *w, struct conn *c, const struct posenc_request_header *h,
                            const uint8_t *aux) {
     char name[POSENC_SHM_NAME_MAX + 1], err[256];
@@ -132,7 +128,39 @@ static void handle_resolve(struct worker *w, struct conn *c, const struct posenc
         reply_fail(w, c, h, POSENC_STATUS_INTERNAL, "name: out of memory");
         return;
     }
-    reply_json(w, c, h, id, 0, (uint32_t)t->width, wire_dtype_of(t)); /* rows: none follow */
+    reply_json(w, c, h, id, 0, (uint32_t)t->width, tables_wire_dtype(t)); /* rows: none follow */
+}
+
+/* The rows of an inline spec (ENCODE_SPEC), or of a named computed table `t` (ENCODE_TABLE: its
+ * positions must also lie in [start, stop), and `offset` is added to each before the sin/cos). */
+static void encode_computed(struct worker *w, struct conn *c, const struct posenc_request_header *h,
+                            const struct inline_spec *spec, const uint8_t *positions, const posenc_shm_table *t,
+                            double offset) {
+    char err[256];
+    double *values = scratch_values(w, h->count);
+    if (!values) {
+        reply_fail(w, c, h, POSENC_STATUS_INTERNAL, "count: no memory for %u positions", h->count);
+        return;
+    }
+    int status = positions_to_f64(positions, h->count, h->position_kind, w->srv->cfg.max_abs_position, values, err,
+                                  sizeof err);
+    if (status == 0 && t)
+        status = positions_in_table(values, h->count, t->start, t->stop, offset, w->srv->cfg.max_abs_position, err,
+                                    sizeof err);
+    if (status == 0)
+        status = inline_spec_check_range(spec, values, h->count, h->dtype, err, sizeof err);
+    if (status) {
+        reply_fail(w, c, h, status, "%s", err);
+        return;
+    }
+    size_t body = (size_t)h->count * spec->p.row_width * posenc_dtype_size(h->dtype);
+    uint8_t *at = reply_reserve(w, c, body);
+    if (!at || inline_spec_rows(spec, values, h->count, h->dtype, at + POSENC_HEADER_SIZE, &w->rows) != 0) {
+        reply_fail(w, c, h, POSENC_STATUS_INTERNAL, "count: no memory to compute %u rows", h->count);
+        return;
+    }
+    counter_add(&w->counters.positions, h->count);
+    reply_commit(w, c, at, h, h->dtype, h->count, spec->p.row_width, 0, h->table_id, body);
 }
 
 static void handle_encode_table(struct worker *w, struct conn *c, const struct posenc_request_header *h,
@@ -146,6 +174,11 @@ static void handle_encode_table(struct worker *w, struct conn *c, const struct p
     }
     if (!encode_args_ok(w, c, h, t->width))
         return;
+    if (t->dtype == POSENC_SHM_SPEC) {
+        const struct served_table *s = tables_served(t);
+        encode_computed(w, c, h, &s->spec, positions, t, s->position_offset);
+        return;
+    }
     if (t->dtype == POSENC_SHM_FLOAT32 && (h->dtype == POSENC_DTYPE_FLOAT16 || h->dtype == POSENC_DTYPE_BFLOAT16) &&
         !tables_is_learned(t)) {
         /* Computed rows stored in float32 carry one rounding already: where a value sits exactly on a
@@ -177,7 +210,7 @@ static void handle_encode_table(struct worker *w, struct conn *c, const struct p
         return;
     }
     uint8_t *dst = at + POSENC_HEADER_SIZE;
-    int same = h->dtype == wire_dtype_of(t);
+    int same = h->dtype == tables_wire_dtype(t);
     for (uint32_t k = 0; k < h->count; k++) {
         const uint8_t *row = t->data + (size_t)rows[k] * t->row_bytes;
         if (same)
@@ -198,29 +231,8 @@ static void handle_encode_spec(struct worker *w, struct conn *c, const struct po
         reply_fail(w, c, h, status, "%s", err);
         return;
     }
-    if (!encode_args_ok(w, c, h, spec.p.row_width))
-        return;
-    double *values = scratch_values(w, h->count);
-    if (!values) {
-        reply_fail(w, c, h, POSENC_STATUS_INTERNAL, "count: no memory for %u positions", h->count);
-        return;
-    }
-    status = positions_to_f64(positions, h->count, h->position_kind, w->srv->cfg.max_abs_position, values, err,
-                              sizeof err);
-    if (status == 0)
-        status = inline_spec_check_range(&spec, values, h->count, h->dtype, err, sizeof err);
-    if (status) {
-        reply_fail(w, c, h, status, "%s", err);
-        return;
-    }
-    size_t body = (size_t)h->count * spec.p.row_width * posenc_dtype_size(h->dtype);
-    uint8_t *at = reply_reserve(w, c, body);
-    if (!at || inline_spec_rows(&spec, values, h->count, h->dtype, at + POSENC_HEADER_SIZE, &w->rows) != 0) {
-        reply_fail(w, c, h, POSENC_STATUS_INTERNAL, "count: no memory to compute %u rows", h->count);
-        return;
-    }
-    counter_add(&w->counters.positions, h->count);
-    reply_commit(w, c, at, h, h->dtype, h->count, spec.p.row_width, 0, 0, body);
+    if (encode_args_ok(w, c, h, spec.p.row_width))
+        encode_computed(w, c, h, &spec, positions, NULL, 0.0);
 }
 
 /* Frames looked at and rows prefetched per read at most, and cache lines per row: enough to
@@ -237,8 +249,10 @@ void prefetch_table_rows(struct worker *w, const uint8_t *p, size_t avail) {
             return;
         struct posenc_request_header h;
         posenc_request_decode(p, &h);
-        const posenc_shm_table *t = h.table_id <= TABLE_IDS_MAX ? w->tables.by_id[h.table_id] : NULL;
+        const struct served_table *s = h.table_id <= TABLE_IDS_MAX ? w->tables.by_id[h.table_id] : NULL;
+        const posenc_shm_table *t = s ? &s->shm : NULL;
         if (h.opcode == POSENC_OP_ENCODE_TABLE && h.position_kind == POSENC_POSITIONS_INT64 && t && t->base &&
+            t->row_bytes &&
             (uint64_t)POSENC_HEADER_SIZE + h.aux_len + 8 * (uint64_t)h.count == length) {
             const uint8_t *positions = p + POSENC_HEADER_SIZE + h.aux_len;
             for (uint32_t k = 0; k < h.count && budget; k++, budget--) {

@@ -121,7 +121,7 @@ int main(int argc, char **argv) {
     if (!srv.loop)
         return 2;
     raise_fd_limit(&srv.cfg);
-    table_names_init(&srv.names, srv.cfg.max_table_ids);
+    table_names_init(&srv.names, srv.cfg.max_table_ids, srv.cfg.max_dim);
     srv.started_ms = monotonic_ms();
     srv.n_workers = srv.cfg.threads;
     srv.workers = calloc((size_t)srv.n_workers, sizeof *srv.workers);

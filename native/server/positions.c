@@ -47,9 +47,10 @@ int positions_to_f64(const uint8_t *raw, uint32_t count, unsigned kind, double m
         double p;
         if (kind == POSENC_POSITIONS_INT64) {
             int64_t i = (int64_t)posenc_load_u64(raw + 8 * (size_t)k);
-            p = (double)i;
-            if (fabs(p) <= max_abs) {
-                out[k] = p;
+            int64_t bound = (int64_t)max_abs; /* an integer <= 2^53: compared as integers, so 2^53 + 1 is
+                                                 refused rather than rounded to 2^53 by the conversion */
+            if (i >= -bound && i <= bound) {
+                out[k] = (double)i;
                 continue;
             }
             snprintf(value, sizeof value, "%" PRId64, i);
@@ -63,6 +64,27 @@ int positions_to_f64(const uint8_t *raw, uint32_t count, unsigned kind, double m
         }
         snprintf(range, sizeof range, "|p| <= %.17g (--max-abs-position)", max_abs);
         return out_of_range(err, errlen, k, value, range);
+    }
+    return 0;
+}
+
+int positions_in_table(double *values, uint32_t count, int64_t start, int64_t stop, double offset, double max_abs,
+                       char *err, size_t errlen) {
+    char value[48], range[96];
+    for (uint32_t k = 0; k < count; k++) {
+        double p = values[k]; /* finite, |p| <= max_abs <= 2^53: its floor and ceil convert exactly */
+        if ((int64_t)ceil(p) < start || (int64_t)floor(p) >= stop) {
+            snprintf(value, sizeof value, "%.17g", p);
+            snprintf(range, sizeof range, "the table's positions [%" PRId64 ", %" PRId64 ")", start, stop);
+            return out_of_range(err, errlen, k, value, range);
+        }
+        double moved = p + offset;
+        if (!(fabs(moved) <= max_abs)) {
+            snprintf(value, sizeof value, "%.17g", p);
+            snprintf(range, sizeof range, "|p + offset| <= %.17g with the table's offset %.17g", max_abs, offset);
+            return out_of_range(err, errlen, k, value, range);
+        }
+        values[k] = moved;
     }
     return 0;
 }

@@ -9,9 +9,10 @@
 #include "json.h"
 #include "posenc_proto.h"
 
-void table_names_init(struct table_names *names, uint32_t limit) {
+void table_names_init(struct table_names *names, uint32_t limit, uint32_t max_dim) {
     pthread_mutex_init(&names->lock, NULL);
     names->limit = limit;
+    names->max_dim = max_dim;
     atomic_init(&names->count, 0);
 }
 
@@ -71,10 +72,39 @@ static int attach(const char *name, _Atomic uint64_t *verified, posenc_shm_table
 }
 
 /* This thread's slot for `id` (allocated on first use), or NULL when memory is short. */
-static posenc_shm_table *slot(struct table_cache *cache, uint32_t id) {
+static struct served_table *slot(struct table_cache *cache, uint32_t id) {
     if (!cache->by_id[id])
-        cache->by_id[id] = calloc(1, sizeof(posenc_shm_table));
+        cache->by_id[id] = calloc(1, sizeof(struct served_table));
     return cache->by_id[id];
+}
+
+/* A computed table's spec block parsed into s (docs/shm-format.md, "Computed tables"): the prefix's
+ * reserved bytes zero, the offset within 2^53, the inline spec valid and as wide as the header says.
+ * 0, or TABLE_UNAVAILABLE (the table detached) with `err` saying why. Stored tables: nothing to do. */
+static int parse_computed(struct served_table *s, uint32_t max_dim, const char *field, char *err, size_t errlen) {
+    posenc_shm_table *t = &s->shm;
+    if (t->dtype != POSENC_SHM_SPEC)
+        return 0;
+    int64_t offset = (int64_t)posenc_load_u64(t->data);
+    uint32_t dtype = posenc_load_u32(t->data + 8);
+    char why[200] = "";
+    if (!posenc_shm__zero(t->data + 12, POSENC_SHM_SPEC_PREFIX - 12) || offset > (1LL << 53) ||
+        offset < -(1LL << 53) || (dtype != POSENC_DTYPE_FLOAT32 && dtype != POSENC_DTYPE_FLOAT64))
+        snprintf(why, sizeof why, "a bad spec block prefix");
+    else if (inline_spec_parse(t->data + POSENC_SHM_SPEC_PREFIX, (uint32_t)(t->data_nbytes - POSENC_SHM_SPEC_PREFIX),
+                               max_dim, &s->spec, why, sizeof why) != 0)
+        ; /* why says it */
+    else if (s->spec.p.row_width != t->width)
+        snprintf(why, sizeof why, "its spec block's rows are %u wide, its header says %llu", s->spec.p.row_width,
+                 (unsigned long long)t->width);
+    if (!why[0]) {
+        s->position_offset = (double)offset;
+        s->default_dtype = (uint8_t)dtype;
+        return 0;
+    }
+    snprintf(err, errlen, "%s: computed table '%s' cannot be served: %s", field, t->name, why);
+    posenc_shm_detach(t);
+    return POSENC_STATUS_TABLE_UNAVAILABLE;
 }
 
 static int out_of_memory(const char *field, char *err, size_t errlen) {
@@ -85,16 +115,18 @@ static int out_of_memory(const char *field, char *err, size_t errlen) {
 /* This thread's mapping of `id`, attached if it was not. */
 static int ensure_attached(struct table_names *names, struct table_cache *cache, const char *dir, uint32_t id,
                            const char *field, const posenc_shm_table **table, char *err, size_t errlen) {
-    posenc_shm_table *t = slot(cache, id);
-    if (!t)
+    struct served_table *s = slot(cache, id);
+    if (!s)
         return out_of_memory(field, err, errlen);
-    if (!t->base) {
+    if (!s->shm.base) {
         struct table_name *entry = &names->entries[id - 1];
-        int rc = attach(entry->name, &entry->verified_generation, t, dir, field, err, errlen);
+        int rc = attach(entry->name, &entry->verified_generation, &s->shm, dir, field, err, errlen);
+        if (!rc)
+            rc = parse_computed(s, names->max_dim, field, err, errlen);
         if (rc)
             return rc;
     }
-    *table = t;
+    *table = &s->shm;
     return 0;
 }
 
@@ -115,9 +147,9 @@ int tables_resolve(struct table_names *names, struct table_cache *cache, const c
     }
     *id = find_id(names, name);
     if (*id) { /* known name: re-check the generation now rather than at the next tables_check */
-        posenc_shm_table *t = cache->by_id[*id];
-        if (t && t->base && !still_published(t, dir))
-            posenc_shm_detach(t);
+        struct served_table *s = cache->by_id[*id];
+        if (s && s->shm.base && !still_published(&s->shm, dir))
+            posenc_shm_detach(&s->shm);
         return ensure_attached(names, cache, dir, *id, "name", table, err, errlen);
     }
     /* a new name gets an id only once its table has been attached */
@@ -127,8 +159,8 @@ int tables_resolve(struct table_names *names, struct table_cache *cache, const c
     if (rc)
         return rc;
     *id = assign_id(names, name);
-    posenc_shm_table *t = *id ? slot(cache, *id) : NULL;
-    if (!t) {
+    struct served_table *s = *id ? slot(cache, *id) : NULL;
+    if (!s) {
         posenc_shm_detach(&fresh);
         if (*id)
             return out_of_memory("name", err, errlen);
@@ -137,17 +169,20 @@ int tables_resolve(struct table_names *names, struct table_cache *cache, const c
         return POSENC_STATUS_INTERNAL;
     }
     atomic_store_explicit(&names->entries[*id - 1].verified_generation, fresh.generation, memory_order_release);
-    posenc_shm_detach(t); /* another thread may have given this name its id meanwhile */
-    *t = fresh;
-    *table = t;
+    posenc_shm_detach(&s->shm); /* another thread may have given this name its id meanwhile */
+    s->shm = fresh;
+    rc = parse_computed(s, names->max_dim, "name", err, errlen);
+    if (rc)
+        return rc;
+    *table = &s->shm;
     return 0;
 }
 
 int tables_get(struct table_names *names, struct table_cache *cache, const char *dir, uint32_t id,
                const posenc_shm_table **table, char *err, size_t errlen) {
-    posenc_shm_table *t = id <= TABLE_IDS_MAX ? cache->by_id[id] : NULL;
-    if (t && t->base) { /* the hot path */
-        *table = t;
+    struct served_table *s = id <= TABLE_IDS_MAX ? cache->by_id[id] : NULL;
+    if (s && s->shm.base) { /* the hot path */
+        *table = &s->shm;
         return 0;
     }
     if (id == 0 || id > atomic_load_explicit(&names->count, memory_order_acquire)) {
@@ -163,9 +198,9 @@ void tables_check(struct table_cache *cache, const char *dir, uint64_t now_ms) {
         return;
     cache->next_check_ms = now_ms + TABLE_CHECK_MS;
     for (uint32_t id = 1; id <= TABLE_IDS_MAX; id++) {
-        posenc_shm_table *t = cache->by_id[id];
-        if (t && t->base && !still_published(t, dir))
-            posenc_shm_detach(t);
+        struct served_table *s = cache->by_id[id];
+        if (s && s->shm.base && !still_published(&s->shm, dir))
+            posenc_shm_detach(&s->shm);
     }
 }
 
@@ -200,9 +235,11 @@ int tables_describe(const posenc_shm_table *t, uint32_t id, struct buf *json) {
     int rc = json_printf(json, "{\"id\":%u,\"name\":", id);
     rc |= json_string(json, t->name, strlen(t->name));
     rc |= json_printf(json,
-                      ",\"generation\":%llu,\"dtype\":\"%s\",\"rows\":%llu,\"width\":%llu,\"start\":%lld,"
-                      "\"stop\":%lld,\"spec_hash\":",
-                      (unsigned long long)t->generation, t->dtype == POSENC_SHM_FLOAT64 ? "float64" : "float32",
+                      ",\"generation\":%llu,\"dtype\":\"%s\",\"computed\":%s,\"rows\":%llu,\"width\":%llu,"
+                      "\"start\":%lld,\"stop\":%lld,\"spec_hash\":",
+                      (unsigned long long)t->generation, tables_wire_dtype(t) == POSENC_DTYPE_FLOAT64 ? "float64"
+                                                                                             : "float32",
+                      t->dtype == POSENC_SHM_SPEC ? "true" : "false",
                       (unsigned long long)t->rows, (unsigned long long)t->width, (long long)t->start,
                       (long long)t->stop);
     rc |= json_string(json, t->spec_hash, strlen(t->spec_hash));
@@ -285,7 +322,7 @@ int tables_list(struct table_names *names, struct table_cache *cache, const char
 void tables_release(struct table_cache *cache) {
     for (uint32_t id = 0; id <= TABLE_IDS_MAX; id++) {
         if (cache->by_id[id]) {
-            posenc_shm_detach(cache->by_id[id]);
+            posenc_shm_detach(&cache->by_id[id]->shm);
             free(cache->by_id[id]);
             cache->by_id[id] = NULL;
         }

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "inline_spec.h"
 
 /* Most distinct table names one server process can give ids to (--max-table-ids). */
 #define TABLE_IDS_MAX 4096
@@ -30,16 +31,40 @@ struct table_name {
 struct table_names { /* shared by all threads; append-only */
     pthread_mutex_t lock;
     uint32_t limit;            /* --max-table-ids, <= TABLE_IDS_MAX */
+    uint32_t max_dim;          /* --max-dim: a computed table's spec is held to it like an inline one */
     _Atomic uint32_t count;
     struct table_name entries[TABLE_IDS_MAX];
 };
 
+/* What a thread holds for one table id: the mapping and, for a named computed encoding
+ * (POSENC_SHM_SPEC), its spec block parsed once per mapped generation (pointing into the mapping). */
+struct served_table {
+    posenc_shm_table shm; /* first: functions below hand out &served->shm */
+    struct inline_spec spec;
+    double position_offset; /* added to each position before the sin/cos (a sinusoid's offset) */
+    uint8_t default_dtype;  /* POSENC_DTYPE_FLOAT32 or _FLOAT64: the spec's dtype, what RESOLVE reports */
+};
+
 struct table_cache { /* one per thread */
-    posenc_shm_table *by_id[TABLE_IDS_MAX + 1];
+    struct served_table *by_id[TABLE_IDS_MAX + 1];
     uint64_t next_check_ms;
 };
 
-void table_names_init(struct table_names *names, uint32_t limit);
+void table_names_init(struct table_names *names, uint32_t limit, uint32_t max_dim);
+
+/* The wire dtype a table's rows come in unless asked otherwise: how a stored table holds them, a
+ * computed table's spec's dtype. */
+static inline uint8_t tables_wire_dtype(const posenc_shm_table *table) {
+    if (table->dtype == POSENC_SHM_SPEC)
+        return ((const struct served_table *)table)->default_dtype;
+    return table->dtype == POSENC_SHM_FLOAT64 ? POSENC_DTYPE_FLOAT64 : POSENC_DTYPE_FLOAT32;
+}
+
+/* The parsed spec of a computed table (table->dtype == POSENC_SHM_SPEC) from tables_get or
+ * tables_resolve, valid while the table is. */
+static inline const struct served_table *tables_served(const posenc_shm_table *table) {
+    return (const struct served_table *)table;
+}
 
 /* The id of a valid, currently published table name (assigning one on first use) and its
  * mapping in this thread. Returns 0 or a POSENC_STATUS_* with `err` naming the field. */

@@ -109,6 +109,10 @@ def as_positions(positions, field: str = "positions") -> np.ndarray:
         raise PosencError(field, f"must be integers or float32/float64, got {arr.dtype}")
     if arr.dtype.kind not in "iuf":
         raise PosencError(field, f"must be numbers, got dtype {arr.dtype}")
+    if arr.dtype.kind in "iu" and arr.size and not within(arr, LIMITS.max_abs_position):
+        # checked as integers: float64 would round 2**53 + 1 to 2**53, inside the limit
+        biggest = max(abs(int(arr.min())), abs(int(arr.max())))
+        raise PosencError(field, LIMITS.position_refusal(biggest))
     out = np.ascontiguousarray(arr, dtype=np.float64)
     if out.size and not within(out, LIMITS.max_abs_position):  # one pass; the details only for the error
         if not np.isfinite(out).all():

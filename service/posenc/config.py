@@ -52,7 +52,9 @@ max_buffered_bytes = 1073741824  # request bodies received + response arrays bei
 
 # Tables built once into shared memory before the workers start; every worker attaches
 # them read-only. Fields: name, encoding (a spec, as GET /v1/tables shows), start, stop,
-# dtype ("float32" | "float64"), seq_len (rope only: fixes dynamic/longrope frequencies).
+# dtype ("float32" | "float64"), seq_len (rope only: fixes dynamic/longrope frequencies),
+# computed (true: no rows stored, each computed on request for any position in [start, stop),
+# by default every position max_abs_position admits: ids and millisecond timestamps).
 
 [[tables]]
 name = "sin128"
@@ -79,6 +81,11 @@ factor = 8.0
 low_freq_factor = 1.0
 high_freq_factor = 4.0
 original_max_position_embeddings = 8192
+
+[[tables]]
+name = "sin128-any"    # sin128's rows for any position (transaction ids, timestamps), computed on request
+computed = true
+encoding = { kind = "sinusoidal", dim = 128 }
 
 [[tables]]
 name = "alibi-32h"     # ALiBi slopes for 32 heads (MPT-7B, BLOOM-7B1): row p = slopes * p, 32 wide

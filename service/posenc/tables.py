@@ -9,6 +9,12 @@ the binary server looks rows up in. Rows are `positions start..stop-1`:
   * learned:    row p + offset of a checkpoint's position-embedding tensor, width = dim; the
                 values are given (`source`, see `posenc.checkpoint`), not computed, and are
                 only needed to publish: a segment holds them, its spec pins them by sha256
+
+`computed=True` makes a *named computed encoding*: the same rows, but none stored. Its segment
+holds the spec in the binary protocol's inline form (`posenc.shm.format`), and every reader
+computes the rows it is asked for, for any position in [start, stop) -- by default every
+position the limit admits, so a payments service can ask for the row of any transaction id.
+Sinusoidal and RoPE only (the binary server evaluates sin and cos, nothing else).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from .errors import PosencError
 from .limits import LIMITS
 
 ENCODINGS = {spec.KIND: spec for spec in (SinusoidalSpec, RopeSpec, AlibiSpec, LearnedSpec)}
+#: The kinds a named computed encoding may have: rows of sines and cosines.
+COMPUTED_KINDS = ("sinusoidal", "rope")
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,8 @@ class TableSpec(Canonical):
     #: learned only: the checkpoint tensor [offset + num_positions, dim] the rows are copied from
     #: (not part of the identity: the encoding's sha256 is). None in a table read back from shm.
     source: np.ndarray | None = field(default=None, compare=False, repr=False, kw_only=True)
+    #: rows computed on request for any position in [start, stop), none stored (module docstring)
+    computed: bool = field(default=False, kw_only=True)
 
     def __post_init__(self):
         if not isinstance(self.encoding, tuple(ENCODINGS.values())):
@@ -58,7 +68,14 @@ class TableSpec(Canonical):
             self._check_learned()
         elif self.source is not None:
             raise PosencError("source", "only learned tables take given rows")
-        LIMITS.check_output(self.shape, OUTPUT_DTYPES[self.dtype].itemsize, field="stop")
+        if not isinstance(self.computed, bool):
+            raise PosencError("computed", f"must be true or false, got {self.computed!r}")
+        if self.computed:
+            if self.kind not in COMPUTED_KINDS:
+                raise PosencError("computed", f"{self.kind} rows cannot be computed on request (the binary "
+                                  f"server evaluates sin and cos only): publish a stored {self.kind} table")
+        else:
+            LIMITS.check_output(self.shape, OUTPUT_DTYPES[self.dtype].itemsize, field="stop")
 
     def _check_learned(self) -> None:
         enc = self.encoding
@@ -94,6 +111,7 @@ class TableSpec(Canonical):
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the rows [start, stop) (a computed table stores none of them)."""
         return self.rows * self.width * self.np_dtype.itemsize
 
     def fill(self, out: np.ndarray, lo: int = 0, hi: int | None = None) -> None:
@@ -176,9 +194,21 @@ class TableSpec(Canonical):
             out[redo] = self.compute(np.asarray(positions, dtype=np.float64).reshape(-1)[redo], dtype)
         return out
 
+    def serves_dtype(self, dtype: np.dtype) -> bool:
+        """Whether rows in `dtype` come out rounded once: a computed table computes them in any
+        dtype; a float64 table casts to every dtype; a float32 table gives float32, and 16-bit
+        rows where its values are single-rounded (`cast_rows`)."""
+        stored = self.np_dtype
+        if self.computed or stored.itemsize == dtype.itemsize:
+            return True
+        return stored.itemsize > dtype.itemsize and self.rounds_once
+
     def to_dict(self) -> dict:
-        return {"encoding": self.encoding.to_dict(), "start": self.start, "stop": self.stop, "dtype": self.dtype,
-                "seq_len": self.seq_len}
+        d = {"encoding": self.encoding.to_dict(), "start": self.start, "stop": self.stop, "dtype": self.dtype,
+             "seq_len": self.seq_len}
+        if self.computed:  # written only when set: a stored table's JSON (and hash) is as before
+            d["computed"] = True
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "TableSpec":
@@ -187,14 +217,20 @@ class TableSpec(Canonical):
         enc = d.get("encoding")
         if not isinstance(enc, dict) or not isinstance(enc.get("kind"), str) or enc["kind"] not in ENCODINGS:
             raise PosencError("encoding.kind", f"must be one of {sorted(ENCODINGS)}")
-        unknown = set(d) - {"encoding", "start", "stop", "dtype", "seq_len"}
+        unknown = set(d) - {"encoding", "start", "stop", "dtype", "seq_len", "computed"}
         if unknown:
             raise PosencError(sorted(unknown)[0], "is not a table field")
         try:
             encoding = ENCODINGS[enc["kind"]].from_dict(enc)
         except PosencError as exc:
             raise PosencError(f"encoding.{exc.field}", exc.message) from None
-        return cls(encoding, d.get("start", 0), d.get("stop"), d.get("dtype", "float32"), d.get("seq_len"))
+        computed = d.get("computed", False)
+        # a computed table serves every position the limit admits unless its range is given
+        start = d.get("start", -LIMITS.max_abs_position if computed is True else 0)
+        stop = d.get("stop", LIMITS.max_abs_position + 1 if computed is True else None)
+        if stop is None:
+            raise PosencError("stop", "is required (one past the table's last position)")
+        return cls(encoding, start, stop, d.get("dtype", "float32"), d.get("seq_len"), computed=computed)
 
 
 def serves(table: dict) -> str:
@@ -203,6 +239,8 @@ def serves(table: dict) -> str:
     length, so their rows serve only the lengths that select them."""
     enc, start, stop = table.get("encoding") or {}, table.get("start"), table.get("stop")
     rows = f"positions {start}..{stop - 1}" if isinstance(start, int) and isinstance(stop, int) else "its positions"
+    if table.get("computed") is True:
+        rows = f"any position in [{start}, {stop}), computed on request,"
     if enc.get("kind") != "rope":
         return f"{rows} of any sequence"
     rope_type, seq_len = enc.get("scaling", {}).get("rope_type"), table.get("seq_len")

@@ -37,7 +37,16 @@ STATE_NAMES = {EMPTY: "EMPTY", BUILDING: "BUILDING", READY: "READY"}
 STATE_WORD = 3
 
 DTYPE_CODES = {"float32": 1, "float64": 2}
-DTYPE_NAMES = {code: name for name, code in DTYPE_CODES.items()}
+#: The `dtype` of a named computed encoding's segment: its data is the spec block, not rows.
+SPEC = "spec"
+SPEC_CODE = 3
+DTYPE_NAMES = {code: name for name, code in DTYPE_CODES.items()} | {SPEC_CODE: SPEC}
+ITEMSIZES = {1: 4, 2: 8, SPEC_CODE: 1}
+#: A computed segment's data: i64 position_offset, u32 default_dtype (the binary protocol's dtype
+#: code of the spec's `dtype`: 0 float32, 3 float64), 20 reserved zero bytes, then the inline spec
+#: block of the binary protocol's ENCODE_SPEC (docs/shm-format.md, "Computed tables").
+SPEC_BLOCK_PREFIX = struct.Struct("<qI20x")
+WIRE_DTYPES = {"float32": 0, "float64": 3}
 
 _LAYOUT = struct.Struct("<8sIIIIII QQqQQQq II16s64s I")
 #: Header bytes 180..255 are reserved: zero, and checked to be.
@@ -79,7 +88,24 @@ def data_offset_for(spec_len: int) -> int:
 
 def segment_size(table: TableSpec) -> int:
     """The size of the segment file holding `table`: header, spec JSON, padding and data."""
-    return data_offset_for(len(table.canonical_json.encode())) + table.nbytes
+    return data_offset_for(len(table.canonical_json.encode())) + data_nbytes(table)
+
+
+def data_nbytes(table: TableSpec) -> int:
+    """Bytes of the segment's data: the rows, or a computed table's spec block."""
+    return len(spec_block(table)) if table.computed else table.nbytes
+
+
+def spec_block(table: TableSpec) -> bytes:
+    """A computed table's data: what the binary server computes its rows from. The position
+    offset (a sinusoid's `offset`, e.g. M2M100's padding_idx + 1) is the server's to add, where
+    an ENCODE_SPEC client adds it to the positions it sends."""
+    from ..client.inline import rope_aux, sinusoidal_aux
+
+    dtype = WIRE_DTYPES[table.dtype]
+    if table.kind == "sinusoidal":
+        return SPEC_BLOCK_PREFIX.pack(table.encoding.offset, dtype) + sinusoidal_aux(table.encoding)
+    return SPEC_BLOCK_PREFIX.pack(0, dtype) + rope_aux(table.encoding, table.seq_len)
 
 
 def pack_header(table: TableSpec, name: str, generation: int, created_ns: int, writer_pid: int,
@@ -87,8 +113,9 @@ def pack_header(table: TableSpec, name: str, generation: int, created_ns: int, w
     """Header + spec JSON + zero padding up to the data (state BUILDING, checksums still zero)."""
     spec_json = table.canonical_json.encode()
     offset = data_offset_for(len(spec_json))
-    header = _LAYOUT.pack(MAGIC, VERSION, BUILDING, 0, 0, DTYPE_CODES[table.dtype], table.np_dtype.itemsize,
-                          table.rows, table.width, table.start, offset, table.nbytes,
+    code = SPEC_CODE if table.computed else DTYPE_CODES[table.dtype]
+    header = _LAYOUT.pack(MAGIC, VERSION, BUILDING, 0, 0, code, ITEMSIZES[code],
+                          table.rows, table.width, table.start, offset, data_nbytes(table),
                           generation, created_ns, writer_pid, len(spec_json), stored_spec_hash(spec_json).encode(),
                           name.encode(), algorithm)
     return (header + bytes(HEADER_SIZE - len(header)) + spec_json).ljust(offset, b"\0")
@@ -137,13 +164,16 @@ def unpack_header(buffer, where: str) -> Header:
 
 def _inconsistency(fields: tuple, reserved: bytes) -> str | None:
     """What is wrong with the header fields, in the doc's order (None: nothing)."""
-    (_, _, _, _, _, dtype, itemsize, rows, width, start, data_offset, data_nbytes, generation, _, _, spec_len,
+    (_, _, _, _, _, dtype, itemsize, rows, width, start, data_offset, nbytes, generation, _, _, spec_len,
      digest, name, algorithm) = fields
-    if dtype not in DTYPE_NAMES or np.dtype(DTYPE_NAMES[dtype]).itemsize != itemsize:
+    if ITEMSIZES.get(dtype) != itemsize:
         return "unknown dtype code or itemsize"
     if rows < 1 or width < 1:
         return "rows and width must be >= 1"
-    if data_nbytes != rows * width * itemsize:  # also refuses a product past 2**64 (data_nbytes is a u64)
+    if dtype == SPEC_CODE:
+        if nbytes < SPEC_BLOCK_PREFIX.size + 32 or nbytes % 8:
+            return "a computed table's data_nbytes is not 32 + an inline spec block"
+    elif nbytes != rows * width * itemsize:  # also refuses a product past 2**64 (data_nbytes is a u64)
         return "data_nbytes is not rows * width * itemsize"
     if start + rows > _INT64_MAX:
         return "start + rows overflows int64"
@@ -213,8 +243,11 @@ def spec_of(buffer, header: Header, where: str) -> TableSpec:
         table = TableSpec.from_dict(json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys))
     except ValueError as exc:  # bad UTF-8 or JSON, or a spec this version of posenc rejects (PosencError)
         raise ShmError("segment", f"{where}: unusable spec JSON ({exc})") from None
-    if (table.rows, table.width, table.start, table.dtype) != (header.rows, header.width, header.start, header.dtype):
+    stored = SPEC if table.computed else table.dtype
+    if (table.rows, table.width, table.start, stored) != (header.rows, header.width, header.start, header.dtype):
         raise ShmError("segment", f"{where}: header shape disagrees with its spec")
+    if table.computed and bytes(buffer[header.data_offset:header.file_size]) != spec_block(table):
+        raise ShmError("segment", f"{where}: the computed table's spec block is not its spec JSON's")
     return table
 
 

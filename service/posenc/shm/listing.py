@@ -37,6 +37,9 @@ class TableInfo:
     created: float
     writer_pid: int
     serves: str = ""  # which sequence lengths its rows are right for (posenc.tables.serves)
+    #: a named computed encoding: `shape` is the positions it serves x the row width, `dtype` its
+    #: default output dtype (it computes every dtype), `nbytes` its spec block's
+    computed: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -65,8 +68,10 @@ def _describe(fd: int, path: Path, name: str, generation: int, current: dict[str
         state = "READY" if current.get(name) == generation else STALE
     else:
         state = "BUILDING" if header.state == BUILDING else INVALID
-    return TableInfo(name, path.name, kind, spec, (header.rows, header.width), header.dtype, header.data_nbytes,
-                     generation, state, header.created_ns / 1e9, header.writer_pid, serves(spec))
+    computed = spec.get("computed") is True
+    dtype = spec.get("dtype", "float32") if computed else header.dtype
+    return TableInfo(name, path.name, kind, spec, (header.rows, header.width), dtype, header.data_nbytes,
+                     generation, state, header.created_ns / 1e9, header.writer_pid, serves(spec), computed)
 
 
 def list_tables(root=None) -> list[TableInfo]:

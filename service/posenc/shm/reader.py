@@ -7,11 +7,12 @@ segments when a reader exits on Python 3.11), so any number of processes can att
 
 from __future__ import annotations
 
+from mmap import mmap
 from pathlib import Path
 
 import numpy as np
 
-from ..args import integer_range, value_range
+from ..args import as_positions, integer_range, value_range
 from ..errors import PosencError
 from ..kernels.active import gather_rows, run_rows
 from ..tables import TableSpec
@@ -28,7 +29,11 @@ _ATTACH_ATTEMPTS = 32
 class Table:
     """A READY table mapped read-only. Rows are positions start..stop-1; `array` is the
     zero-copy read-only view [rows, width]. The mapping stays valid after the writer
-    replaces or removes the table, until `close()`."""
+    replaces or removes the table, until `close()`.
+
+    A named computed encoding (`computed`, `TableSpec(..., computed=True)`) has no `array`
+    (None): `lookup` and `rows` compute the rows of any position in [start, stop), fractional
+    ones too, bit for bit what `TableSpec.compute` and the binary server give."""
 
     def __init__(self, name: str, path: Path, mapped: Mapped):
         self.name = name
@@ -38,12 +43,33 @@ class Table:
         self.generation = mapped.header.generation
         self.start = mapped.spec.start
         self.stop = mapped.spec.stop
-        self.array: np.ndarray | None = mapped.data
-        self._mapping = mapped.mapping
+        self.computed = mapped.spec.computed
+        self.array: np.ndarray | None = None if self.computed else mapped.data
+        self._mapping: mmap | None = mapped.mapping
 
     def __repr__(self):
+        held = "computed" if self.computed else f"dtype={self.spec.dtype}"
         return (f"Table({self.name!r}, generation={self.generation}, positions={self.start}:{self.stop}, "
-                f"width={self.spec.width}, dtype={self.spec.dtype})")
+                f"width={self.spec.width}, {held})")
+
+    def rows(self, positions, dtype: np.dtype) -> np.ndarray:
+        """[len(positions), width] as `dtype`, each value rounded once from its float64 value
+        (a stored table: its rows cast by `TableSpec.cast_rows`; a computed one: computed in `dtype`)."""
+        if self.computed:
+            return self._compute(positions, dtype)
+        return self.spec.cast_rows(self.lookup(positions), positions, dtype)
+
+    def _compute(self, positions, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
+        if self._mapping is None:
+            raise ShmError("table", f"table {self.name!r} is closed")
+        values = as_positions(positions)
+        # p < stop as floor(p) <= stop - 1: exact in float64 (|p| <= 2**53), where stop itself may not be
+        first, last = float(self.start), float(self.stop - 1)
+        if values.size and (np.ceil(values).min() < first or np.floor(values).max() > last):
+            k = int(np.flatnonzero((np.ceil(values) < first) | (np.floor(values) > last))[0])
+            raise PosencError("positions", f"position {values[k]:g} (element {k}) is outside table {self.name!r}, "
+                              f"which serves positions [{self.start}, {self.stop})")
+        return self.spec.compute(values, dtype, out=out)
 
     def rows_for(self, positions) -> np.ndarray:
         """int64 row indices for absolute integer positions, each checked against [start, stop)."""
@@ -67,7 +93,15 @@ class Table:
         return arr.astype(np.int64) - self.start
 
     def lookup(self, positions, out: np.ndarray | None = None) -> np.ndarray:
-        """Rows for `positions` as [len(positions), width] (into `out` if given), by one gather."""
+        """Rows for `positions` as [len(positions), width] of the table's dtype (into `out` if
+        given): one gather, or for a computed table one kernel call."""
+        if self.computed:
+            shape = (int(np.size(positions)), self.spec.width)
+            if out is not None and (not isinstance(out, np.ndarray) or out.shape != shape
+                                    or out.dtype != self.spec.np_dtype or not out.flags.writeable
+                                    or not out.flags.c_contiguous):
+                raise PosencError("out", f"must be a writable C-contiguous {self.spec.dtype} array of shape {shape}")
+            return self._compute(positions, self.spec.np_dtype, out)
         table = self._live_array()
         rows = self.rows_for(positions)
         shape = (rows.shape[0], table.shape[1])
@@ -86,9 +120,10 @@ class Table:
 
     def close(self) -> None:
         """Unmap (once no numpy view of `array` is left). Never unlinks anything."""
-        if self.array is not None:
+        if self._mapping is not None:
             self.array = None
             close_mapping(self._mapping)
+            self._mapping = None
 
     def __enter__(self):
         return self

@@ -41,6 +41,7 @@ from .format import (
     data_offset_for,
     pack_header,
     set_checksums,
+    spec_block,
     spec_of,
     unpack_header,
 )
@@ -94,8 +95,14 @@ def lock_and_reserve(fd: int, mode: int, file_size: int, directory: Path, what: 
 
 
 def fill(fd: int, table: TableSpec, algorithm: int, progress=None) -> None:
-    """Compute every row into the segment block by block, store the checksums, then READY."""
+    """Compute every row into the segment block by block, store the checksums, then READY.
+    A computed table's data is its spec block alone."""
     offset = data_offset_for(len(table.canonical_json.encode()))
+    if table.computed:
+        block = np.frombuffer(spec_block(table), np.uint8)
+        _pwrite_all(fd, block, offset)
+        mark_ready(fd, offset, checksum.compute(algorithm, block))
+        return
     row_bytes = table.width * table.np_dtype.itemsize
     block_rows = min(table.rows, max(1, BLOCK_BYTES // row_bytes))
     buffer = np.empty((block_rows, table.width), table.np_dtype)
@@ -176,7 +183,7 @@ class Mapped:
     mapping: mmap.mmap
     header: Header
     spec: TableSpec
-    data: np.ndarray
+    data: np.ndarray  # [rows, width] of the spec's dtype; a computed table's spec block as bytes
 
 
 def open_ready(path: Path, *, verify: bool) -> Mapped:
@@ -207,8 +214,11 @@ def open_ready(path: Path, *, verify: bool) -> Mapped:
                            "being written, or its writer died")
         check_complete(mapping, header, where)
         spec = spec_of(mapping, header, where)
-        data = np.frombuffer(mapping, spec.np_dtype, header.rows * header.width, header.data_offset)
-        data = data.reshape(header.rows, header.width)
+        if spec.computed:  # no rows: the spec block (checked against the spec JSON by spec_of)
+            data = np.frombuffer(mapping, np.uint8, header.data_nbytes, header.data_offset)
+        else:
+            data = np.frombuffer(mapping, spec.np_dtype, header.rows * header.width, header.data_offset)
+            data = data.reshape(header.rows, header.width)
         if verify:
             check_data(data, header, where)
     except BaseException:

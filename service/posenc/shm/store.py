@@ -84,7 +84,8 @@ class TableStore:
             raise PosencError("table", f"must be a posenc.tables.TableSpec, got {type(table).__name__}")
         self._check_open()
         self.reclaim()
-        prepared = self._take_prepared(segment_size(table))
+        # a computed table's segment is a few hundred bytes: written in place, no prepared one taken
+        prepared = None if table.computed else self._take_prepared(segment_size(table))
         try:
             generation, path, fd = self._build(name, table, prepared, progress)
             try:

@@ -138,10 +138,14 @@ class RowsRequest(_Strict):
 class TableCreateRequest(_Strict):
     encoding: dict[str, Any] = Field(description="A sinusoidal or rope spec with its `kind`.",
                                      examples=[{"kind": "sinusoidal", "dim": 64}])
-    start: int = 0
-    stop: int = Field(examples=[4096])
-    dtype: Literal["float32", "float64"] = "float32"
+    start: int | None = Field(None, description="First position (default 0; a computed table: -max_abs_position).")
+    stop: int | None = Field(None, examples=[4096], description="One past the last position: required for a "
+                             "stored table; a computed table defaults to max_abs_position + 1.")
+    dtype: Literal["float32", "float64"] = Field("float32", description="How rows are stored; a computed table's "
+                                                 "default output dtype (it computes every dtype).")
     seq_len: float | None = None
+    computed: bool = Field(False, description="A named computed encoding: no rows stored, every row computed on "
+                           "request for any position in [start, stop), at every door (sinusoidal and rope).")
 
 
 # --- responses ----------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ FastAPI's routing, dependency and validation machinery costs ~170 us a request o
 machine, several times what uvicorn itself spends; the single-row lookup is the route
 clients hammer, so it is answered here, before FastAPI. Only the plain case is handled:
 a GET with no query string or only `dtype=<name>` (a dtype the table serves), an attached
-table, a non-negative in-range integer position (at most 19 digits: int() of a 5000-digit
+table (stored, or a named computed encoding whose row it computes), a non-negative in-range integer position (at most 19 digits: int() of a 5000-digit
 string raises, and no table is that long) and an Accept header this service can satisfy.
 Anything else returns None and goes to the FastAPI route of the same path, which documents
 it in OpenAPI, handles the rest (other queries, negative positions, errors) and encodes with
@@ -40,7 +40,7 @@ class _Prepared:
     __slots__ = ("cast", "data", "dtype", "headers", "lines", "prefix", "row_bytes", "sized", "table")
 
     def __init__(self, table, media: str, dtype: np.dtype):
-        first = table.array[0]
+        first = table.rows([table.start], dtype)[0] if table.computed else table.array[0]
         self.dtype = dtype
         self.cast = dtype != first.dtype  # rows cast once from float64 values (TableSpec.cast_rows)
         sample = first.astype(dtype) if self.cast else first  # a row as answered: its dtype, its shape
@@ -50,7 +50,7 @@ class _Prepared:
         self.row_bytes = first.nbytes
         # binary: the bytes before the row's (the .npy header; none for raw); JSON: the document's head
         self.prefix = json_frame(sample)[0] if media == JSON else body[:len(body) - sample.nbytes]
-        self.data = memoryview(table.array).cast("B")
+        self.data = None if table.computed else memoryview(table.array).cast("B")  # computed: no rows held
         #: binary: every answer is the same length, so its whole head, content-length included, is
         #: made here (Answer copies it: the pipeline appends X-Request-Id); JSON: None
         self.sized = None if media == JSON else \
@@ -97,17 +97,22 @@ class FastRows:
             self._prepared.put((name, media, query), prepared)
         if self._route is None:
             self._route = self.service.metrics.layout.index[ROW_ROUTE]
-        if prepared.cast:
+        if table.computed:
+            try:
+                values = table.rows([int(position)], prepared.dtype)[0]
+            except PosencError:  # beyond this process's position limit: the route says so
+                return None
+        elif prepared.cast:
             values = table.spec.cast_rows(table.array[row:row + 1], [int(position)], prepared.dtype)[0]
-            if media != JSON:
-                return Answer(self.service, self._route, prepared.sized, prepared.lines, [],
-                              prepared.prefix + values.tobytes(), True, 0)
-        elif media != JSON:
+        elif media != JSON:  # the row's bytes straight from the mapping
             start = row * prepared.row_bytes
             return Answer(self.service, self._route, prepared.sized, prepared.lines, [],
                           prepared.prefix + prepared.data[start:start + prepared.row_bytes], True, 0)
         else:
             values = table.array[row]
+        if media != JSON:
+            return Answer(self.service, self._route, prepared.sized, prepared.lines, [],
+                          prepared.prefix + values.tobytes(), True, 0)
         payload = prepared.prefix + json_data(values) + b"}"
         if len(payload) >= GZIP_MIN_BYTES and accepts_gzip(text_of(header(scope, b"accept-encoding"))):
             return None  # a very wide row to a gzip client: the FastAPI route compresses it

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...args import integer_range
-from ...dtypes import OUTPUT_DTYPES
 from ...shm import ShmError, Table, attach, list_tables
 from ...tables import TableSpec
 from .caches import ByteCache
@@ -78,14 +77,14 @@ class TableCache:
         a table: done once per key and dtype, until the tables change)."""
         candidates = self._candidates.get((key, dtype))
         if candidates is None:  # weighed by their names: the tables are this cache's, not the entry's
-            found = {name: table for name, table in self._tables.items()
-                     if spec_key(table.spec) == key and serves_dtype(table, dtype)}
+            found = {name: table for name, table in self._tables.items()  # a computed table holds no rows
+                     if not table.spec.computed and spec_key(table.spec) == key and table.spec.serves_dtype(dtype)}
             candidates = tuple(found.values())
             self._candidates.put((key, dtype), candidates, weigh=tuple(found))
         return candidates
 
     def covering(self, key: tuple[str, float | None], positions: np.ndarray, dtype: np.dtype) -> Table | None:
-        """A table holding exactly these rows at least as precisely as `dtype`, if any."""
+        """A stored table holding exactly these rows at least as precisely as `dtype`, if any."""
         candidates = self.candidates(key, dtype)
         span = integer_range(positions) if candidates and positions.size else None
         if span is None:
@@ -96,12 +95,3 @@ class TableCache:
                 return table
         return None
 
-
-def serves_dtype(table: Table, dtype: np.dtype) -> bool:
-    """A float32 table can answer float32/float16/bfloat16 requests (16-bit ones rounded once
-    from float64 by TableSpec.cast_rows, which needs single-rounded float32 values); float64
-    answers all."""
-    stored = OUTPUT_DTYPES[table.spec.dtype]
-    if stored.itemsize > dtype.itemsize:
-        return table.spec.rounds_once
-    return stored.itemsize == dtype.itemsize

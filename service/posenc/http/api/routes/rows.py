@@ -23,7 +23,6 @@ from ..codecs import negotiate
 from ..errors import HttpError
 from ..openapi import array_responses, request_body
 from ..schemas import TABLE_NAME_PATTERN, Dtype, RowsRequest
-from ...runtime.table_cache import serves_dtype
 
 router = APIRouter(prefix="/v1/tables", tags=["tables"])
 _NAME = Path(description="Table name (GET /v1/tables).", examples=["sin128"], min_length=1, max_length=64,
@@ -42,7 +41,7 @@ async def named_table(request: Request, name: str, kind: str | None = None) -> T
 def dtype_for(table: Table, dtype) -> np.dtype:
     """The requested output dtype (default the table's), refusing one wider than the table stores."""
     out = table.spec.np_dtype if dtype is None else output_dtype(dtype)
-    if not serves_dtype(table, out):
+    if not table.spec.serves_dtype(out):
         raise PosencError("dtype", f"table {table.name!r} stores {table.spec.dtype}; {out.name} output would "
                           "claim precision it does not have (ask /v1 for a computed answer)")
     return out
@@ -56,7 +55,7 @@ async def rows_response(request: Request, media: str, table: Table, positions, d
     per_freq = 1 if arrangement is None else ARRANGEMENTS[arrangement]
 
     def rows():
-        found = table.spec.cast_rows(table.lookup(positions), positions, dtype)
+        found = table.rows(positions, dtype)
         return found if arrangement is None else arrange_rows(found, arrangement)
 
     response = await respond(request, media, rows, int(np.size(positions)) * table.spec.width * per_freq,
@@ -68,7 +67,8 @@ async def rows_response(request: Request, media: str, table: Table, positions, d
 @router.post("/{name}/rows", summary="Rows of a table for many positions", responses=array_responses(),
              openapi_extra=request_body(RowsRequest, binary=True))
 async def table_rows(request: Request, name: Annotated[str, _NAME]) -> Response:
-    """[n, width] for integer positions in [start, stop); positions as JSON, int64 raw or .npy."""
+    """[n, width] for integer positions in [start, stop) (a computed table: any positions there, fractional
+    too); positions as JSON, int64 raw or .npy."""
     call = await read_call(request, RowsRequest, "positions")
     if "positions" not in call.arrays:
         raise PosencError("positions", "is required")
@@ -99,7 +99,6 @@ async def table_row(request: Request, name: Annotated[str, _NAME],
     table = await named_table(request, name)
     out = dtype_for(table, dtype)
     at = [int(position)]  # a list: out-of-int64 positions are refused, not overflowed
-    response = await respond(request, media, lambda: table.spec.cast_rows(table.lookup(at), at, out)[0],
-                             table.spec.width, gathered=True)
+    response = await respond(request, media, lambda: table.rows(at, out)[0], table.spec.width, gathered=True)
     service_of(request).metrics.table(hit=True)  # after the answer, as every table hit is counted
     return response

@@ -73,7 +73,7 @@ async def create_table(request: Request, name: Annotated[str, _NAME]) -> dict:
                         f"table as one of {list(UPLOAD_TYPES)}", "content-type")
     else:
         call = await read_call(request, TableCreateRequest, None)
-        spec = TableSpec.from_dict(call.params.model_dump())
+        spec = TableSpec.from_dict(call.params.model_dump(exclude_unset=True))  # from_dict's defaults
     info = await service_of(request).publish(name, spec)
     return public_table_info(info)
 
