@@ -313,3 +313,24 @@ def test_the_embedded_config_serves_a_computed_table():
     assert [t.name for t in computed] == ["sin128-any"]
     assert computed[0].spec.encoding == posenc.SinusoidalSpec(128)
     assert (computed[0].spec.start, computed[0].spec.stop) == (-LIMIT, LIMIT + 1)
+
+
+# --- the CLI -------------------------------------------------------------------------------------
+
+def test_posenc_table_build_computed(shm_root, capsys):
+    from posenc.cli import main
+
+    root = ["--root", str(shm_root)]
+    assert main(["table", "build", '{"kind": "sinusoidal", "dim": 128}', "--computed", *root]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"published sinusoidal-d128-any generation 1: {2 * LIMIT + 1}x128 float32 (576 B)")
+    assert out.rstrip().endswith(f"serves any position in [{-LIMIT}, {LIMIT + 1}) of any sequence, computed on request")
+    assert main(["table", "build", '{"kind": "rope", "head_dim": 64}', "--computed", "--positions", "0:4096",
+                 *root]) == 0
+    assert "published rope-d64-theta10000-4k-computed generation 2" in capsys.readouterr().out
+    with attach("sinusoidal-d128-any", root=shm_root) as tbl:
+        assert same_bits(tbl.lookup([1_700_000_000_123]), posenc.sinusoidal([1_700_000_000_123], 128))
+    assert main(["table", "verify", *root]) == 0
+    assert capsys.readouterr().out.count("ok    ") == 2
+    assert main(["table", "build", '{"kind": "alibi", "n_heads": 8}', "--computed", "--positions", "0:8", *root]) == 2
+    assert "computed: alibi rows cannot be computed on request" in capsys.readouterr().err

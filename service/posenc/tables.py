@@ -237,10 +237,16 @@ def serves(table: dict) -> str:
     """Which sequences a table's rows are right for, from its spec dict (`TableSpec.to_dict()`):
     LongRoPE's short and long factors and dynamic NTK's frequencies depend on the sequence
     length, so their rows serve only the lengths that select them."""
-    enc, start, stop = table.get("encoding") or {}, table.get("start"), table.get("stop")
-    rows = f"positions {start}..{stop - 1}" if isinstance(start, int) and isinstance(stop, int) else "its positions"
+    start, stop = table.get("start"), table.get("stop")
     if table.get("computed") is True:
-        rows = f"any position in [{start}, {stop}), computed on request,"
+        return f"{_sequences(table, f'any position in [{start}, {stop})')}, computed on request"
+    rows = f"positions {start}..{stop - 1}" if isinstance(start, int) and isinstance(stop, int) else "its positions"
+    return _sequences(table, rows)
+
+
+def _sequences(table: dict, rows: str) -> str:
+    """`rows` (what positions) and the sequence lengths they are right for."""
+    enc, stop = table.get("encoding") or {}, table.get("stop")
     if enc.get("kind") != "rope":
         return f"{rows} of any sequence"
     rope_type, seq_len = enc.get("scaling", {}).get("rope_type"), table.get("seq_len")

@@ -45,6 +45,9 @@ def register(sub) -> None:
     build.add_argument("--config", help="checkpoint: the model's config.json, for its tensor name, offset and shape")
     build.add_argument("--dtype", choices=["float32", "float64"], help="stored dtype (default float32)")
     build.add_argument("--seq-len", type=float, help="RoPE only: the sequence length dynamic/longrope use")
+    build.add_argument("--computed", action="store_true", help="a named computed encoding (sinusoidal, rope): "
+                       "no rows stored, each computed on request for any position in START:STOP (default: every "
+                       "position the limit admits)")
     build.add_argument("--mode", type=octal, default=0o640, help="file mode, octal (default 0640); the registry "
                        "gains its read bits")
     build.add_argument("--checksum", choices=["crc32c", "crc32"], default="crc32c",
@@ -105,14 +108,17 @@ def load_json(text: str) -> dict:
     return value
 
 
-def table_spec(spec: dict, positions: str | None, dtype: str | None, seq_len: float | None) -> TableSpec:
+def table_spec(spec: dict, positions: str | None, dtype: str | None, seq_len: float | None,
+               computed: bool = False) -> TableSpec:
     """A TableSpec from a table spec dict or an encoding spec dict, plus overrides."""
     from ..tables import TableSpec
 
     base = dict(spec) if "encoding" in spec else {"encoding": spec}
+    if computed:
+        base["computed"] = True
     if positions is not None:
         base["start"], base["stop"] = parse_positions(positions)
-    if base.get("stop") is None:  # what is wrong with the spec itself is said first
+    if base.get("stop") is None and base.get("computed") is not True:  # what is wrong with the spec is said first
         start = base.get("start", 0)
         TableSpec.from_dict({**base, "stop": start + 1 if isinstance(start, int) else 1})
         raise PosencError("positions", "is required (START:STOP) for this spec")
@@ -205,6 +211,8 @@ def build_plan(args) -> tuple[dict[str | None, TableSpec], dict[str, str], str]:
 
     positions = parse_positions(args.positions) if args.positions is not None else None
     if Path(args.spec).suffix in checkpoint.FORMATS:
+        if args.computed:
+            raise PosencError("computed", "a checkpoint's learned rows are given, not computed")
         table = checkpoint_table(args)
         return {None: table}, {}, table_names.checkpoint_name(args.spec, table, positions)
     for option in ("tensor", "offset", "config"):
@@ -214,8 +222,10 @@ def build_plan(args) -> tuple[dict[str | None, TableSpec], dict[str, str], str]:
     if "encoding" in spec or "kind" in spec:
         if args.layer_type is not None:
             raise PosencError("layer-type", "only applies to a HF config.json")
-        table = table_spec(spec, args.positions, args.dtype, args.seq_len)
+        table = table_spec(spec, args.positions, args.dtype, args.seq_len, args.computed)
         return {None: table}, {}, table_names.spec_name(table)
+    if args.computed:
+        raise PosencError("computed", "takes a sinusoidal or rope spec, not a config or checkpoint")
     tables, skipped = config_tables(spec, args)
     return tables, skipped, table_names.config_name(spec, args.spec, positions, args.dtype, args.seq_len)
 
@@ -298,7 +308,7 @@ def run_verify(args) -> int:
         started = time.perf_counter()
         try:
             with attach(name, root=args.root, verify=True) as tbl:
-                print(f"ok    {name}  generation {tbl.generation}  {human_bytes(tbl.array.nbytes)}  "
+                print(f"ok    {name}  generation {tbl.generation}  {human_bytes(tbl.stored_bytes)}  "
                       f"checksum verified in {(time.perf_counter() - started) * 1e3:.1f} ms")
         except ShmError as exc:
             failed += 1

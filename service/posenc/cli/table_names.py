@@ -99,7 +99,14 @@ def spec_name(table) -> str:
             ENCODINGS[table.kind].from_dict({"kind": table.kind, **kept}) == table.encoding
     except PosencError:  # the kept fields alone are no valid spec (Llama-3 needs its factors)
         pinned = False
-    name = "-".join([table.kind, *parts, *table_parts((table.start, table.stop), table.dtype, table.seq_len)])
+    positions = (table.start, table.stop)
+    if table.computed:  # `any`: every position the limit admits, else its range then `computed`
+        from ..limits import LIMITS
+
+        whole = positions == (-LIMITS.max_abs_position, LIMITS.max_abs_position + 1)
+        parts += ["any"] if whole else [*table_parts(positions, None, None), "computed"]
+        positions = None
+    name = "-".join([table.kind, *parts, *table_parts(positions, table.dtype, table.seq_len)])
     return fitted(name, None if pinned else table.hash[:6])
 
 

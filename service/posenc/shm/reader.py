@@ -44,6 +44,7 @@ class Table:
         self.start = mapped.spec.start
         self.stop = mapped.spec.stop
         self.computed = mapped.spec.computed
+        self.stored_bytes = mapped.header.data_nbytes  # the rows, or a computed table's spec block
         self.array: np.ndarray | None = None if self.computed else mapped.data
         self._mapping: mmap | None = mapped.mapping
 
