@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from binary_support import running_server, table_store
 from fastapi.testclient import TestClient
-from shm_support import published_config, shm_root  # noqa: F401 (a fixture)
+from shm_support import published_config
 
 import posenc
 from posenc.client import Client, ServerError
@@ -22,6 +22,8 @@ from posenc.http import create_app
 from posenc.shm import ShmError, attach, list_tables
 from posenc.shm import format as shm_format, segment
 from posenc.tables import TableSpec
+
+pytest_plugins = ["shm_support"]
 
 LIMIT = 1 << 53
 DTYPES = tuple(OUTPUT_DTYPES)  # float32, float16, bfloat16, float64

@@ -15,6 +15,7 @@ import numpy as np
 from ..args import as_positions, integer_range, value_range
 from ..errors import PosencError
 from ..kernels.active import gather_rows, run_rows
+from ..limits import LIMITS
 from ..tables import TableSpec
 from .errors import ShmError
 from .listing import list_tables
@@ -45,6 +46,7 @@ class Table:
         self.stop = mapped.spec.stop
         self.computed = mapped.spec.computed
         self.stored_bytes = mapped.header.data_nbytes  # the rows, or a computed table's spec block
+        self._row_functions: dict[np.dtype, object] = {}  # a computed table's, by dtype (TableSpec.rows_function)
         self.array: np.ndarray | None = None if self.computed else mapped.data
         self._mapping: mmap | None = mapped.mapping
 
@@ -60,6 +62,21 @@ class Table:
             return self._compute(positions, dtype)
         return self.spec.cast_rows(self.lookup(positions), positions, dtype)
 
+    def row_at(self, position: int, dtype: np.dtype) -> np.ndarray:
+        """A computed table's row [width] at an integer `position` in [start, stop) (HTTP's single-row
+        path: the checks of `rows` cost more than the row, so they are made on the int)."""
+        if not abs(position) <= LIMITS.max_abs_position:
+            return self.rows([position], dtype)[0]  # refused there, with the message
+        return self._rows_function(dtype)(np.array([position], dtype=np.float64))[0]
+
+    def _rows_function(self, dtype: np.dtype):
+        found = self._row_functions.get(dtype)
+        if found is None:
+            if self._mapping is None:
+                raise ShmError("table", f"table {self.name!r} is closed")
+            found = self._row_functions[dtype] = self.spec.rows_function(dtype)
+        return found
+
     def _compute(self, positions, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
         if self._mapping is None:
             raise ShmError("table", f"table {self.name!r} is closed")
@@ -70,7 +87,7 @@ class Table:
             k = int(np.flatnonzero((np.ceil(values) < first) | (np.floor(values) > last))[0])
             raise PosencError("positions", f"position {values[k]:g} (element {k}) is outside table {self.name!r}, "
                               f"which serves positions [{self.start}, {self.stop})")
-        return self.spec.compute(values, dtype, out=out)
+        return self._rows_function(dtype)(values) if out is None else self.spec.compute(values, dtype, out=out)
 
     def rows_for(self, positions) -> np.ndarray:
         """int64 row indices for absolute integer positions, each checked against [start, stop)."""
@@ -125,6 +142,7 @@ class Table:
             self.array = None
             close_mapping(self._mapping)
             self._mapping = None
+            self._row_functions.clear()
 
     def __enter__(self):
         return self
