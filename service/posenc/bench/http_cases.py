@@ -20,6 +20,7 @@ from ..http.api.codecs import JSON, RAW
 
 TABLE_ROWS = 131072
 ROW_POSITION = 12345
+COMPUTED_POSITION = 1_700_000_000_123
 BATCH = 1024
 PAYLOAD_ENV = "POSENC_BARE_PAYLOADS"
 CASE_HEADER = "X-Bench-Case"
@@ -50,8 +51,13 @@ def _int64(positions: list[int]) -> bytes:
 
 
 _ROW = f"/v1/tables/sin128/rows/{ROW_POSITION}"
+#: A millisecond timestamp's row of the embedded config's named computed encoding (sin128's spec).
+_COMPUTED_ROW = f"/v1/tables/sin128-any/rows/{COMPUTED_POSITION}"
 CASES = {
     "row-binary": Case("1 row, octet-stream (512 B)", "GET", _ROW, RAW),
+    "computed-row-binary": Case("1 computed row (`sin128-any`, a timestamp), octet-stream", "GET", _COMPUTED_ROW,
+                                RAW),
+    "computed-row-json": Case("1 computed row (`sin128-any`, a timestamp), JSON", "GET", _COMPUTED_ROW),
     "row-binary-float16": Case("1 row, octet-stream, `?dtype=float16` (cast once from float64 values)", "GET",
                                _ROW + "?dtype=float16", RAW),
     "row-json": Case("1 row, JSON", "GET", _ROW),
@@ -114,4 +120,5 @@ def request_headers(name: str, case: Case) -> dict[str, str]:
 def service_config(shm_dir: str) -> str:
     return (f'[server]\nworkers = 1\nbinary_port = 0\nshm_dir = "{shm_dir}"\n\n[limits]\nmax_concurrency = 4096\n\n'
             f'[[tables]]\nname = "sin128"\nencoding = {{ kind = "sinusoidal", dim = 128 }}\n'
-            f'start = 0\nstop = {TABLE_ROWS}\ndtype = "float32"\n')
+            f'start = 0\nstop = {TABLE_ROWS}\ndtype = "float32"\n\n'
+            f'[[tables]]\nname = "sin128-any"\ncomputed = true\nencoding = {{ kind = "sinusoidal", dim = 128 }}\n')
