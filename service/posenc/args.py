@@ -125,10 +125,9 @@ def as_positions(positions, field: str = "positions") -> np.ndarray:
     return out
 
 
-def check_positions(values: np.ndarray, field: str = "positions", what: str = "is") -> None:
+def check_positions(values: np.ndarray, field: str) -> None:
     """Refuse the first element of a float64 array that is not finite (as such: no limit would admit
-    it) or beyond LIMITS.max_abs_position (PositionBeyondLimit, naming the element and the limit).
-    `what` joins the element and its value in the message ("plus offset 5 is")."""
+    it) or beyond LIMITS.max_abs_position (PositionBeyondLimit, naming the element and the limit)."""
     finite = np.isfinite(values)
     if not finite.all():
         bad = int(np.flatnonzero(~finite)[0])
@@ -136,7 +135,7 @@ def check_positions(values: np.ndarray, field: str = "positions", what: str = "i
     beyond = np.flatnonzero(np.abs(values) > LIMITS.max_abs_position)
     if beyond.size:
         bad = int(beyond[0])
-        raise PositionBeyondLimit(field, bad, float(values[bad]), LIMITS.max_abs_position, what)
+        raise PositionBeyondLimit(field, bad, float(values[bad]), LIMITS.max_abs_position)
 
 
 #: Up to this many elements, checks over Python floats beat numpy reductions (~2 us each in numpy 2).

@@ -2,9 +2,9 @@
 
 Defaults can be changed per process with environment variables (read once at import)
 or by assigning to the fields of `LIMITS`. The position limit is one setting with one syntax
-wherever it is given (docs/configuration: `max_abs_position`, `posenc serve --max-abs-position`,
-`posenc-server --max-abs-position`, POSENC_MAX_ABS_POSITION): `parse_max_abs_position` here and
-`parse_max_abs` in native/server/config.c read it by the same rules.
+wherever it is given (`[limits] max_abs_position`, `posenc serve --max-abs-position`,
+`posenc-server --max-abs-position`, POSENC_MAX_ABS_POSITION; docs/protocol.md, Limits):
+`parse_max_abs_position` here and `parse_max_abs` in native/server/config.c read it by the same rules.
 """
 
 from __future__ import annotations
