@@ -246,8 +246,8 @@ def _check_keys(data, known: set[str], prefix: str) -> None:
         raise PosencError(f"{prefix}{unknown[0]}", f"is not a config key; known: {sorted(known)}")
 
 
-#: TOML's names for the types a wrong value may have.
-_TOML_TYPES = {bool: "a boolean", list: "an array", dict: "a table"}
+#: TOML's names for the types a wrong value may have (null: a config handed over as JSON).
+_TOML_TYPES = {bool: "a boolean", list: "an array", dict: "a table", type(None): "null"}
 
 
 def _max_abs_position(where: str, value) -> int:
