@@ -18,13 +18,14 @@ from posenc.http.runtime.launch import ServerProcess
 
 @contextmanager
 def served(config: Callable[[str], str], *, env: dict | None = None, prefix: str = "posenc-test-",
-           clean_exit: bool = False) -> Iterator[ServerProcess]:
+           clean_exit: bool = False, args: tuple[str, ...] = ()) -> Iterator[ServerProcess]:
     """The running server of `config(shm_dir)` (a TOML text; POSENC_SHM_DIR names the directory
-    too, for a config that does not), its `shm_dir` set. `clean_exit`:
-    the test fails unless SIGTERM stops it with status 0 (its log in the message) and it left no
-    table segment behind."""
+    too, for a config that does not), given further `posenc serve` flags `args`, its `shm_dir` set.
+    `clean_exit`: the test fails unless SIGTERM stops it with status 0 (its log in the message) and
+    it left no table segment behind."""
     shm_dir = tempfile.mkdtemp(prefix=prefix, dir="/dev/shm")
-    process = ServerProcess(config(shm_dir), env={"POSENC_SHM_DIR": shm_dir, **(env or {})}).start()
+    env = {"POSENC_SHM_DIR": shm_dir, **(env or {})}
+    process = ServerProcess(config(shm_dir), env=env, args=args).start()
     process.shm_dir = shm_dir
     try:
         yield process

@@ -20,7 +20,7 @@ from posenc.errors import PosencError
 pytestmark = pytest.mark.usefixtures("server_io")  # every test once on each event loop
 
 LIMITS = {"max_positions": 1000, "max_frame_bytes": 65536, "max_response_bytes": 1 << 20, "max_dim": 4096,
-          "max_abs_position": 1e9}
+          "max_abs_position": 10**9}
 
 
 @pytest.fixture(scope="module")

@@ -180,7 +180,7 @@ BAD = [
     ("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [1], "extra": 1}, None, JSON),
     ("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": list(range(301))}, None, RAW),  # max_positions
     ("/v1/sinusoidal", {"spec": {"dim": 4096}, "positions": list(range(300))}, None, RAW),  # max_output_bytes
-    ("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [float(2**40)]}, None, JSON),
+    ("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [float(2**54)]}, None, JSON),  # past 2^53
     ("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [1], "dtype": "int8"}, None, JSON),
     ("/v1/sinusoidal", {"spec": {"dim": 64}, "table": "sin64", "positions": [1]}, None, JSON),
     ("/v1/sinusoidal", {"table": "nope", "positions": [1]}, None, JSON),
@@ -201,7 +201,7 @@ BAD = [
     ("/v1/tables/sin64/rows", {"positions": [1], "dtype": "float64"}, None, JSON),  # wider than the table
     ("/v1/tables/nope/rows", {"positions": [1]}, None, JSON),
     ("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [True]}, None, JSON),
-    ("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [2**40]}, None, JSON),
+    ("/v1/sinusoidal", {"spec": {"dim": 64}, "positions": [2**54]}, None, JSON),
     ("/v1/sinusoidal", {"spec": [64], "positions": [1]}, None, JSON),
     ("/v1/sinusoidal", _raw([1]), [("spec", '{"dim": 64}'), ("spec", '{"dim": 64}')], JSON),  # given twice
     ("/v1/rope/cos_sin", _raw([1]), {"spec": '{"head_dim": 32}', "dtype": "float8"}, JSON),

@@ -87,7 +87,7 @@ CASES = {
         case("POST", "/v1/sinusoidal", body={**SIN, "dtype": "int8"}),  # bad dtype
         case("POST", "/v1/sinusoidal", body={**SIN, "dtype": ""}),
         case("POST", "/v1/sinusoidal", body={**SIN, "dtype": None}),
-        case("POST", "/v1/sinusoidal", body={"spec": {"dim": 64}, "positions": [1 << 40]}),  # out of range
+        case("POST", "/v1/sinusoidal", body={"spec": {"dim": 64}, "positions": [1 << 54]}),  # out of range
         case("POST", "/v1/sinusoidal", body={"spec": {"dim": 64}, "positions": []}, by="computed"),
         case("POST", "/v1/sinusoidal", body={"spec": {"dim": 64}, "positions": ["x"]}),
         case("POST", "/v1/sinusoidal", body={"spec": {"dim": 63}, "positions": [1]}, good=True),

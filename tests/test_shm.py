@@ -57,7 +57,7 @@ def test_lookup_gathers_rows_and_checks_positions(shm_store, shm_root):
     assert tbl.lookup([]).shape == (0, 64)
     for bad, message in [([2000], "outside table 't'"), ([-51], "element 0"), (np.array([0, 5, 2**64 - 1], np.uint64), "element 2"), ([2**70], "integers"),
                          ([1.5], "integer"), ([[1, 2]], "1-D"), (["a"], "integers"), ([True], "integers"),
-                         ([float("nan")], "integer")]:
+                         ([float("nan")], "not finite")]:
         with pytest.raises(PosencError, match=message) as err:
             tbl.lookup(bad)
         assert err.value.field == "positions"

@@ -60,7 +60,7 @@ CASES = [
     (lambda: posenc.rope_cos_sin([[1, 2]], posenc.RopeSpec(64)), "positions"),
     (lambda: posenc.rope_cos_sin(["a"], posenc.RopeSpec(64)), "positions"),
     (lambda: posenc.rope_cos_sin(np.array([1], np.float16), posenc.RopeSpec(64)), "positions"),
-    (lambda: posenc.rope_cos_sin([2**40], posenc.RopeSpec(64)), "positions"),
+    (lambda: posenc.rope_cos_sin([2**54], posenc.RopeSpec(64)), "positions"),  # beyond 2^53
     (lambda: posenc.rope_cos_sin([1], posenc.RopeSpec(64), dtype="int8"), "dtype"),
     (lambda: posenc.rope_cos_sin([1], "not a spec"), "spec"),
     (lambda: posenc.rope_apply(np.zeros((3, 32)), [0, 1, 2], posenc.RopeSpec(64)), "x"),
@@ -83,7 +83,7 @@ CASES = [
     (lambda: posenc.alibi_bias(8, 0), "q_len"),
     (lambda: posenc.alibi_bias(8, 4, mode="sideways"), "mode"),
     (lambda: posenc.alibi_bias(8, 4, gamma=[1.0, 2.0]), "gamma"),
-    (lambda: posenc.alibi_bias(8, 4, q_offset=2**40), "q_offset"),
+    (lambda: posenc.alibi_bias(8, 4, q_offset=2**54), "q_offset"),
     (lambda: posenc.t5_relative_position_bucket([1], num_buckets=2), "num_buckets"),
     (lambda: posenc.t5_relative_position_bucket([1], max_distance=8), "max_distance"),
     (lambda: posenc.t5_relative_position_bucket([1], bidirectional="yes"), "bidirectional"),
@@ -121,8 +121,10 @@ def test_huge_lengths_are_refused_before_allocating():
         posenc.alibi_bias(1, 10**12, 1)
 
 
-def test_a_millisecond_timestamp_is_refused_saying_how_to_raise_the_limit_and_then_works(monkeypatch):
-    """Issue 26: 1.7e12 was refused by the 2**31 limit without saying how to raise it."""
+def test_a_lowered_limit_refuses_a_timestamp_saying_how_to_raise_it_and_then_works(monkeypatch):
+    """Issue 26: 1.7e12 was refused by the 2**31 limit without saying how to raise it. The default
+    now admits it (tests/test_position_limit.py); a lowered limit still says how to raise it, and
+    nothing about accuracy beyond 2^24 (angles are exact)."""
     import subprocess
     import sys
 
@@ -130,17 +132,20 @@ def test_a_millisecond_timestamp_is_refused_saying_how_to_raise_the_limit_and_th
     from posenc.api.sinusoidal import shifted
 
     stamps = np.array([1_700_000_000_123, 1_700_000_000_124], dtype=np.int64)
+    monkeypatch.setattr(posenc.LIMITS, "max_abs_position", 2**31)
     with pytest.raises(posenc.PosencError) as err:
         posenc.sinusoidal(stamps, 8)
     assert err.value.field == "positions"
-    for words in ("<= 2147483648, got 1.7e+12", "POSENC_MAX_ABS_POSITION=N", "posenc.LIMITS.max_abs_position = N",
-                  "2**53 = 9007199254740992", "0.0002 rad at 1.7e+12"):
+    for words in ("element 0 is 1700000000123, beyond the limit |p| <= 2147483648", "POSENC_MAX_ABS_POSITION=N",
+                  "posenc.LIMITS.max_abs_position = N", "2^53 = 9007199254740992"):
         assert words in str(err.value), str(err.value)
-    with pytest.raises(posenc.PosencError, match="position \\+ offset 2147483647: .*POSENC_MAX_ABS_POSITION=N"):
+    assert "rad" not in str(err.value) and "2**24" not in str(err.value)
+    with pytest.raises(posenc.PosencError, match="element 0 plus offset 2147483647 is 2147483649, beyond .*"
+                                                 "POSENC_MAX_ABS_POSITION=N"):
         shifted(np.array([2.0]), 2**31 - 1)  # a spec's offset pushing a position past the limit
     monkeypatch.setattr(posenc.LIMITS, "max_abs_position", 2**41)  # what the message says to do
     rows = posenc.sinusoidal(stamps, 8, dtype="float64")
     np.testing.assert_allclose(rows, reference.sinusoidal(stamps.astype(np.float64), 8), atol=1e-4)
     proc = subprocess.run([sys.executable, "-c", "import posenc; posenc.LIMITS"], env={**os.environ, "POSENC_MAX_ABS_POSITION":
                           str(2**60)}, capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode != 0 and "POSENC_MAX_ABS_POSITION: must be <= 9007199254740992" in proc.stderr
+    assert proc.returncode != 0 and "POSENC_MAX_ABS_POSITION: must be at most 9007199254740992" in proc.stderr

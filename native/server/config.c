@@ -69,7 +69,9 @@ static void usage(FILE *out) {
             "  --idle-timeout-ms N      close silent connections (default 300000)\n"
             "  --drain-timeout-ms N     shutdown grace for in-flight replies (default 5000)\n"
             "  --max-dim N              widest inline-spec row (default 65536)\n"
-            "  --max-abs-position X     |position| bound for inline specs (default 2147483648)\n"
+            "  --max-abs-position X     |position| bound for inline specs: an integer in [1, 2^53],\n"
+            "                           as digits or exponent form, e.g. 1e13 (default\n"
+            "                           $POSENC_MAX_ABS_POSITION, else 2^53 = 9007199254740992)\n"
             "  --max-table-ids N        distinct table names given ids, for the process's life\n"
             "                           (default and most 4096)\n"
             "  --io auto|uring|epoll    event loop (default auto: io_uring when this build has it and\n"
@@ -120,14 +122,98 @@ static int copy_text(const char *flag, const char *text, char *dst, size_t cap) 
     return 0;
 }
 
-static int set_max_abs(struct server_config *cfg, const char *text) {
-    char *end;
-    double x = strtod(text, &end);
-    if (end == text || *end || !isfinite(x) || x < 1 || x > 9007199254740992.0) {
-        fprintf(stderr, "posenc-server: --max-abs-position: must be a number in [1, 2^53], got '%s'\n", text);
+/* The value of --max-abs-position / POSENC_MAX_ABS_POSITION, by the rules of
+ * service/posenc/limits.py parse_max_abs_position (the same texts accepted, the same words):
+ * decimal digits, or digits with an optional fraction and an exponent, whose value is an integer
+ * in [1, 2^53]. Exact decimal arithmetic on the digits (strtoull, never strtod), so
+ * 9007199254740993 and 9.007199254740993e15 are refused rather than rounded to 2^53.
+ * Returns 0, or -1 with the reason (without the setting's name) in `why`. */
+#define MAX_EXACT_POSITION 9007199254740992ull
+#define MAX_ABS_SPELLING_CHARS 64
+#define MAX_ABS_DIGITS 16 /* digits of 2^53 */
+int parse_max_abs(const char *text, uint64_t *value, char *why, size_t whylen) {
+    size_t len = strlen(text);
+    const char *p = text, *whole = p;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    size_t n_whole = (size_t)(p - whole), n_fraction = 0;
+    const char *fraction = p;
+    long exponent = 0;
+    int syntax = n_whole > 0 && len <= MAX_ABS_SPELLING_CHARS;
+    if (syntax && *p) {
+        if (*p == '.') {
+            fraction = ++p;
+            while (*p >= '0' && *p <= '9')
+                p++;
+            n_fraction = (size_t)(p - fraction);
+            syntax = n_fraction > 0;
+        }
+        syntax = syntax && (*p == 'e' || *p == 'E');
+        if (syntax) {
+            p++;
+            int negative = *p == '-';
+            if (*p == '-' || *p == '+')
+                p++;
+            syntax = *p >= '0' && *p <= '9';
+            for (; *p >= '0' && *p <= '9'; p++) /* at most 62 digits: capping keeps every outcome */
+                exponent = exponent > 1000 ? exponent : exponent * 10 + (*p - '0');
+            syntax = syntax && *p == '\0';
+            exponent = negative ? -exponent : exponent;
+        }
+    }
+    /* the mantissa's digits, whole then fraction, without leading zeros */
+    char mantissa[MAX_ABS_SPELLING_CHARS + 1];
+    size_t n = 0;
+    for (size_t i = 0; syntax && i < n_whole + n_fraction; i++) {
+        char d = i < n_whole ? whole[i] : fraction[i - n_whole];
+        if (n || d != '0')
+            mantissa[n++] = d;
+    }
+    long shift = exponent - (long)n_fraction; /* the value is mantissa * 10^shift */
+    if (syntax && n && shift < 0) {
+        size_t cut = (size_t)-shift;
+        if (cut > n) {
+            syntax = 0; /* a value below 1 */
+        } else {
+            for (size_t i = n - cut; i < n; i++)
+                syntax = syntax && mantissa[i] == '0'; /* otherwise a fraction */
+            n -= cut;
+        }
+        shift = 0;
+    }
+    char shown[48]; /* the text as messages show it: at most 40 characters, as in Python */
+    snprintf(shown, sizeof shown, len <= 40 ? "%s" : "%.37s...", text);
+    if (!syntax || n == 0) { /* not the syntax, zero, or not an integer */
+        snprintf(why, whylen,
+                 "must be an integer from 1 to %llu (2^53), written as decimal digits (1700000000000) or in "
+                 "exponent form (1e13, 9.007199254740992e15); got '%s'", MAX_EXACT_POSITION, shown);
         return -1;
     }
-    cfg->max_abs_position = x;
+    unsigned long long v = ULLONG_MAX;
+    if (n + (size_t)shift <= MAX_ABS_DIGITS) { /* else at least 10^16, over 2^53 */
+        memset(mantissa + n, '0', (size_t)shift);
+        mantissa[n + (size_t)shift] = '\0';
+        errno = 0;
+        v = strtoull(mantissa, NULL, 10);
+        v = errno ? ULLONG_MAX : v;
+    }
+    if (v > MAX_EXACT_POSITION) {
+        snprintf(why, whylen,
+                 "must be at most %llu (2^53), got '%s': positions are int64 on the wire, but above 2^53 not "
+                 "every integer has a float64 value, so exactness could not be promised",
+                 MAX_EXACT_POSITION, shown);
+        return -1;
+    }
+    *value = v;
+    return 0;
+}
+
+static int set_max_abs(struct server_config *cfg, const char *name, const char *text) {
+    char why[320];
+    if (parse_max_abs(text, &cfg->max_abs_position, why, sizeof why) != 0) {
+        fprintf(stderr, "posenc-server: %s: %s\n", name, why);
+        return -1;
+    }
     return 0;
 }
 
@@ -157,7 +243,7 @@ static void defaults(struct server_config *cfg) {
     cfg->idle_timeout_ms = 300000;
     cfg->drain_timeout_ms = 5000;
     cfg->max_dim = 65536;
-    cfg->max_abs_position = 2147483648.0;
+    cfg->max_abs_position = MAX_EXACT_POSITION;
     cfg->max_table_ids = TABLE_IDS_MAX;
 }
 
@@ -169,7 +255,7 @@ int config_parse(struct server_config *cfg, int argc, char **argv) {
     options[N_TEXT_OPTIONS + N_NUMBER_FLAGS] = (struct option){0, 0, 0, 0};
     defaults(cfg);
     optind = 1;
-    int opt;
+    int opt, max_abs_given = 0;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
         int rc = 0;
         if (opt >= OPT_NUMBER && opt < OPT_NUMBER + (int)N_NUMBER_FLAGS) {
@@ -180,7 +266,10 @@ int config_parse(struct server_config *cfg, int argc, char **argv) {
             case OPT_NO_TCP: cfg->tcp = 0; break;
             case OPT_UNIX: rc = copy_text("unix", optarg, cfg->unix_path, sizeof cfg->unix_path); break;
             case OPT_SHM_DIR: rc = copy_text("shm-dir", optarg, cfg->shm_dir, sizeof cfg->shm_dir); break;
-            case OPT_MAX_ABS: rc = set_max_abs(cfg, optarg); break;
+            case OPT_MAX_ABS:
+                rc = set_max_abs(cfg, "--max-abs-position", optarg);
+                max_abs_given = 1;
+                break;
             case OPT_IO: rc = set_io(cfg, optarg); break;
             case OPT_HELP: usage(stdout); return 1;
             case OPT_VERSION:
@@ -192,6 +281,9 @@ int config_parse(struct server_config *cfg, int argc, char **argv) {
         if (rc)
             return -1;
     }
+    const char *env = getenv("POSENC_MAX_ABS_POSITION"); /* the flag wins over the environment */
+    if (!max_abs_given && env && set_max_abs(cfg, "POSENC_MAX_ABS_POSITION", env) != 0)
+        return -1;
     if (optind < argc) {
         fprintf(stderr, "posenc-server: unexpected argument '%s'\n", argv[optind]);
         return -1;

@@ -1,9 +1,11 @@
 /* Server settings: where to listen, and the limits every request and connection is held to.
- * All come from command-line flags and all are reported by STATS. */
+ * All come from command-line flags (the position limit also from $POSENC_MAX_ABS_POSITION, the
+ * table store from $POSENC_SHM_DIR) and all are reported by STATS. */
 #ifndef POSENC_SERVER_CONFIG_H
 #define POSENC_SERVER_CONFIG_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* --io: which event loop serves connections. */
@@ -23,7 +25,8 @@ struct server_config {
     uint32_t idle_timeout_ms;    /* --idle-timeout-ms: a silent connection is closed after this */
     uint32_t drain_timeout_ms;   /* --drain-timeout-ms: shutdown waits this long for replies to go out */
     uint32_t max_dim;            /* --max-dim: widest inline-spec row */
-    double max_abs_position;     /* --max-abs-position: |p| bound for inline specs */
+    uint64_t max_abs_position;   /* --max-abs-position (else $POSENC_MAX_ABS_POSITION): |p| bound for
+                                  * inline specs, at most 2^53 */
     uint32_t busy_poll_us;       /* --busy-poll-us: keep polling this long after an event before sleeping */
     uint32_t max_table_ids;      /* --max-table-ids: distinct table names this process gives ids to */
     enum io_choice io;           /* --io auto|uring|epoll */
@@ -32,5 +35,8 @@ struct server_config {
 /* Fill `cfg` from argv. Returns 0 to run, 1 when --help/--version printed, -1 on a bad flag
  * (the message names it and is already printed to stderr). */
 int config_parse(struct server_config *cfg, int argc, char **argv);
+
+/* A --max-abs-position text as its value (see config.c); -1 with the reason in `why` if refused. */
+int parse_max_abs(const char *text, uint64_t *value, char *why, size_t whylen);
 
 #endif

@@ -11,6 +11,13 @@ static int out_of_range(char *err, size_t errlen, uint32_t k, const char *value,
     return POSENC_STATUS_POSITION_OUT_OF_RANGE;
 }
 
+/* NaN and infinities: no limit would admit them, so the message names none to raise. */
+static int not_finite(char *err, size_t errlen, uint32_t k, double p) {
+    const char *shown = isnan(p) ? "nan" : p > 0 ? "inf" : "-inf";
+    snprintf(err, errlen, "positions: element %u is %s, not finite", k, shown);
+    return POSENC_STATUS_POSITION_OUT_OF_RANGE;
+}
+
 int positions_to_rows(const uint8_t *raw, uint32_t count, unsigned kind, int64_t start, int64_t n_rows,
                       int64_t *rows, char *err, size_t errlen) {
     char value[48], range[80];
@@ -24,7 +31,9 @@ int positions_to_rows(const uint8_t *raw, uint32_t count, unsigned kind, int64_t
             snprintf(value, sizeof value, "%" PRId64, p);
         } else {
             double p = posenc_load_f64(raw + 8 * (size_t)k);
-            if (p != floor(p)) { /* NaN or a fraction */
+            if (!isfinite(p))
+                return not_finite(err, errlen, k, p);
+            if (p != floor(p)) {
                 snprintf(err, errlen, "positions: element %u is %.17g; table rows need integer positions", k, p);
                 return POSENC_STATUS_POSITION_OUT_OF_RANGE;
             }
@@ -40,35 +49,36 @@ int positions_to_rows(const uint8_t *raw, uint32_t count, unsigned kind, int64_t
     return 0;
 }
 
-int positions_to_f64(const uint8_t *raw, uint32_t count, unsigned kind, double max_abs, double *out, char *err,
-                     size_t errlen) {
-    char value[48], range[64];
+int positions_to_f64(const uint8_t *raw, uint32_t count, unsigned kind, uint64_t max_abs, double *out,
+                     char *err, size_t errlen) {
+    char value[48], range[96];
     for (uint32_t k = 0; k < count; k++) {
-        double p;
         if (kind == POSENC_POSITIONS_INT64) {
+            /* compared as integers: (double)i would round 2^53 + 1 down to 2^53 and let it in */
             int64_t i = (int64_t)posenc_load_u64(raw + 8 * (size_t)k);
-            int64_t bound = (int64_t)max_abs; /* an integer <= 2^53: compared as integers, so 2^53 + 1 is
-                                                 refused rather than rounded to 2^53 by the conversion */
-            if (i >= -bound && i <= bound) {
-                out[k] = (double)i;
+            if (i >= -(int64_t)max_abs && i <= (int64_t)max_abs) {
+                out[k] = (double)i; /* exact: |i| <= 2^53 */
                 continue;
             }
             snprintf(value, sizeof value, "%" PRId64, i);
         } else {
-            p = posenc_load_f64(raw + 8 * (size_t)k);
-            if (fabs(p) <= max_abs) { /* false for NaN */
+            double p = posenc_load_f64(raw + 8 * (size_t)k);
+            if (!isfinite(p))
+                return not_finite(err, errlen, k, p);
+            if (fabs(p) <= (double)max_abs) { /* max_abs <= 2^53 is exact in float64 */
                 out[k] = p;
                 continue;
             }
             snprintf(value, sizeof value, "%.17g", p);
         }
-        snprintf(range, sizeof range, "|p| <= %.17g (--max-abs-position)", max_abs);
-        return out_of_range(err, errlen, k, value, range);
+        snprintf(range, sizeof range, "this server's limit |p| <= %" PRIu64 " (max_abs_position)", max_abs);
+        snprintf(err, errlen, "positions: element %u is %s, beyond %s", k, value, range);
+        return POSENC_STATUS_POSITION_OUT_OF_RANGE;
     }
     return 0;
 }
 
-int positions_in_table(double *values, uint32_t count, int64_t start, int64_t stop, double offset, double max_abs,
+int positions_in_table(double *values, uint32_t count, int64_t start, int64_t stop, double offset, uint64_t max_abs,
                        char *err, size_t errlen) {
     char value[48], range[96];
     for (uint32_t k = 0; k < count; k++) {
@@ -79,10 +89,10 @@ int positions_in_table(double *values, uint32_t count, int64_t start, int64_t st
             return out_of_range(err, errlen, k, value, range);
         }
         double moved = p + offset;
-        if (!(fabs(moved) <= max_abs)) {
-            snprintf(value, sizeof value, "%.17g", p);
-            snprintf(range, sizeof range, "|p + offset| <= %.17g with the table's offset %.17g", max_abs, offset);
-            return out_of_range(err, errlen, k, value, range);
+        if (!(fabs(moved) <= (double)max_abs)) {
+            snprintf(err, errlen, "positions: element %u is %.17g, and plus the table's offset %.17g beyond this "
+                     "server's limit |p| <= %" PRIu64 " (max_abs_position)", k, p, offset, max_abs);
+            return POSENC_STATUS_POSITION_OUT_OF_RANGE;
         }
         values[k] = moved;
     }

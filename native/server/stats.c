@@ -74,9 +74,9 @@ int stats_json(struct server *srv, struct buf *json) {
     rc |= json_string(json, cfg->shm_dir, strlen(cfg->shm_dir));
     rc |= json_printf(json, "},\"limits\":{\"max_frame_bytes\":%u,\"max_positions\":%u,\"max_response_bytes\":%llu,"
                       "\"max_connections\":%u,\"idle_timeout_ms\":%u,\"drain_timeout_ms\":%u,\"max_dim\":%u,"
-                      "\"max_abs_position\":%.17g,\"max_table_ids\":%u}}",
+                      "\"max_abs_position\":%llu,\"max_table_ids\":%u}}",
                       cfg->max_frame, cfg->max_positions, (unsigned long long)cfg->max_response,
                       cfg->max_connections, cfg->idle_timeout_ms, cfg->drain_timeout_ms, cfg->max_dim,
-                      cfg->max_abs_position, cfg->max_table_ids);
+                      (unsigned long long)cfg->max_abs_position, cfg->max_table_ids);
     return rc ? -1 : 0;
 }

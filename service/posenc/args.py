@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .errors import PosencError
+from .errors import PosencError, PositionBeyondLimit
 from .limits import LIMITS
 
 
@@ -95,7 +95,8 @@ def as_bool(value, field: str) -> bool:
 def as_positions(positions, field: str = "positions") -> np.ndarray:
     """Positions as a contiguous 1-D float64 array (a scalar becomes one position).
 
-    Integers are exact in float64 up to 2**53, far beyond `LIMITS.max_abs_position`."""
+    Integers are exact in float64 up to 2**53, which `LIMITS.max_abs_position` never exceeds, so
+    int64 positions within the limit arrive unchanged."""
     try:
         arr = np.asarray(positions)
     except (TypeError, ValueError, OverflowError) as exc:
@@ -109,19 +110,32 @@ def as_positions(positions, field: str = "positions") -> np.ndarray:
         raise PosencError(field, f"must be integers or float32/float64, got {arr.dtype}")
     if arr.dtype.kind not in "iuf":
         raise PosencError(field, f"must be numbers, got dtype {arr.dtype}")
-    if arr.dtype.kind in "iu" and arr.size and not within(arr, LIMITS.max_abs_position):
-        # checked as integers: float64 would round 2**53 + 1 to 2**53, inside the limit
-        biggest = max(abs(int(arr.min())), abs(int(arr.max())))
-        raise PosencError(field, LIMITS.position_refusal(biggest))
     out = np.ascontiguousarray(arr, dtype=np.float64)
-    if out.size and not within(out, LIMITS.max_abs_position):  # one pass; the details only for the error
-        if not np.isfinite(out).all():
-            bad = int(np.flatnonzero(~np.isfinite(out))[0])
-            raise PosencError(field, f"must be finite; element {bad} is {out[bad]!r}")
-        biggest = float(np.abs(out).max())
-        if biggest > LIMITS.max_abs_position:
-            raise PosencError(field, LIMITS.position_refusal(biggest))
+    if not out.size:
+        return out
+    limit = LIMITS.max_abs_position
+    if arr.dtype.kind == "f":
+        if not within(out, limit):  # one pass; the details only for the error
+            check_positions(out, field)
+        return out
+    lo, hi = value_range(arr)  # as integers: float64 would round 2^53 + 1 to 2^53 and let it in
+    if lo < -limit or hi > limit:
+        bad = int(np.flatnonzero((arr < -limit) | (arr > limit))[0])
+        raise PositionBeyondLimit(field, bad, int(arr[bad]), limit)
     return out
+
+
+def check_positions(values: np.ndarray, field: str) -> None:
+    """Refuse the first element of a float64 array that is not finite (as such: no limit would admit
+    it) or beyond LIMITS.max_abs_position (PositionBeyondLimit, naming the element and the limit)."""
+    finite = np.isfinite(values)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite)[0])
+        raise PosencError(field, f"element {bad} is {float(values[bad])!r}, not finite")
+    beyond = np.flatnonzero(np.abs(values) > LIMITS.max_abs_position)
+    if beyond.size:
+        bad = int(beyond[0])
+        raise PositionBeyondLimit(field, bad, float(values[bad]), LIMITS.max_abs_position)
 
 
 #: Up to this many elements, checks over Python floats beat numpy reductions (~2 us each in numpy 2).

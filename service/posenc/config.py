@@ -2,7 +2,8 @@
 
 Precedence, lowest first: the embedded default (`DEFAULT_TOML`, the same text as
 `deploy/posenc.toml`) or the file given, then the environment (POSENC_HOST, POSENC_PORT,
-POSENC_WORKERS, POSENC_SHM_DIR, POSENC_API_KEY), then command-line flags (`with_overrides`).
+POSENC_WORKERS, POSENC_SHM_DIR, POSENC_MAX_ABS_POSITION, POSENC_API_KEY), then command-line
+flags (`with_overrides`).
 A key the schema does not know is an error naming it, so a typo never silently does nothing.
 """
 
@@ -17,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from .errors import PosencError
+from .limits import MAX_ABS_POSITION_SYNTAX, MAX_EXACT_POSITION, env_max_abs_position, parse_max_abs_position
 from .tables import TableSpec
 
 DEFAULT_TOML = """\
 # posenc service configuration. `posenc serve` without --config uses exactly this file's
-# content (embedded in posenc.config). Environment variables override [server]:
-# POSENC_HOST, POSENC_PORT, POSENC_WORKERS, POSENC_SHM_DIR; POSENC_API_KEY enables
-# table create/delete over HTTP (Authorization: Bearer <key>).
+# content (embedded in posenc.config). Environment variables override the file, flags of
+# posenc serve override both: POSENC_HOST, POSENC_PORT, POSENC_WORKERS, POSENC_SHM_DIR,
+# POSENC_MAX_ABS_POSITION; POSENC_API_KEY enables table create/delete over HTTP
+# (Authorization: Bearer <key>).
 
 [server]
 host = "127.0.0.1"
@@ -49,6 +52,10 @@ max_positions = 1048576        # positions (or relative positions) in one reques
 max_output_bytes = 268435456   # any response array (413)
 max_concurrency = 256          # in-flight requests per worker process (429 beyond; health routes exempt)
 max_buffered_bytes = 1073741824  # request bodies received + response arrays being sent, per worker (503 beyond)
+max_abs_position = 9007199254740992  # largest |position| (2^53, the most: integers are exact in float64
+                       # up to there); an integer, or a string of digits or exponent form ("1e13") as
+                       # --max-abs-position and POSENC_MAX_ABS_POSITION take it. HTTP, the library in
+                       # every worker and the binary server refuse positions beyond it
 
 # Tables built once into shared memory before the workers start; every worker attaches
 # them read-only. Fields: name, encoding (a spec, as GET /v1/tables shows), start, stop,
@@ -132,6 +139,8 @@ class LimitsConfig:
     max_output_bytes: int = 256 << 20
     max_concurrency: int = 256
     max_buffered_bytes: int = 1 << 30
+    #: Largest |position| every door serves (library, HTTP, binary server): see parse_max_abs_position.
+    max_abs_position: int = MAX_EXACT_POSITION
 
 
 @dataclass(frozen=True)
@@ -187,13 +196,18 @@ class ServiceConfig:
             raise PosencError(source, f"is not valid TOML: {exc}") from None
         return cls.from_dict(data)
 
-    def with_overrides(self, **server_fields) -> ServiceConfig:
-        """A copy with the given [server] fields replaced (None = keep), validated like the file."""
+    def with_overrides(self, *, max_abs_position: int | str | None = None, **server_fields) -> ServiceConfig:
+        """A copy with the given [server] fields and [limits] max_abs_position replaced (None = keep),
+        validated like the file."""
         changes = {k: v for k, v in server_fields.items() if v is not None}
-        if not changes:
-            return self
-        merged = {**dataclasses.asdict(self.server), **changes}
-        return dataclasses.replace(self, server=_section(ServerConfig, merged, "server"))
+        config = self
+        if changes:
+            merged = {**dataclasses.asdict(self.server), **changes}
+            config = dataclasses.replace(config, server=_section(ServerConfig, merged, "server"))
+        if max_abs_position is not None:
+            limits = {**dataclasses.asdict(self.limits), "max_abs_position": max_abs_position}
+            config = dataclasses.replace(config, limits=_section(LimitsConfig, limits, "limits"))
+        return config
 
 
 #: Environment variable -> [server] field it overrides.
@@ -216,7 +230,7 @@ def load(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = 
     for var, name in ENV_OVERRIDES.items():
         if env.get(var):
             overrides[name] = _env_value(var, env[var], ServerConfig.__dataclass_fields__[name].type)
-    config = config.with_overrides(**overrides)
+    config = config.with_overrides(**overrides, max_abs_position=env_max_abs_position(env, None))
     if env.get("POSENC_API_KEY"):
         config = dataclasses.replace(config, api_key=env["POSENC_API_KEY"])
     return config
@@ -239,8 +253,29 @@ def _check_keys(data, known: set[str], prefix: str) -> None:
         raise PosencError(f"{prefix}{unknown[0]}", f"is not a config key; known: {sorted(known)}")
 
 
+#: TOML's names for the types a wrong value may have (null: a config handed over as JSON).
+_TOML_TYPES = {bool: "a boolean", list: "an array", dict: "a table", type(None): "null"}
+
+
+def _max_abs_position(where: str, value) -> int:
+    """[limits] max_abs_position: a TOML integer, or a string in the syntax of the flag and the
+    environment variable (one parser for all three). A TOML float is refused: 9.007199254740993e15
+    is rounded to float64 before posenc sees it, so its spelling could not be checked."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        try:
+            return parse_max_abs_position(str(value))
+        except ValueError as exc:
+            raise PosencError(where, str(exc)) from None
+    kind = "a float (TOML rounds it to float64, so its value could not be checked exactly)" \
+        if isinstance(value, float) else _TOML_TYPES.get(type(value), type(value).__name__)
+    raise PosencError(where, f"must be {MAX_ABS_POSITION_SYNTAX}: a TOML integer (10000000000000) or a "
+                      f"string (\"1e13\"), got {kind}")
+
+
 def _value(where: str, type_name: str, value, int_minimum: int):
     """One [server]/[limits] value checked against its field type (bools are not numbers)."""
+    if where == "limits.max_abs_position":
+        return _max_abs_position(where, value)
     if type_name == "tuple[str, ...]":
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
             raise PosencError(where, f"must be an array of non-empty strings, got {value!r}")

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..args import as_positions
 from ..dtypes import cast_output, kernel_dtype, output_dtype
-from ..errors import PosencError
+from ..errors import PositionBeyondLimit
 from ..limits import LIMITS
 from ..encodings import SinusoidalSpec
 from ._tables import constant_amplitude, fill_sincos, fill_sincos_crc32c
@@ -56,11 +56,16 @@ def sinusoidal_rows_crc32c(positions: np.ndarray, spec: SinusoidalSpec, out: np.
 
 
 def shifted(positions: np.ndarray, offset: int) -> np.ndarray:
-    """positions + offset (exact in float64), still within LIMITS.max_abs_position."""
+    """positions + offset, still within LIMITS.max_abs_position. Checked before adding, against
+    limit - offset (exact): a sum near 2^53 may round (2^53 - 1 + 2 becomes 2^53) and pass a check
+    after it. Positions are >= -limit already and the offset is >= 0, so only the top can be crossed."""
     if not offset:
         return positions
-    moved = positions + float(offset)
-    if moved.size and float(np.abs(moved).max()) > LIMITS.max_abs_position:
-        raise PosencError("positions", f"position + offset {offset}: "
-                          + LIMITS.position_refusal(float(np.abs(moved).max())))
-    return moved
+    top = LIMITS.max_abs_position - offset
+    if positions.size and float(positions.max()) > top:
+        bad = int(np.flatnonzero(positions > top)[0])
+        position = float(positions[bad])
+        moved = int(position) + offset if position.is_integer() else position + offset  # exact when it can be
+        raise PositionBeyondLimit("positions", bad, moved, LIMITS.max_abs_position,
+                                  f"plus offset {offset} is")
+    return positions + float(offset)

@@ -15,14 +15,27 @@ def register(sub) -> None:
                    "(default from the config: 8001; 0 = no TCP listener)")
     p.add_argument("--binary-socket", help="binary-protocol Unix socket of the sidecar (default from the config: none)")
     p.add_argument("--shm-dir", help="table store (default from the config or $POSENC_SHM_DIR: /dev/shm)")
+    p.add_argument("--max-abs-position", metavar="N",
+                   help="largest |position| served by HTTP, the library in every worker and the binary "
+                   "sidecar: an integer from 1 to 2^53 as digits or exponent form, e.g. 1e13 (default: "
+                   "$POSENC_MAX_ABS_POSITION, else [limits] max_abs_position, else 2^53 = 9007199254740992; "
+                   "the flag wins over the environment, the environment over the file)")
     p.set_defaults(handler=run)
 
 
 def run(args) -> int:
     from .. import config as service_config
+    from ..errors import PosencError
     from ..http.runtime.server import serve
+    from ..limits import parse_max_abs_position
 
+    max_abs_position = None
+    if args.max_abs_position is not None:
+        try:
+            max_abs_position = parse_max_abs_position(args.max_abs_position)
+        except ValueError as exc:
+            raise PosencError("--max-abs-position", str(exc)) from None
     config = service_config.load(args.config).with_overrides(
         host=args.host, port=args.port, workers=args.workers, binary_port=args.binary_port,
-        binary_socket=args.binary_socket, shm_dir=args.shm_dir)
+        binary_socket=args.binary_socket, shm_dir=args.shm_dir, max_abs_position=max_abs_position)
     return serve(config)

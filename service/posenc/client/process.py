@@ -58,13 +58,15 @@ def server_argv(*, host: str | None = "127.0.0.1", port: int = 8001, unix_path: 
 
 def service_argv(config, *, threads: int = 0) -> list[str] | None:
     """The server command line for a `posenc.config.ServiceConfig` ([server] binary_port,
-    binary_socket, host, shm_dir, drain_timeout_s); None when both binary listeners are off."""
+    binary_socket, host, shm_dir, drain_timeout_s; [limits] max_abs_position, so the binary
+    server refuses the positions HTTP refuses); None when both binary listeners are off."""
     server = config.server
     if not server.binary_port and not server.binary_socket:
         return None
     return server_argv(host=server.host if server.binary_port else None, port=server.binary_port or None,
                        unix_path=server.binary_socket or None, shm_dir=server.shm_dir, threads=threads,
-                       drain_timeout_ms=int(server.drain_timeout_s * 1000))
+                       drain_timeout_ms=int(server.drain_timeout_s * 1000),
+                       max_abs_position=config.limits.max_abs_position)
 
 
 def pinned(cpus: set[int] | None, argv: list[str]) -> list[str]:

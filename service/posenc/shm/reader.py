@@ -102,6 +102,10 @@ class Table:
             return arr.astype(np.int64)
         span = integer_range(arr) if arr.dtype.kind == "f" else value_range(arr)
         if span is None:
+            finite = np.isfinite(arr)
+            if not finite.all():  # as every door says it: no table or limit would admit it
+                k = int(np.flatnonzero(~finite)[0])
+                raise PosencError("positions", f"element {k} is {float(arr[k])!r}, not finite")
             raise PosencError("positions", "table lookups take integer positions")
         if span[0] < self.start or span[1] >= self.stop:
             outside = (arr < self.start) | (arr >= self.stop)

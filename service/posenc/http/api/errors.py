@@ -19,7 +19,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
-from ...errors import OutputTooLarge, PosencError
+from ...errors import OutputTooLarge, PosencError, PositionBeyondLimit
 
 log = logging.getLogger("posenc.http")
 #: The X-Request-Id of the request this task is handling (set by the ASGI layer, read by error bodies and logs).
@@ -75,7 +75,9 @@ def error_response(err: HttpError) -> Response:
 
 def from_posenc_error(exc: PosencError) -> HttpError:
     code = "output_too_large" if isinstance(exc, OutputTooLarge) else "invalid_parameter"
-    return HttpError(code, str(exc), exc.field)
+    # a position over the limit: the caller is told the limit, not how the server's operator raises it
+    message = exc.caller_message if isinstance(exc, PositionBeyondLimit) else str(exc)
+    return HttpError(code, message, exc.field)
 
 
 async def _http_error(request: Request, exc: HttpError) -> Response:

@@ -27,7 +27,8 @@ def free_port() -> int:
 class ServerProcess:
     """`posenc serve --config <toml>` on 127.0.0.1:<free port>, optionally pinned with taskset."""
 
-    def __init__(self, config_toml: str, *, cpus: str | None = None, env: dict[str, str] | None = None):
+    def __init__(self, config_toml: str, *, cpus: str | None = None, env: dict[str, str] | None = None,
+                 args: tuple[str, ...] = ()):
         self.dir = Path(tempfile.mkdtemp(prefix="posenc-server-"))
         self.config_path = self.dir / "posenc.toml"
         self.config_path.write_text(config_toml)
@@ -36,11 +37,13 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.cpus = cpus
         self.env = {**os.environ, **(env or {})}
+        #: further `posenc serve` flags, e.g. ("--max-abs-position", "1e13")
+        self.args = tuple(args)
         self.process: subprocess.Popen | None = None
 
     def start(self, ready_timeout_s: float = 60.0) -> ServerProcess:
         argv = [sys.executable, "-m", "posenc.cli", "serve", "--config", str(self.config_path),
-                "--host", "127.0.0.1", "--port", str(self.port)]
+                "--host", "127.0.0.1", "--port", str(self.port), *self.args]
         if self.cpus is not None:
             argv = ["taskset", "-c", self.cpus] + argv
         with open(self.log_path, "wb") as log:

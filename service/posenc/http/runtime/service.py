@@ -87,7 +87,8 @@ class Service:
         self._jobs = anyio.CapacityLimiter(threads())
         self._store: TableStore | None = None
         self._refresher: asyncio.Task | None = None
-        self._library_output_cap: int | None = None
+        #: The library's limits before start took the configured ones; given back on stop.
+        self._library_limits: tuple[int, int] | None = None
 
     def cache(self, share: int) -> ByteCache:
         """A cache of at most 1/`share` of the worker's budget, its bytes held from the budget."""
@@ -99,9 +100,11 @@ class Service:
             self.run_dir = make_run_dir()
         self.metrics = Metrics(self.run_dir, self.routes)
         metrics_module.activate(self.metrics)
-        # The library cap is process-wide: take the configured one while serving, give it back on stop.
-        self._library_output_cap = LIMITS.max_output_bytes
+        # The library's limits are process-wide: take the configured ones while serving, give them back on
+        # stop. Every worker runs this, so each enforces the [limits] posenc serve resolved.
+        self._library_limits = (LIMITS.max_output_bytes, LIMITS.max_abs_position)
         LIMITS.max_output_bytes = self.config.limits.max_output_bytes
+        LIMITS.max_abs_position = self.config.limits.max_abs_position
         await anyio.to_thread.run_sync(self._attach_and_warm)
         if not self.standalone:  # a served worker; tests and embedders keep their own heap as it is
             freeze_startup_heap()
@@ -122,8 +125,8 @@ class Service:
 
     async def stop(self) -> None:
         self.ready = False
-        if self._library_output_cap is not None:
-            LIMITS.max_output_bytes = self._library_output_cap
+        if self._library_limits is not None:
+            LIMITS.max_output_bytes, LIMITS.max_abs_position = self._library_limits
         if self._refresher is not None:
             self._refresher.cancel()
         if self.metrics is not None:
