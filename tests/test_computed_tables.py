@@ -336,3 +336,17 @@ def test_posenc_table_build_computed(shm_root, capsys):
     assert capsys.readouterr().out.count("ok    ") == 2
     assert main(["table", "build", '{"kind": "alibi", "n_heads": 8}', "--computed", "--positions", "0:8", *root]) == 2
     assert "computed: alibi rows cannot be computed on request" in capsys.readouterr().err
+
+
+def test_config_tables_follow_the_service_limit_not_the_parsing_process():
+    """A computed table's default range is every position the *service's* limit admits: set by the TOML
+    key, or later by the environment or the flag; a stored table beyond that limit is refused naming it."""
+    lowered = load(env={"POSENC_MAX_ABS_POSITION": "1e13"})
+    anywhere = next(t.spec for t in lowered.tables if t.name == "sin128-any")
+    assert (anywhere.start, anywhere.stop) == (-10**13, 10**13 + 1)
+    toml = ('[limits]\nmax_abs_position = 1000000\n[[tables]]\nname = "tx"\ncomputed = true\n'
+            'encoding = { kind = "sinusoidal", dim = 8 }\n')
+    tx = ServiceConfig.from_toml(toml).tables[0].spec
+    assert (tx.start, tx.stop) == (-10**6, 10**6 + 1)
+    with pytest.raises(PosencError, match=r"tables\[0\].stop: .* \(limits.max_abs_position is 1000\)"):
+        load(env={"POSENC_MAX_ABS_POSITION": "1000"})  # the embedded sin128 holds 131072 positions

@@ -197,6 +197,11 @@ def server_limit(spelling: str, *, env: bool = False) -> int | str:
             os.environ["POSENC_MAX_ABS_POSITION"] = saved
 
 
+#: A config without tables: the embedded one's [[tables]] hold positions up to 131071, past small limits.
+NO_TABLES = Path(tempfile.mkdtemp(prefix="posenc-limit-")) / "posenc.toml"
+NO_TABLES.write_text("[server]\nbinary_port = 0\n")
+
+
 def python_limit(spelling: str) -> int | str:
     try:
         return parse_max_abs_position(spelling)
@@ -214,7 +219,7 @@ def test_every_door_reads_a_spelling_alike(spelling):
     assert server_limit(spelling) == expected  # the C flag: the same value, or the same words
     toml = f'[limits]\nmax_abs_position = "{spelling}"\n[server]\nbinary_port = 0\n'
     doors = {"the TOML key": lambda: ServiceConfig.from_toml(toml).limits.max_abs_position,
-             "the environment (service)": lambda: load(env={"POSENC_MAX_ABS_POSITION": spelling}).limits
+             "the environment (service)": lambda: load(NO_TABLES, env={"POSENC_MAX_ABS_POSITION": spelling}).limits
              .max_abs_position,
              "the environment (library)":
                  lambda: env_max_abs_position({"POSENC_MAX_ABS_POSITION": spelling}, None)}

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import PosencError
-from .limits import MAX_ABS_POSITION_SYNTAX, MAX_EXACT_POSITION, env_max_abs_position, parse_max_abs_position
+from .limits import LIMITS, MAX_ABS_POSITION_SYNTAX, MAX_EXACT_POSITION, env_max_abs_position, parse_max_abs_position
 from .tables import TableSpec
 
 DEFAULT_TOML = """\
@@ -159,6 +159,8 @@ class ServiceConfig:
     tables: tuple[TableConfig, ...] = ()
     #: From POSENC_API_KEY only (never from a file): enables table create/delete over HTTP.
     api_key: str | None = field(default=None, repr=False)
+    #: The [[tables]] entries as given, parsed again when the position limit changes (`with_overrides`).
+    table_entries: tuple = field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict:
         """The resolved config as plain data (how `posenc serve` hands it to its workers)."""
@@ -171,17 +173,12 @@ class ServiceConfig:
         tables = data.get("tables", [])
         if not isinstance(tables, list):
             raise PosencError("tables", "must be an array of tables")
-        parsed = tuple(_table(entry, f"tables[{i}]") for i, entry in enumerate(tables))
-        names = [t.name for t in parsed]
-        duplicate = next((n for n in names if names.count(n) > 1), None)
-        if duplicate is not None:
-            raise PosencError("tables", f"name {duplicate!r} is used twice")
+        limits = _section(LimitsConfig, data.get("limits", {}), "limits")
         api_key = data.get("api_key")
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise PosencError("api_key", "must be a non-empty string")
-        return cls(server=_section(ServerConfig, data.get("server", {}), "server"),
-                   limits=_section(LimitsConfig, data.get("limits", {}), "limits"),
-                   tables=parsed, api_key=api_key)
+        return cls(server=_section(ServerConfig, data.get("server", {}), "server"), limits=limits,
+                   tables=_tables(tables, limits.max_abs_position), api_key=api_key, table_entries=tuple(tables))
 
     def check_serveable(self) -> None:
         """What only a serving config must satisfy (a file may set require_api_key, the env the key)."""
@@ -205,8 +202,10 @@ class ServiceConfig:
             merged = {**dataclasses.asdict(self.server), **changes}
             config = dataclasses.replace(config, server=_section(ServerConfig, merged, "server"))
         if max_abs_position is not None:
-            limits = {**dataclasses.asdict(self.limits), "max_abs_position": max_abs_position}
-            config = dataclasses.replace(config, limits=_section(LimitsConfig, limits, "limits"))
+            limits = _section(LimitsConfig, {**dataclasses.asdict(self.limits), "max_abs_position": max_abs_position},
+                              "limits")
+            tables = _tables(list(self.table_entries), limits.max_abs_position) if self.table_entries else self.tables
+            config = dataclasses.replace(config, limits=limits, tables=tables)
         return config
 
 
@@ -302,6 +301,23 @@ def _section(cls, data, name: str):
         raise PosencError("limits.max_buffered_bytes", "must hold at least one largest request and response "
                           f"(max_output_bytes + max_body_bytes = {section.max_output_bytes + section.max_body_bytes})")
     return section
+
+
+def _tables(entries: list, max_abs_position: int) -> tuple[TableConfig, ...]:
+    """[[tables]] under the service's own position limit: a stored table's range must lie within
+    it, and a computed table's default range is every position it admits."""
+    try:
+        with LIMITS.positions_up_to(max_abs_position):
+            parsed = tuple(_table(entry, f"tables[{i}]") for i, entry in enumerate(entries))
+    except PosencError as exc:
+        if exc.field.rpartition(".")[2] not in ("start", "stop"):
+            raise
+        raise PosencError(exc.field, f"{exc.message} (limits.max_abs_position is {max_abs_position})") from None
+    names = [t.name for t in parsed]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate is not None:
+        raise PosencError("tables", f"name {duplicate!r} is used twice")
+    return parsed
 
 
 def _table(entry, where: str) -> TableConfig:

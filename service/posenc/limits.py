@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .errors import OutputTooLarge, PosencError
@@ -102,6 +103,16 @@ class Limits:
             max_abs_position=env_max_abs_position(os.environ, cls.max_abs_position),
             max_dim=_env_int("POSENC_MAX_DIM", cls.max_dim),
         )
+
+    @contextmanager
+    def positions_up_to(self, max_abs_position: int):
+        """Within the block, `max_abs_position` is the limit (a service config's [[tables]] are
+        parsed under the limit the service will run with, not the parsing process's)."""
+        saved, self.max_abs_position = self.max_abs_position, max_abs_position
+        try:
+            yield
+        finally:
+            self.max_abs_position = saved
 
     def check_output(self, shape: tuple[int, ...], itemsize: int, field: str = "positions") -> None:
         n = itemsize
