@@ -71,7 +71,7 @@ typedef struct posenc_layout {
  * where sincos is src/vsincos.h: x*w as a double-double, reduced exactly modulo pi/2 with
  * error-free transformations (reduced angle within 2^-90 of the true one for |x*w| <= 2^62),
  * fdlibm polynomials plus the low part's first-order term, within 1 ulp of the exact sin and
- * cos (libm on the two halves beyond 2^62). Each part is exact, so the float64 value is within
+ * cos plus that 2^-90 (libm on the two halves beyond 2^62). Each part is exact, so the float64 value is within
  * a few 2^-53 of amp*sin(p*w) at every magnitude; parts repeat across rows, so contiguous
  * ranges cost about one angle addition per value (no per-call recurrence state that a
  * neighbour could disturb). */

@@ -34,7 +34,9 @@
  * the first-order terms of r_lo inside their final addition:
  *   sin = r + (r^3 P(z) + r_lo (1 - z/2)),   cos = (1 - z/2) + (tail(z) - r_lo r)
  * (what this leaves out, r_lo r^3/6, r_lo z^2/24 and r_lo^2/2, is below 2^-56.5). Measured
- * against mpmath (tests/test_exact_angles.py): within 1 ulp of the exact sin and cos. */
+ * against mpmath (tests/test_exact_angles.py, products closest to multiples of pi/2 up to 2^60):
+ * within 1 ulp of the exact sin and cos plus the reduction's absolute error above (2 ulp once,
+ * for a value of 1.8e-14 past 2^45: 2^-97). */
 #ifndef POSENC_VSINCOS_H
 #define POSENC_VSINCOS_H
 
