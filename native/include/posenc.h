@@ -71,10 +71,10 @@ typedef struct posenc_layout {
  * where sincos is src/vsincos.h: x*w as a double-double, reduced exactly modulo pi/2 with
  * error-free transformations (reduced angle within 2^-90 of the true one for |x*w| <= 2^62),
  * fdlibm polynomials plus the low part's first-order term, within 1 ulp of the exact sin and
- * cos plus that 2^-90 (libm on the two halves beyond 2^62). Each part is exact, so the float64 value is within
- * a few 2^-53 of amp*sin(p*w) at every magnitude; parts repeat across rows, so contiguous
- * ranges cost about one angle addition per value (no per-call recurrence state that a
- * neighbour could disturb). */
+ * cos plus that 2^-90 (libm on the two halves beyond 2^62). Each part is exact, so the
+ * float64 value is within a few 2^-53 of amp*sin(p*w) at every magnitude; parts repeat across
+ * rows, so contiguous ranges cost about one angle addition per value (no per-call recurrence
+ * state that a neighbour could disturb). */
 typedef int (*posenc_sincos_rows_fn)(const double *positions, int64_t n_rows, const double *freqs,
                                      const double *amp, int64_t n_sin, const posenc_layout *layout,
                                      void *out, int dtype);
