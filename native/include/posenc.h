@@ -63,13 +63,18 @@ typedef struct posenc_layout {
  * the other positions of the call, their order, the row range a caller splits a job into, the
  * code path (scalar, AVX2, AVX-512, and posenc's numba kernels) or the CPU. Definition:
  *   integer p (|p| < 2^53): coarse = 1024*floor(p/1024), mid = 16*floor((p - coarse)/16),
- *     fine = p - coarse - mid; with (s_x, c_x) = sincos(fl(x*w)) for each part,
+ *     fine = p - coarse - mid; with (s_x, c_x) = sincos(x*w) for each part x, of the exact
+ *     product x*w (never rounded to one float64),
  *     (S, C) = (fma(s_c, c_m, c_c*s_m), fma(c_c, c_m, -(s_c*s_m))) then (A, B) = (amp*S, amp*C),
  *     sin = fma(A, c_f, B*s_f), cos = fma(B, c_f, -(A*s_f))
- *   other p: sin = amp*s_p, cos = amp*c_p with (s_p, c_p) = sincos(fl(p*w))
- * where sincos is src/vsincos.h (Cody-Waite reduction with FMA for |angle| <= 2^40, fdlibm
- * polynomials; libm beyond). Parts repeat across rows, so contiguous ranges cost about one
- * angle addition per value (no per-call recurrence state that a neighbour could disturb). */
+ *   other p: sin = amp*s_p, cos = amp*c_p with (s_p, c_p) = sincos(p*w), the product exact
+ * where sincos is src/vsincos.h: x*w as a double-double, reduced exactly modulo pi/2 with
+ * error-free transformations (reduced angle within 2^-90 of the true one for |x*w| <= 2^62),
+ * fdlibm polynomials plus the low part's first-order term, within 1 ulp of the exact sin and
+ * cos plus that 2^-90 (libm on the two halves beyond 2^62). Each part is exact, so the
+ * float64 value is within a few 2^-53 of amp*sin(p*w) at every magnitude; parts repeat across
+ * rows, so contiguous ranges cost about one angle addition per value (no per-call recurrence
+ * state that a neighbour could disturb). */
 typedef int (*posenc_sincos_rows_fn)(const double *positions, int64_t n_rows, const double *freqs,
                                      const double *amp, int64_t n_sin, const posenc_layout *layout,
                                      void *out, int dtype);
@@ -117,7 +122,7 @@ typedef struct posenc_kernels {
 } posenc_kernels;
 
 /* Bumped whenever a signature or struct above changes, or the values sincos_rows defines. */
-#define POSENC_ABI_VERSION 3
+#define POSENC_ABI_VERSION 4
 
 /* The absolute split of integer positions (see posenc_sincos_rows_fn). */
 #define POSENC_SPLIT_COARSE 1024

@@ -121,10 +121,11 @@ static int can_stream(const void *out, size_t total_bytes, const int64_t *offset
  * service/posenc/kernels/trig.py) and whatever else is in the call (posenc.h, "Batch
  * invariance"). Integer positions are split at absolute boundaries,
  *     p = coarse + mid + fine,  coarse = 1024*floor(p/1024), mid = 16*floor((p-coarse)/16),
- * and combined by angle addition from exactly reduced sincos of each part: the parts repeat
+ * and combined by angle addition from the sincos of each part's exact product with w_i
+ * (vsincos.h: no rounded angle anywhere, exactly reduced): the parts repeat
  * across rows (fine: 16 values, mid: 64, coarse: one per 1024 rows), so a contiguous range
  * costs about one multiply-add pair per value and arbitrary integers hit small caches.
- * Other positions (fractional, beyond 2^53) get one direct sincos. Caches only decide
+ * Other positions (fractional, beyond 2^53) get one direct sincos of the exact p*w_i. Caches only decide
  * whether a part is recomputed, never its value. */
 
 /* Rows built in L1 before a streaming copy-out. */
@@ -191,12 +192,12 @@ static int trig_state_init(trig_state *st, const double *freqs, const double *am
     return POSENC_OK;
 }
 
-/* sin/cos(fl(a * w_i)) for every frequency into (s, c). */
+/* sin/cos of the exact a * w_i for every frequency into (s, c). */
 INLINE void sincos_of(const trig_state *st, double a, double *s, double *c) {
     vd av = v_set1(a);
     for (int64_t v = 0; v < st->n_vec; v++) {
         vd sv, cv;
-        v_sincos(v_mul(av, v_load(st->w + v * VW)), &sv, &cv);
+        v_sincos_product(av, v_load(st->w + v * VW), &sv, &cv);
         v_store(s + v * VW, sv);
         v_store(c + v * VW, cv);
     }
@@ -264,12 +265,12 @@ INLINE void emit(void *row, int64_t i0, vd s, vd c, ROW_ARGS) {
     }
 }
 
-/* Row = amp * sincos(fl(p * w)): positions that are not split (fractional, huge). */
+/* Row = amp * sincos(p * w), the product exact: positions that are not split (fractional, huge). */
 INLINE void direct_row(const trig_state *st, double p, void *row, ROW_ARGS) {
     vd pv = v_set1(p);
     for (int64_t v = 0; v < st->n_vec; v++) {
         vd s, c, amp = v_load(st->amp + v * VW);
-        v_sincos(v_mul(pv, v_load(st->w + v * VW)), &s, &c);
+        v_sincos_product(pv, v_load(st->w + v * VW), &s, &c);
         emit(row, v * VW, v_mul(s, amp), v_mul(c, amp), lay, n_sin, interleaved, f32, stream);
     }
 }

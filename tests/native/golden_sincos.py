@@ -1,9 +1,10 @@
 """Regenerate golden_sincos.json: sin and cos of hard float64 angles to 30 digits.
 
-Each case is a (position, frequency) pair; the angle is the float64 product the kernels
-form, x = fl(p * w), and the expected values are sin(x) and cos(x) of that exact binary
-number, computed in decimal arithmetic (60 digits, pi by Machin's formula), so they are
-independent of any libm. Cases: angles near multiples of pi/2 (best rational approximations
+Each case is a (position, frequency) pair. "sin"/"cos" are sin(x) and cos(x) of the binary
+number x = fl(p * w) (the hard angle itself, fed to the kernels' direct sincos as x * 1.0);
+"sin_exact"/"cos_exact" are those of the exact product p * w, what the kernels compute for the
+pair as given (native/src/vsincos.h never rounds the product). Both in decimal arithmetic
+(60 digits, pi by Machin's formula), so they are independent of any libm. Cases: angles near multiples of pi/2 (best rational approximations
 of pi, the worst inputs for range reduction), quadrant boundaries, the 2^24 and 2^27 limits,
 huge angles (libm fallback), tiny ones, negatives, and RoPE/sinusoidal frequencies.
 
@@ -35,8 +36,8 @@ def _atan_inv(n: int) -> Decimal:
 PI = 16 * _atan_inv(5) - 4 * _atan_inv(239)
 
 
-def sin_cos(x: float) -> tuple[Decimal, Decimal]:
-    """sin and cos of the exact binary value x."""
+def sin_cos(x: float | Fraction) -> tuple[Decimal, Decimal]:
+    """sin and cos of the exact value x (a float's binary value, or a product of two)."""
     d = Decimal(Fraction(x).numerator) / Decimal(Fraction(x).denominator)
     r = d - (d / (2 * PI)).to_integral_value() * 2 * PI  # |r| <= pi
     s, c, term, k = Decimal(0), Decimal(0), Decimal(1), 0
@@ -73,7 +74,9 @@ def main() -> None:
     rows = []
     for p, w in cases():
         s, c = sin_cos(p * w)
-        rows.append({"position": float.hex(p), "freq": float.hex(w), "sin": f"{s:.30e}", "cos": f"{c:.30e}"})
+        s_exact, c_exact = sin_cos(Fraction(p) * Fraction(w))
+        rows.append({"position": float.hex(p), "freq": float.hex(w), "sin": f"{s:.30e}", "cos": f"{c:.30e}",
+                     "sin_exact": f"{s_exact:.30e}", "cos_exact": f"{c_exact:.30e}"})
     path = Path(__file__).with_name("golden_sincos.json")
     path.write_text(json.dumps({"generator": "tests/native/golden_sincos.py", "cases": rows}, indent=1) + "\n")
     print(f"wrote {len(rows)} cases to {path}")

@@ -7,7 +7,7 @@ through the shipped library on whatever CPU runs it (native, qemu-x86_64 CPU mod
 qemu-aarch64), so a path that differs by one bit on some CPU fails there.
 
 What is covered: the hard angles of golden_sincos.json, sinusoidal tables in every layout over
-odd and even widths with integer, negative, fractional and near-2^31 positions (every split of
+odd and even widths with integer, negative, fractional, near-2^31 and up to 2^53 positions (every split of
 a position the kernels use), RoPE-style frequency sets, RoPE rotation (half and interleaved,
 partial rotary, both dtypes), ALiBi in its three modes, JSON of special and random float32
 values, and CRC-32C over lengths that cross every kernel's block sizes.
@@ -41,11 +41,13 @@ def record(kind: int, params: list[int], arrays: list[bytes]) -> bytes:
 
 
 def positions() -> np.ndarray:
-    """Integers across the coarse/fine splits, negatives, fractions and the 2^31 edge."""
+    """Integers across the coarse/fine splits, negatives, fractions, the 2^31 edge, and int64 ids up
+    to 2^53 (parts whose products pass 2^45 take vsincos.h's 2*pi step first)."""
     ints = [0, 1, 2, 15, 16, 17, 1023, 1024, 1025, 4095, 4096, 65535, 65536, 131071, 500000, 1 << 20]
     edge = [2**31 - 1, 2**31 - 2, 2**31 - 1024, 2**30 + 7]
-    return np.array(ints + [-p for p in ints[1:8]] + edge + [-2.0**31, 0.5, -0.25, 1e-3, 1234.567, 2.0**24 + 0.5],
-                    dtype=np.float64)
+    ids = [1_700_000_000_123, 2**53 - 1, -(2**53 - 1025), 2**53, 3 * 2**50 + 0.5]
+    return np.array(ints + [-p for p in ints[1:8]] + edge + ids
+                    + [-2.0**31, 0.5, -0.25, 1e-3, 1234.567, 2.0**24 + 0.5], dtype=np.float64)
 
 
 def sincos_record(pos: np.ndarray, freqs: np.ndarray, amp: np.ndarray, plan, dtype: str) -> bytes:

@@ -4,7 +4,7 @@ AVX-512 emulated by SIMDe, native AVX-512) compute each value as a pure function
 
 The reference for every row is numba with the row alone; a path passes only if each row of a
 mixed batch (contiguous runs across the 16/1024 split boundaries, shuffled integers, fractional
-neighbours, +-2^31, angles past the 2^40 libm limit in some lanes) equals it exactly."""
+neighbours, +-2^31, angles past vsincos.h's 2^45 and 2^62 steps in some lanes) equals it exactly."""
 
 import re
 from pathlib import Path
@@ -113,10 +113,12 @@ def test_a_huge_neighbour_leaves_later_rows_alone(kernels):
 
 
 def test_a_libm_lane_does_not_change_its_neighbour_lanes(kernels):
-    """Angles past 2^40 go to libm lane by lane: before, one such lane sent its whole vector
-    (4 or 8 frequencies, depending on the path) to libm, so neighbours changed with the ISA."""
-    positions = np.array([3.0 * 2**21 + 0.5, 2.0**21, 12345.0])
-    freqs = np.array([2.0**20, 1.0, 0.25, 1e-3, 2.0**21, 0.5, 0.125, 3.0, 7.0])  # lanes 0, 4: angle > 2^40
+    """Angles past 2^45 take vsincos.h's extra 2*pi step and past 2^62 libm, each chosen lane by
+    lane: once, one libm lane sent its whole vector (4 or 8 frequencies, depending on the path)
+    to libm, so neighbours changed with the ISA."""
+    positions = np.array([3.0 * 2**21 + 0.5, 2.0**22, 12345.0])
+    # lane 0: angles 2^51.6, 2^52 (2*pi step) and 2^43.6; lane 4: 2^62.6, 2^63 (libm), 2^54.6
+    freqs = np.array([2.0**30, 1.0, 0.25, 1e-3, 2.0**41, 0.5, 0.125, 3.0, 7.0])
     plan = ColumnPlan(row_stride=2 * freqs.size, sin_base=0, cos_base=1, interleaved=True, n_cos=freqs.size)
     got = native_rows(kernels, positions, freqs, np.ones(freqs.size), plan, 2 * freqs.size, np.float64)
     for i, w in enumerate(freqs):  # each frequency on its own: a vector with one live lane

@@ -4,12 +4,14 @@ Every value is a pure function of (p, w_i, amp_i): the same whatever else is in 
 and the same bits as the native kernels on every ISA, because this file spells out the
 operation sequence of native/src (posenc.h "Batch invariance", vsincos.h) step for step:
 
-* sincos: Cody-Waite reduction by pi/2 in three float64 parts with fused multiply-adds,
-  fdlibm's polynomials, quadrant by k mod 4; libm only for |x| > 2^40 (and NaN/inf).
+* sincos of the exact product a*w (a double-double, never rounded to one float64): reduction
+  by pi/2 in three float64 parts with two_prod/two_sum (after losing a multiple of 2*pi first
+  beyond 2^45), fdlibm's polynomials with the first-order term of the reduced angle's low
+  part, quadrant by k mod 4; libm only for |a*w| > 2^62 (and NaN/inf).
 * integer p: split at absolute boundaries p = coarse + mid + fine (coarse a multiple of
   1024, mid of 16, fine < 16) and combined by angle addition; the parts repeat across rows,
   so contiguous ranges cost one multiply-add pair per value (as fast as a recurrence, but
-  nothing carries from row to row). Other positions: one direct sincos of fl(p*w).
+  nothing carries from row to row). Other positions: one direct sincos of the exact p*w.
 
 `fma` is LLVM's llvm.fma (one rounding; a hardware FMA here, exact libm emulation where
 there is none); everything else is plain float64 arithmetic, which numba compiles without
@@ -34,12 +36,18 @@ MID_ROWS = SPLIT_COARSE // SPLIT_FINE
 #: Above this many frequencies the part caches keep one row each (CACHE_MAX_FREQS in C).
 CACHE_MAX_FREQS = 2048
 
-REDUCE_MAX = 2.0**40
+SMALL_MAX = 2.0**45
+EXACT_MAX = 2.0**62
 TWO_OVER_PI = float.fromhex("0x1.45f306dc9c883p-1")
+INV_TWO_PI = float.fromhex("0x1.45f306dc9c883p-3")
 PIO2_1 = float.fromhex("0x1.921fb54442d18p+0")
 PIO2_2 = float.fromhex("0x1.1a62633145c07p-54")
 PIO2_3 = float.fromhex("-0x1.f1976b7ed8fbcp-110")
+TWOPI_1 = float.fromhex("0x1.921fb54442d18p+2")
+TWOPI_2 = float.fromhex("0x1.1a62633145c07p-52")
+TWOPI_3 = float.fromhex("-0x1.f1976b7ed8fbcp-108")
 ROUND_MAGIC = float.fromhex("0x1.8p52")
+ROUND_MAGIC_2PI = float.fromhex("0x1.8p61")
 S1, S2, S3 = -1.66666666666666324348e-01, 8.33333333332248946124e-03, -1.98412698298579493134e-04
 S4, S5, S6 = 2.75573137070700676789e-06, -2.50507602534068634195e-08, 1.58969099521155010221e-10
 C1, C2, C3 = 4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.48015872894767294178e-05
@@ -56,24 +64,36 @@ def fma(typingctx, a, b, c):
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def _sincos_reduced(x):
-    """vsincos.h's v_sincos_reduced for one lane: valid for |x| <= REDUCE_MAX, branch-free
-    (selects only), so loops over frequencies vectorise."""
-    t = x * TWO_OVER_PI + ROUND_MAGIC
+def _two_sum(a, b):
+    """vsincos.h's v_two_sum: s + err == a + b exactly."""
+    s = a + b
+    b_virtual = s - a
+    return s, (a - (s - b_virtual)) + (b - b_virtual)
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _sincos_small(a_hi, a_lo):
+    """vsincos.h's v_sincos_small for one lane: sin and cos of a_hi + a_lo for
+    |a_hi| <= SMALL_MAX; branch-free (selects only), so loops over frequencies vectorise."""
+    t = fma(a_hi, TWO_OVER_PI, ROUND_MAGIC)
     k = t - ROUND_MAGIC
-    r = fma(-k, PIO2_1, x)
-    r = fma(-k, PIO2_2, r)
-    r = fma(-k, PIO2_3, r)
+    d = fma(-k, PIO2_1, a_hi)
+    h = k * -PIO2_2
+    lo = fma(k, -PIO2_2, -h)
+    s, e1 = _two_sum(d, h)
+    r, e2 = _two_sum(s, a_lo)
+    r_lo = (e1 + e2) + fma(-k, PIO2_3, lo)
     z = r * r
     w = z * z
     ps = fma(z, fma(z, S4, S3), S2)
     ps = fma(z * w, fma(z, S6, S5), ps)
-    sin_r = fma(z * r, fma(z, ps, S1), r)
-    pc = z * fma(z, fma(z, C3, C2), C1)
-    pc = fma(w * w, fma(z, fma(z, C6, C5), C4), pc)
     hz = z * 0.5
     one_minus_hz = 1.0 - hz
-    cos_r = one_minus_hz + fma(z, pc, (1.0 - one_minus_hz) - hz)
+    sin_r = r + fma(z * r, fma(z, ps, S1), r_lo * one_minus_hz)
+    pc = z * fma(z, fma(z, C3, C2), C1)
+    pc = fma(w * w, fma(z, fma(z, C6, C5), C4), pc)
+    tail = fma(z, pc, (1.0 - one_minus_hz) - hz)
+    cos_r = one_minus_hz + fma(-r_lo, r, tail)
     q = np.int64(k)
     s = cos_r if q & 1 else sin_r
     c = sin_r if q & 1 else cos_r
@@ -83,20 +103,44 @@ def _sincos_reduced(x):
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
+def _reduce_two_pi(a_hi, a_lo):
+    """vsincos.h's v_reduce_two_pi: a_hi + a_lo less an exact multiple of 2*pi."""
+    n = fma(a_hi, INV_TWO_PI, ROUND_MAGIC_2PI) - ROUND_MAGIC_2PI
+    m1 = n * TWOPI_1
+    minus_m1_lo = fma(-n, TWOPI_1, m1)
+    m2 = n * -TWOPI_2
+    m2_lo = fma(n, -TWOPI_2, -m2)
+    s, e1 = _two_sum(a_hi - m1, a_lo)
+    s, e2 = _two_sum(s, minus_m1_lo)
+    b_hi, e3 = _two_sum(s, m2)
+    return b_hi, ((e1 + e2) + e3) + fma(-n, TWOPI_3, m2_lo)
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
 def _sincos_of(a, freqs, s, c):
-    """s, c = sincos(fl(a * w)) for every frequency (vsincos.h's v_sincos): a vectorisable
-    pass, then the lanes beyond REDUCE_MAX through libm."""
+    """s, c = sin/cos of the exact a * w for every frequency (vsincos.h's v_sincos_product):
+    a vectorisable pass, then the lanes beyond SMALL_MAX again, after losing a multiple of
+    2*pi, and those beyond EXACT_MAX (or NaN) through libm."""
     for i in range(freqs.shape[0]):
-        s[i], c[i] = _sincos_reduced(a * freqs[i])
+        a_hi = a * freqs[i]
+        s[i], c[i] = _sincos_small(a_hi, fma(a, freqs[i], -a_hi))
     for i in range(freqs.shape[0]):
-        x = a * freqs[i]
-        if not abs(x) <= REDUCE_MAX:
-            s[i], c[i] = math.sin(x), math.cos(x)
+        a_hi = a * freqs[i]
+        if not abs(a_hi) <= SMALL_MAX:
+            a_lo = fma(a, freqs[i], -a_hi)
+            if abs(a_hi) <= EXACT_MAX:
+                b_hi, b_lo = _reduce_two_pi(a_hi, a_lo)
+                s[i], c[i] = _sincos_small(b_hi, b_lo)
+            else:
+                sin_hi, cos_hi = math.sin(a_hi), math.cos(a_hi)
+                sin_lo, cos_lo = math.sin(a_lo), math.cos(a_lo)
+                s[i] = fma(sin_hi, cos_lo, cos_hi * sin_lo)
+                c[i] = fma(cos_hi, cos_lo, -(sin_hi * sin_lo))
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
 def _part_row(cache, tags, j, unit, freqs):
-    """Slot holding sincos(fl(j*unit*w)), computed on first use (one slot for wide tables)."""
+    """Slot holding sincos(j*unit*w) (the product exact), computed on first use (one slot for wide tables)."""
     slot = j if tags.shape[0] > 1 else 0
     if tags[slot] != j:
         _sincos_of(float(j) * unit, freqs, cache[slot, 0], cache[slot, 1])
