@@ -111,6 +111,12 @@ typedef int (*posenc_alibi_bias_fn)(const double *slopes, int64_t n_heads, const
 typedef int (*posenc_gather_rows_fn)(const void *table, int64_t n_table_rows, int64_t row_bytes,
                                      const int64_t *rows, int64_t n, void *out, int64_t *bad_k);
 
+/* A path's sincos plan (see posenc_sincos_plan below): new returns an opaque handle or NULL. */
+typedef void *(*posenc_sincos_plan_new_fn)(const double *freqs, const double *amp, int64_t n_sin);
+typedef int (*posenc_sincos_plan_rows_fn)(void *plan, const double *positions, int64_t n_rows,
+                                          const posenc_layout *layout, void *out, int dtype);
+typedef void (*posenc_sincos_plan_free_fn)(void *plan);
+
 /* One code path: a const table of kernels. */
 typedef struct posenc_kernels {
     const char *name; /* "scalar", "avx2", "avx512" (or "avx512-simde" in the emulated test build) */
@@ -119,10 +125,13 @@ typedef struct posenc_kernels {
     posenc_alibi_bias_fn alibi_bias;
     posenc_gather_rows_fn gather_rows;
     posenc_sincos_rows_crc_fn sincos_rows_crc;
+    posenc_sincos_plan_new_fn sincos_plan_new;
+    posenc_sincos_plan_rows_fn sincos_plan_rows;
+    posenc_sincos_plan_free_fn sincos_plan_free;
 } posenc_kernels;
 
 /* Bumped whenever a signature or struct above changes, or the values sincos_rows defines. */
-#define POSENC_ABI_VERSION 4
+#define POSENC_ABI_VERSION 5
 
 /* The absolute split of integer positions (see posenc_sincos_rows_fn). */
 #define POSENC_SPLIT_COARSE 1024
@@ -160,6 +169,23 @@ POSENC_API int posenc_alibi_bias(const double *slopes, int64_t n_heads, const do
                                  void *out, int64_t head_stride, int dtype);
 POSENC_API int posenc_gather_rows(const void *table, int64_t n_table_rows, int64_t row_bytes,
                                   const int64_t *rows, int64_t n, void *out, int64_t *bad_k);
+
+/* ---- plans: sincos_rows for fixed frequencies, called again and again ----------------------- */
+
+/* sincos_rows with fixed (freqs, amp, n_sin) whose scratch and part caches (the sincos rows of
+ * the 16 fine and 64 mid parts, the last coarse part and anchor) persist between calls, for a
+ * caller that computes a few rows at a time for the same spec (posenc-server's named computed
+ * tables): a row of a random integer position costs its coarse part's sincos and two angle
+ * additions, where sincos_rows pays for scratch and three part sincos every call. The values are
+ * sincos_rows' bit for bit (the caches hold what sincos_rows would compute); rows are written with
+ * ordinary stores, whatever their size. freqs and amp are copied. A plan is not thread-safe: one
+ * per thread. new: NULL when n_sin < 1, memory is short or there is no active path. */
+typedef struct posenc_sincos_plan posenc_sincos_plan;
+POSENC_API posenc_sincos_plan *posenc_sincos_plan_new(const double *freqs, const double *amp, int64_t n_sin);
+/* Rows for n_rows positions in `layout` (its n_cos <= the plan's n_sin), dtype POSENC_F32/F64. */
+POSENC_API int posenc_sincos_plan_rows(posenc_sincos_plan *plan, const double *positions, int64_t n_rows,
+                                       const posenc_layout *layout, void *out, int dtype);
+POSENC_API void posenc_sincos_plan_free(posenc_sincos_plan *plan);
 
 /* ---- JSON text (src/json_f32.c; not in the kernel tables) ------------------------------ */
 

@@ -135,7 +135,7 @@ static void handle_resolve(struct worker *w, struct conn *c, const struct posenc
  * positions must also lie in [start, stop), and `offset` is added to each before the sin/cos). */
 static void encode_computed(struct worker *w, struct conn *c, const struct posenc_request_header *h,
                             const struct inline_spec *spec, const uint8_t *positions, const posenc_shm_table *t,
-                            double offset) {
+                            double offset, posenc_sincos_plan *plan) {
     char err[256];
     double *values = scratch_values(w, h->count);
     if (!values) {
@@ -155,7 +155,7 @@ static void encode_computed(struct worker *w, struct conn *c, const struct posen
     }
     size_t body = (size_t)h->count * spec->p.row_width * posenc_dtype_size(h->dtype);
     uint8_t *at = reply_reserve(w, c, body);
-    if (!at || inline_spec_rows(spec, values, h->count, h->dtype, at + POSENC_HEADER_SIZE, &w->rows) != 0) {
+    if (!at || inline_spec_rows(spec, values, h->count, h->dtype, at + POSENC_HEADER_SIZE, &w->rows, plan) != 0) {
         reply_fail(w, c, h, POSENC_STATUS_INTERNAL, "count: no memory to compute %u rows", h->count);
         return;
     }
@@ -176,7 +176,7 @@ static void handle_encode_table(struct worker *w, struct conn *c, const struct p
         return;
     if (t->dtype == POSENC_SHM_SPEC) {
         const struct served_table *s = tables_served(t);
-        encode_computed(w, c, h, &s->spec, positions, t, s->position_offset);
+        encode_computed(w, c, h, &s->spec, positions, t, s->position_offset, s->plan);
         return;
     }
     if (t->dtype == POSENC_SHM_FLOAT32 && (h->dtype == POSENC_DTYPE_FLOAT16 || h->dtype == POSENC_DTYPE_BFLOAT16) &&
@@ -232,7 +232,7 @@ static void handle_encode_spec(struct worker *w, struct conn *c, const struct po
         return;
     }
     if (encode_args_ok(w, c, h, spec.p.row_width))
-        encode_computed(w, c, h, &spec, positions, NULL, 0.0);
+        encode_computed(w, c, h, &spec, positions, NULL, 0.0, NULL);
 }
 
 /* Frames looked at and rows prefetched per read at most, and cache lines per row: enough to

@@ -1,6 +1,7 @@
 #include "inline_spec.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -153,8 +154,21 @@ static void finish_rows(const struct inline_spec *s, const double *scale, void *
     }
 }
 
+posenc_sincos_plan *inline_spec_plan(const struct inline_spec *s) {
+    double *freqs = malloc(2 * sizeof(double) * s->p.n_freq), *amp = freqs ? freqs + s->p.n_freq : NULL;
+    if (!freqs)
+        return NULL;
+    for (uint32_t i = 0; i < s->p.n_freq; i++) {
+        freqs[i] = posenc_load_f64(s->freqs + 8 * (size_t)i);
+        amp[i] = s->p.amplitude;
+    }
+    posenc_sincos_plan *plan = posenc_sincos_plan_new(freqs, amp, s->p.n_freq); /* copies them */
+    free(freqs);
+    return plan;
+}
+
 int inline_spec_rows(const struct inline_spec *s, const double *positions, uint32_t n, unsigned wire_dtype,
-                     uint8_t *dst, struct buf *scratch) {
+                     uint8_t *dst, struct buf *scratch, posenc_sincos_plan *plan) {
     const struct posenc_spec_prefix *p = &s->p;
     const int is_f64 = wire_dtype != POSENC_DTYPE_FLOAT32;
     const size_t item = is_f64 ? 8 : 4, width = p->row_width;
@@ -164,14 +178,15 @@ int inline_spec_rows(const struct inline_spec *s, const double *positions, uint3
         chunk = 1;
     if (chunk > n)
         chunk = n;
-    /* scratch: freqs, amplitudes, scale (float64 each), then one chunk of rows */
-    size_t params = 8 * (2 * (size_t)p->n_freq + scale_len);
+    /* scratch: freqs and amplitudes (without a plan), scale (float64 each), then one chunk of rows */
+    size_t params = 8 * ((plan ? 0 : 2 * (size_t)p->n_freq) + scale_len);
     scratch->pos = scratch->len = 0;
     if (buf_reserve(scratch, params + chunk * width * item, SIZE_MAX) != 0)
         return -1;
-    double *freqs = (double *)scratch->data, *amp = freqs + p->n_freq, *scale = amp + p->n_freq;
+    double *freqs = (double *)scratch->data, *amp = freqs + p->n_freq;
+    double *scale = plan ? (double *)scratch->data : amp + p->n_freq;
     void *rows = scratch->data + params;
-    for (uint32_t i = 0; i < p->n_freq; i++) {
+    for (uint32_t i = 0; !plan && i < p->n_freq; i++) {
         freqs[i] = posenc_load_f64(s->freqs + 8 * (size_t)i);
         amp[i] = p->amplitude;
     }
@@ -187,8 +202,11 @@ int inline_spec_rows(const struct inline_spec *s, const double *positions, uint3
     const size_t out_row = width * posenc_dtype_size(wire_dtype);
     for (size_t lo = 0; lo < n; lo += chunk) {
         size_t rows_now = n - lo < chunk ? n - lo : chunk;
-        if (posenc_sincos_rows(positions + lo, (int64_t)rows_now, freqs, amp, p->n_freq, &layout, rows,
-                               is_f64 ? POSENC_F64 : POSENC_F32) != POSENC_OK)
+        int dtype = is_f64 ? POSENC_F64 : POSENC_F32;
+        int rc = plan ? posenc_sincos_plan_rows(plan, positions + lo, (int64_t)rows_now, &layout, rows, dtype)
+                      : posenc_sincos_rows(positions + lo, (int64_t)rows_now, freqs, amp, p->n_freq, &layout, rows,
+                                           dtype);
+        if (rc != POSENC_OK)
             return -1;
         finish_rows(s, scale_len ? scale : NULL, rows, is_f64, rows_now);
         convert_values(rows, is_f64, dst + lo * out_row, wire_dtype, rows_now * width);

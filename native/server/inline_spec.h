@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "posenc.h"
 #include "posenc_proto.h"
 
 struct inline_spec {
@@ -29,10 +30,15 @@ int inline_spec_parse(const uint8_t *aux, uint32_t aux_len, uint32_t max_dim, st
 int inline_spec_check_range(const struct inline_spec *s, const double *positions, uint32_t n, unsigned wire_dtype,
                             char *err, size_t errlen);
 
+/* A kernel plan of the spec's frequencies and amplitude (posenc_sincos_plan: its part caches kept
+ * between calls), for a spec served again and again (a named computed table); NULL when memory is short. */
+posenc_sincos_plan *inline_spec_plan(const struct inline_spec *s);
+
 /* Rows for n positions, cast to wire_dtype, written to dst (unaligned). Computes in float32
  * for float32 output and float64 otherwise (one rounding to the half types), a chunk of rows
- * at a time in `scratch`. Returns 0, or -1 when scratch memory is short or the kernel fails. */
+ * at a time in `scratch`, through `plan` (inline_spec_plan of this spec) when there is one.
+ * Returns 0, or -1 when scratch memory is short or the kernel fails. */
 int inline_spec_rows(const struct inline_spec *s, const double *positions, uint32_t n, unsigned wire_dtype,
-                     uint8_t *dst, struct buf *scratch);
+                     uint8_t *dst, struct buf *scratch, posenc_sincos_plan *plan);
 
 #endif

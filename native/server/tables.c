@@ -78,6 +78,13 @@ static struct served_table *slot(struct table_cache *cache, uint32_t id) {
     return cache->by_id[id];
 }
 
+/* Let go of a slot's mapping (and a computed table's plan, made for that generation's spec). */
+static void served_detach(struct served_table *s) {
+    posenc_shm_detach(&s->shm);
+    posenc_sincos_plan_free(s->plan);
+    s->plan = NULL;
+}
+
 /* A computed table's spec block parsed into s (docs/shm-format.md, "Computed tables"): the prefix's
  * reserved bytes zero, the offset within 2^53, the inline spec valid and as wide as the header says.
  * 0, or TABLE_UNAVAILABLE (the table detached) with `err` saying why. Stored tables: nothing to do. */
@@ -100,10 +107,15 @@ static int parse_computed(struct served_table *s, uint32_t max_dim, const char *
     if (!why[0]) {
         s->position_offset = (double)offset;
         s->default_dtype = (uint8_t)dtype;
-        return 0;
+        s->plan = inline_spec_plan(&s->spec);
+        if (s->plan)
+            return 0;
+        snprintf(err, errlen, "%s: no memory to serve computed table '%s'", field, t->name);
+        served_detach(s);
+        return POSENC_STATUS_INTERNAL;
     }
     snprintf(err, errlen, "%s: computed table '%s' cannot be served: %s", field, t->name, why);
-    posenc_shm_detach(t);
+    served_detach(s);
     return POSENC_STATUS_TABLE_UNAVAILABLE;
 }
 
@@ -149,7 +161,7 @@ int tables_resolve(struct table_names *names, struct table_cache *cache, const c
     if (*id) { /* known name: re-check the generation now rather than at the next tables_check */
         struct served_table *s = cache->by_id[*id];
         if (s && s->shm.base && !still_published(&s->shm, dir))
-            posenc_shm_detach(&s->shm);
+            served_detach(s);
         return ensure_attached(names, cache, dir, *id, "name", table, err, errlen);
     }
     /* a new name gets an id only once its table has been attached */
@@ -169,7 +181,7 @@ int tables_resolve(struct table_names *names, struct table_cache *cache, const c
         return POSENC_STATUS_INTERNAL;
     }
     atomic_store_explicit(&names->entries[*id - 1].verified_generation, fresh.generation, memory_order_release);
-    posenc_shm_detach(&s->shm); /* another thread may have given this name its id meanwhile */
+    served_detach(s); /* another thread may have given this name its id meanwhile */
     s->shm = fresh;
     rc = parse_computed(s, names->max_dim, "name", err, errlen);
     if (rc)
@@ -200,7 +212,7 @@ void tables_check(struct table_cache *cache, const char *dir, uint64_t now_ms) {
     for (uint32_t id = 1; id <= TABLE_IDS_MAX; id++) {
         struct served_table *s = cache->by_id[id];
         if (s && s->shm.base && !still_published(&s->shm, dir))
-            posenc_shm_detach(&s->shm);
+            served_detach(s);
     }
 }
 
@@ -322,7 +334,7 @@ int tables_list(struct table_names *names, struct table_cache *cache, const char
 void tables_release(struct table_cache *cache) {
     for (uint32_t id = 0; id <= TABLE_IDS_MAX; id++) {
         if (cache->by_id[id]) {
-            posenc_shm_detach(&cache->by_id[id]->shm);
+            served_detach(cache->by_id[id]);
             free(cache->by_id[id]);
             cache->by_id[id] = NULL;
         }

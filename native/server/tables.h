@@ -43,6 +43,7 @@ struct served_table {
     struct inline_spec spec;
     double position_offset; /* added to each position before the sin/cos (a sinusoid's offset) */
     uint8_t default_dtype;  /* POSENC_DTYPE_FLOAT32 or _FLOAT64: the spec's dtype, what RESOLVE reports */
+    posenc_sincos_plan *plan; /* the spec's frequencies with their part caches, kept between requests */
 };
 
 struct table_cache { /* one per thread */

@@ -156,6 +156,39 @@ int posenc_sincos_rows_crc(const double *positions, int64_t n_rows, const double
                   : POSENC_ENOISA;
 }
 
+/* A plan remembers the path that made it: a later POSENC_ISA cannot change it under its scratch. */
+struct posenc_sincos_plan {
+    const posenc_kernels *kernels;
+    void *impl;
+};
+
+posenc_sincos_plan *posenc_sincos_plan_new(const double *freqs, const double *amp, int64_t n_sin) {
+    const posenc_kernels *k = posenc_active_kernels();
+    posenc_sincos_plan *plan = k ? malloc(sizeof *plan) : NULL;
+    if (!plan)
+        return NULL;
+    plan->kernels = k;
+    plan->impl = k->sincos_plan_new(freqs, amp, n_sin);
+    if (!plan->impl) {
+        free(plan);
+        return NULL;
+    }
+    return plan;
+}
+
+int posenc_sincos_plan_rows(posenc_sincos_plan *plan, const double *positions, int64_t n_rows,
+                            const posenc_layout *layout, void *out, int dtype) {
+    return plan ? plan->kernels->sincos_plan_rows(plan->impl, positions, n_rows, layout, out, dtype)
+                : POSENC_EINVAL;
+}
+
+void posenc_sincos_plan_free(posenc_sincos_plan *plan) {
+    if (plan) {
+        plan->kernels->sincos_plan_free(plan->impl);
+        free(plan);
+    }
+}
+
 int posenc_rope_rotate(const void *x, void *out, int64_t batch, int64_t batch_stride, int64_t n_rows,
                        int64_t head_dim, const double *cos, const double *sin, int64_t n_freq, int interleaved,
                        int dtype) {

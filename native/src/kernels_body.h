@@ -480,6 +480,53 @@ static int sincos_rows_crc(const double *positions, int64_t n_rows, const double
     return crc ? sincos_rows_into(positions, n_rows, freqs, amp, n_sin, lay, out, dtype, crc) : POSENC_EINVAL;
 }
 
+/* ---- plans: sincos_rows with its scratch and part caches kept between calls ---------------- */
+
+/* One path's posenc_sincos_plan (posenc.h): the trig state of fixed frequencies and amplitudes,
+ * kept with its 16 fine and 64 mid part rows and its last coarse part, so a call pays only for
+ * what changed (a row of a random position: its coarse part's sincos and two angle additions).
+ * Rows are stored with ordinary stores (no streaming: plans serve requests, not tables). */
+typedef struct {
+    trig_state st;
+    int64_t n_sin;
+} sincos_plan;
+
+static void *sincos_plan_new(const double *freqs, const double *amp, int64_t n_sin) {
+    sincos_plan *plan = n_sin >= 1 ? malloc(sizeof *plan) : NULL;
+    if (!plan)
+        return NULL;
+    if (trig_state_init(&plan->st, freqs, amp, n_sin, 0, 0) != POSENC_OK) {
+        free(plan);
+        return NULL;
+    }
+    plan->n_sin = n_sin;
+    return plan;
+}
+
+static int sincos_plan_rows(void *handle, const double *positions, int64_t n_rows, const posenc_layout *lay,
+                            void *out, int dtype) {
+    sincos_plan *plan = handle;
+    int64_t n_sin = plan->n_sin;
+    if (n_rows < 0 || !lay || lay->n_cos < 0 || lay->n_cos > n_sin || !valid_dtype(dtype))
+        return POSENC_EINVAL;
+    int f32 = dtype == POSENC_F32;
+#define PLAN_LOOP(il, f) sincos_loop(&plan->st, positions, n_rows, out, NULL, lay, n_sin, il, f, STREAM_OFF)
+    if (lay->interleaved)
+        f32 ? PLAN_LOOP(1, 1) : PLAN_LOOP(1, 0);
+    else
+        f32 ? PLAN_LOOP(0, 1) : PLAN_LOOP(0, 0);
+#undef PLAN_LOOP
+    return POSENC_OK;
+}
+
+static void sincos_plan_free(void *handle) {
+    sincos_plan *plan = handle;
+    if (plan) {
+        free(plan->st.block);
+        free(plan);
+    }
+}
+
 /* ---- RoPE rotation ------------------------------------------------------------------------ */
 
 /* (a, b) -> (a cos - b sin, b cos + a sin), rounded as fma(-b, sin, a*cos), fma(a, sin, b*cos) on
@@ -653,4 +700,5 @@ static int gather_rows(const void *table, int64_t n_table_rows, int64_t row_byte
 
 __attribute__((visibility(POSENC_KERNELS_VISIBILITY))) const posenc_kernels POSENC_KERNELS = {
     POSENC_KERNELS_NAME, sincos_rows, rope_rotate, alibi_bias, gather_rows, sincos_rows_crc,
+    sincos_plan_new, sincos_plan_rows, sincos_plan_free,
 };
