@@ -2,7 +2,7 @@
 
 A payment risk-control service (Java, Go) wants a 128-dim float32 encoding of every transaction,
 the position being the transaction's id or millisecond timestamp (~1.7e12), at 1M+ req/s with a
-P99 under 80 us. `bench qps` measures one generator with positions inside a small table; this
+P99 under 80 us. `bench qps` measures one generator with positions inside a stored table; this
 suite measures that user's calls instead:
 
   * a connection pool, not one client: several posenc-load processes (default 4) hold the
