@@ -12,7 +12,16 @@
  * --resp, redis's `GET key` in RESP, so that the same generator (same connections, same
  * schedule, same histogram) measures redis and posenc alike.
  *
- * Run it on its own core (taskset): in open-loop mode it spins between sends. */
+ * Positions are drawn uniformly at random from the table's rows, [0, 131072) for an inline spec,
+ * or from --positions LO:HI (say millisecond timestamps, as a caller keyed by time sends them);
+ * --seed gives each of several generators its own draw.
+ *
+ * Run it on its own core (taskset): in open-loop mode it spins between sends. Several generators
+ * sharing one core pass --yield: each spins but gives the core up whenever nothing arrived, where
+ * a plain spinning one would hold it for a whole scheduler slice (milliseconds) while the others'
+ * requests fell due, and a sleeping one would wait for the idle CPU to wake (a VM's halted vCPU:
+ * tens of microseconds). --histogram adds the latency histogram to the JSON line, so that the
+ * reports of several generators can be merged into one distribution. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -20,6 +29,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +48,10 @@ struct options {
     int port, connections, depth, batch, spec_dim, ping_bytes;
     uint64_t requests;
     double seconds, warmup, rate;
-    int json, resp;
+    int json, resp, histogram, yield;
+    int64_t pos_lo, pos_hi; /* --positions; pos_hi > pos_lo when given */
+    uint64_t seed;
+    int seeded;
 };
 
 /* Send times of the requests in flight on one connection, oldest first (replies come in order). */
@@ -67,7 +80,7 @@ struct load {
     uint8_t dtype;
     int resp;               /* --resp: redis GET, replies matched by order (RESP has no ids) */
     uint32_t table_id, width;
-    int64_t pos_lo, pos_hi; /* positions drawn uniformly from [lo, hi) */
+    int64_t pos_lo, pos_hi; /* positions drawn uniformly from [lo, hi): --positions, else the table's */
     uint64_t rng;
     uint64_t t_start, t_measure, t_end; /* ns: started, warm-up over, stop sending */
     uint64_t t_last;                    /* ns: the last measured reply */
@@ -106,6 +119,15 @@ static uint64_t next_random(struct load *L) { /* xorshift64* */
     L->rng ^= L->rng << 25;
     L->rng ^= L->rng >> 27;
     return L->rng * 2685821657736338717ull;
+}
+
+/* splitmix64's finaliser: a seed to a well-spread xorshift state, never 0 (xorshift's fixed point). */
+static uint64_t mix(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return z ? z : 0x9E3779B97F4A7C15ull;
 }
 
 static void fifo_push(struct fifo *f, uint64_t t) {
@@ -301,9 +323,9 @@ static void queue_request(struct load *L, struct conn *c, uint64_t scheduled) {
     if (!L->resp)
         posenc_store_u64(f + 8, c->next_id++);
     uint8_t *pos = f + L->request_len - 8 * (size_t)L->n_positions;
-    uint64_t span = (uint64_t)(L->pos_hi - L->pos_lo);
+    uint64_t span = (uint64_t)L->pos_hi - (uint64_t)L->pos_lo;
     for (int k = 0; k < L->n_positions; k++)
-        posenc_store_u64(pos + 8 * k, (uint64_t)(L->pos_lo + (int64_t)(next_random(L) % span)));
+        posenc_store_u64(pos + 8 * k, (uint64_t)L->pos_lo + next_random(L) % span);
     c->out_len += L->request_len;
     fifo_push(&c->sent, scheduled);
     L->sent++;
@@ -471,6 +493,8 @@ static void run(struct load *L) {
         int n = epoll_wait(L->epfd, events, 256, L->opt.rate > 0 ? 0 : 10);
         if (n < 0 && errno != EINTR)
             die_errno("epoll_wait");
+        if (n == 0 && L->opt.rate > 0 && L->opt.yield)
+            sched_yield(); /* nothing arrived: let the other generators on this CPU have a turn */
         for (int i = 0; i < n; i++) {
             struct conn *c = events[i].data.ptr;
             if (events[i].events & EPOLLOUT) {
@@ -500,8 +524,15 @@ static void usage(FILE *out) {
             "  -d, --seconds S       ... or after S seconds of measurement (default 10)\n"
             "  -w, --warmup S        seconds before measuring (default 1)\n"
             "  -r, --rate R          open loop: R requests/s in total, latency from the scheduled time\n"
+            "      --yield           open loop: give up the CPU (sched_yield) whenever nothing arrived,\n"
+            "                        so that several generators sharing one CPU take turns\n"
+            "      --positions LO:HI draw positions uniformly from the int64 range [LO, HI) (default: the\n"
+            "                        table's rows; [0, 131072) for --spec-dim)\n"
+            "      --seed N          seed of the position draw (default: one fixed seed)\n"
             "      --dtype T         float32 | float16 | bfloat16 | float64 (default float32)\n"
-            "      --json            one JSON line instead of text\n");
+            "      --json            one JSON line instead of text\n"
+            "      --histogram       with --json: add the latency histogram, [[bucket top ns, count], ...]\n"
+            "                        (for merging the reports of several generators)\n");
 }
 
 static double number(const char *flag, const char *text, double lo) {
@@ -514,6 +545,32 @@ static double number(const char *flag, const char *text, double lo) {
     return v;
 }
 
+/* A whole decimal int64 (strtoll's range), else exit naming the flag. */
+static int64_t integer(const char *flag, const char *text) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || *end || errno) {
+        fprintf(stderr, "posenc-load: --%s: must be a whole number within int64, got '%s'\n", flag, text);
+        exit(2);
+    }
+    return (int64_t)v;
+}
+
+/* --positions LO:HI, LO < HI. */
+static void parse_positions(struct options *o, const char *text) {
+    char lo[32];
+    const char *colon = strchr(text, ':');
+    if (!colon || (size_t)(colon - text) >= sizeof lo)
+        die("--positions: must be LO:HI, e.g. 1700000000000:1800000000000");
+    memcpy(lo, text, (size_t)(colon - text));
+    lo[colon - text] = 0;
+    o->pos_lo = integer("positions", lo);
+    o->pos_hi = integer("positions", colon + 1);
+    if (o->pos_hi <= o->pos_lo)
+        die("--positions: LO must be below HI");
+}
+
 static void parse(struct options *o, int argc, char **argv) {
     static const struct option longs[] = {
         {"host", required_argument, 0, 'H'}, {"port", required_argument, 0, 'p'},
@@ -524,6 +581,8 @@ static void parse(struct options *o, int argc, char **argv) {
         {"warmup", required_argument, 0, 'w'}, {"rate", required_argument, 0, 'r'},
         {"dtype", required_argument, 0, 'T'}, {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'},
         {"ping", required_argument, 0, 'G'}, {"resp", no_argument, 0, 'R'}, {"key", required_argument, 0, 'K'},
+        {"positions", required_argument, 0, 'X'}, {"seed", required_argument, 0, 'S'},
+        {"histogram", no_argument, 0, 'g'}, {"yield", no_argument, 0, 'Y'},
         {0, 0, 0, 0},
     };
     *o = (struct options){.host = "127.0.0.1", .port = POSENC_DEFAULT_PORT, .dtype_name = "float32",
@@ -549,12 +608,22 @@ static void parse(struct options *o, int argc, char **argv) {
         case 'G': o->ping_bytes = (int)number("ping", optarg, 1); break;
         case 'R': o->resp = 1; break;
         case 'K': o->resp_key = optarg; break;
+        case 'X': parse_positions(o, optarg); break;
+        case 'S': o->seed = (uint64_t)integer("seed", optarg); o->seeded = 1; break;
+        case 'g': o->histogram = 1; break;
+        case 'Y': o->yield = 1; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
     }
     if ((o->table != NULL) + (o->spec_dim != 0) + (o->ping_bytes != 0) + o->resp != 1)
         die("give exactly one of --table NAME, --spec-dim D, --ping N and --resp");
+    if (o->pos_hi > o->pos_lo && !o->table && !o->spec_dim)
+        die("--positions needs --table or --spec-dim");
+    if (o->histogram && !o->json)
+        die("--histogram needs --json");
+    if (o->yield && o->rate <= 0)
+        die("--yield needs --rate (a closed loop waits in epoll anyway)");
     if (o->ping_bytes > (1 << 20))
         die("--ping: at most 1 MiB");
     if (o->connections > 100000 || o->depth > 65536 || o->batch > 1000000)
@@ -570,6 +639,21 @@ static uint8_t parse_dtype(const char *name) {
     return 0;
 }
 
+/* ,"histogram":[[top,count],...]: each non-empty bucket's largest value (ns, as hdr_percentile
+ * reports it) and count, so that merged histograms give the percentiles one generator would. */
+static void print_histogram(const struct hdr *h) {
+    const char *sep = "";
+    printf(",\"histogram\":[");
+    for (size_t i = 0; i < HDR_BUCKETS; i++) {
+        if (h->counts[i]) {
+            printf("%s[%llu,%llu]", sep, (unsigned long long)hdr_bucket_top(i),
+                   (unsigned long long)h->counts[i]);
+            sep = ",";
+        }
+    }
+    printf("]");
+}
+
 static void report(const struct load *L) {
     double seconds = L->t_last > L->t_measure ? (double)(L->t_last - L->t_measure) / 1e9 : 0;
     double rps = seconds > 0 ? (double)L->measured / seconds : 0;
@@ -581,9 +665,12 @@ static void report(const struct load *L) {
     if (L->opt.json) {
         printf("{\"requests\":%llu,\"completed\":%llu,\"seconds\":%.3f,\"rps\":%.1f,\"errors\":%llu,\"lost\":%llu,\"p50_us\":%.2f,"
                "\"p95_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f,\"connections\":%d,"
-               "\"pipeline\":%d,\"batch\":%d,\"rate\":%.1f}\n",
+               "\"pipeline\":%d,\"batch\":%d,\"rate\":%.1f",
                measured, (unsigned long long)L->completed, seconds, rps, errors, lost, p50, p95, p99, p999, max, mean, L->opt.connections, L->opt.depth,
                L->opt.batch, L->opt.rate);
+        if (L->opt.histogram)
+            print_histogram(h);
+        printf("}\n");
     } else {
         printf("%llu requests in %.3f s: %.0f req/s (%s, %d connections, %s %d, batch %d)\n", measured, seconds, rps,
                L->resp ? "redis GET" : L->opt.ping_bytes ? "ping" : L->opt.table ? "table" : "inline spec",
@@ -602,10 +689,14 @@ int main(int argc, char **argv) {
     static struct load L; /* the histogram is large */
     parse(&L.opt, argc, argv);
     L.dtype = parse_dtype(L.opt.dtype_name);
-    L.rng = 0x9E3779B97F4A7C15ull;
+    L.rng = L.opt.seeded ? mix(L.opt.seed) : 0x9E3779B97F4A7C15ull;
     L.resp = L.opt.resp;
     open_connections(&L);
     build_request(&L);
+    if (L.opt.pos_hi > L.opt.pos_lo) {
+        L.pos_lo = L.opt.pos_lo;
+        L.pos_hi = L.opt.pos_hi;
+    }
     if (L.n_positions && L.pos_hi <= L.pos_lo)
         die("the table has no rows");
     run(&L);

@@ -146,33 +146,72 @@ def stolen_ms(cpu: int) -> float | None:
     return ticks[7] * 1000 / os.sysconf("SC_CLK_TCK") if ticks is not None and len(ticks) > 7 else None
 
 
+class ServerCounters:
+    """What a server process spent while a load ran (a `with` block around the load): perf stat's
+    counters where perf counts them, and the time the hypervisor took its CPUs away. Its CPU time also
+    comes from /proc/<pid>/stat (utime + stime, every thread), so a bench's CPU-per-request column is
+    filled where perf is missing or not allowed, at clock-tick resolution (10 ms: fine over seconds)."""
+
+    def __init__(self, pid: int, cpus: set[int], events: list[str]):
+        self.pid, self.cpus, self.events = pid, cpus, events
+
+    def __enter__(self) -> Self:
+        self.stolen, self.cpu_ticks = self._stolen(), process_ticks(self.pid)
+        self.perf = None
+        if self.events:
+            argv = ["perf", "stat", "-x,", "-e", ",".join(self.events), "-p", str(self.pid)]
+            self.perf = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.counted = {}
+        if self.perf is not None:
+            self.perf.send_signal(signal.SIGINT)
+            for line in self.perf.communicate(timeout=10)[1].splitlines():
+                fields = line.split(",")
+                if len(fields) > 2 and fields[0].replace(".", "", 1).isdigit():
+                    self.counted[fields[2]] = float(fields[0])
+        stolen, ticks = self._stolen(), process_ticks(self.pid)
+        self.stolen = None if stolen is None or self.stolen is None else stolen - self.stolen
+        self.cpu_ticks = None if ticks is None or self.cpu_ticks is None else ticks - self.cpu_ticks
+
+    def _stolen(self) -> float | None:
+        each = [stolen_ms(cpu) for cpu in self.cpus]
+        return None if None in each else sum(each)
+
+    def per_request(self, done: int) -> dict:
+        """The figures over the run, per request of the `done` it completed: cpu_ns (perf's task-clock, else
+        /proc's), syscalls and cycles (perf only: None without), and stolen_ms (the whole run's)."""
+        counted, done = self.counted, max(done, 1)
+        cpu_ns = counted["task-clock"] * 1e6 if "task-clock" in counted else None  # msec
+        if cpu_ns is None and self.cpu_ticks is not None:
+            cpu_ns = self.cpu_ticks * 1e9 / os.sysconf("SC_CLK_TCK")
+        syscalls, cycles = counted.get("raw_syscalls:sys_enter"), counted.get("cycles")
+        return {"cpu_ns": None if cpu_ns is None else cpu_ns / done,
+                "syscalls": None if syscalls is None else syscalls / done,
+                "cycles": None if cycles is None else cycles / done, "stolen_ms": self.stolen}
+
+
+def process_ticks(pid: int) -> int | None:
+    """CPU time a process has run, user and system, all its threads (clock ticks); None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()  # the name, in parentheses, may hold spaces
+    except OSError:
+        return None
+    return int(fields[11]) + int(fields[12])
+
+
 def measure(target: Target, cpu: int, server_cpu: int, events: list[str], *args: str) -> dict:
     """One posenc-load run against `target` (posenc-load on `cpu`), with the server's perf counters
     and the time its CPU (`server_cpu`) was stolen over the run."""
-    stolen_before = stolen_ms(server_cpu)
-    perf = None
-    if events:
-        perf = subprocess.Popen(["perf", "stat", "-x,", "-e", ",".join(events), "-p", str(target.pid)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    out = subprocess.run(pinned({cpu}, [str(LOADGEN), *target.where, *target.what, "--json", *args]),
-                         capture_output=True, text=True, check=False)
-    counted = {}
-    if perf is not None:
-        perf.send_signal(signal.SIGINT)
-        for line in perf.communicate(timeout=10)[1].splitlines():
-            fields = line.split(",")
-            if len(fields) > 2 and fields[0].replace(".", "", 1).isdigit():
-                counted[fields[2]] = float(fields[0])
+    with ServerCounters(target.pid, {server_cpu}, events) as counters:
+        out = subprocess.run(pinned({cpu}, [str(LOADGEN), *target.where, *target.what, "--json", *args]),
+                             capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise PosencError("posenc-load", f"{target.label}: " + (out.stderr.strip() or f"exited {out.returncode}"))
     report = json.loads(out.stdout)
-    done = max(report["completed"], 1)
-    report["cpu_ns"] = counted["task-clock"] * 1e6 / done if "task-clock" in counted else None  # msec
-    report["syscalls"] = counted["raw_syscalls:sys_enter"] / done if "raw_syscalls:sys_enter" in counted else None
-    report["cycles"] = counted["cycles"] / done if "cycles" in counted else None
-    stolen_after = stolen_ms(server_cpu)
-    known = stolen_before is not None and stolen_after is not None
-    report["stolen_ms"] = stolen_after - stolen_before if known else None
+    report.update(counters.per_request(report["completed"]))
     return report
 
 
