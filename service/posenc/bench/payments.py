@@ -40,13 +40,13 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 
 from ..client.process import REPO_BINARY, pinned, start_server
 from ..encodings import SinusoidalSpec
 from ..errors import PosencError
-from ..limits import LIMITS, MAX_EXACT_POSITION
+from ..limits import MAX_EXACT_POSITION
 from ..shm import TableStore
 from ..tables import TableSpec
 from .qps import (
@@ -127,18 +127,6 @@ def threads_of(text: str) -> list[int]:
     if not threads or min(threads) < 1:
         raise PosencError("server_threads", f"must be thread counts, e.g. 1,2,4,8; got {text!r}")
     return threads
-
-
-@contextmanager
-def exact_position_limit():
-    """The library's position limit raised to 2^53 while the computed table over [0, 2^53) is
-    published (its default stops at 2^31, below any millisecond timestamp)."""
-    before = LIMITS.max_abs_position
-    LIMITS.max_abs_position = MAX_EXACT_POSITION
-    try:
-        yield
-    finally:
-        LIMITS.max_abs_position = before
 
 
 def progress(line: str) -> None:
@@ -226,8 +214,7 @@ def run(args) -> str:
         store = TableStore(shm)
         try:
             store.publish(STORED, TableSpec(SinusoidalSpec(128), 0, STORED_ROWS))
-            with exact_position_limit():
-                store.publish(COMPUTED, TableSpec(SinusoidalSpec(128), 0, MAX_EXACT_POSITION, computed=True))
+            store.publish(COMPUTED, TableSpec(SinusoidalSpec(128), 0, MAX_EXACT_POSITION, computed=True))
             for n in fits:
                 layout = {"server": cpus[:n], "load": cpus[n:]}
                 progress(f"server threads {n}: server on CPUs {layout['server']}, {args.processes} "
