@@ -215,6 +215,90 @@ done:
     return result;
 }
 
+/* ---- plans: one spec's sincos with its part caches kept between calls (posenc.h) --------- */
+
+#define PLAN_CAPSULE "posenc.sincos_plan"
+
+typedef struct {
+    posenc_sincos_plan *plan;
+    int64_t n_sin; /* to check a layout's rows against the output before the kernel writes them */
+} plan_handle;
+
+static void plan_capsule_free(PyObject *capsule)
+{
+    plan_handle *h = PyCapsule_GetPointer(capsule, PLAN_CAPSULE);
+    if (h) {
+        posenc_sincos_plan_free(h->plan);
+        PyMem_Free(h);
+    }
+}
+
+/* sincos_plan(freqs, amp) -> a capsule holding posenc_sincos_plan of these frequencies. */
+static PyObject *sincos_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    array_arg a[2] = {0};
+    PyObject *result = NULL;
+    if (nargs_is(nargs, 2, "sincos_plan") || take(&a[0], args[0], "freqs", 1, F64, 0)
+        || take(&a[1], args[1], "amp", 1, F64, 0)
+        || require(count(&a[0]) >= 1 && count(&a[1]) == count(&a[0]),
+                   "amp: must have one entry per frequency, and there must be one"))
+        goto done;
+    plan_handle *h = PyMem_Malloc(sizeof *h);
+    if (h)
+        *h = (plan_handle){posenc_sincos_plan_new(a[0].view.buf, a[1].view.buf, count(&a[0])), count(&a[0])};
+    if (!h || !h->plan) {
+        PyMem_Free(h);
+        PyErr_SetString(PyExc_MemoryError, "posenc native sincos_plan: out of memory");
+        goto done;
+    }
+    result = PyCapsule_New(h, PLAN_CAPSULE, plan_capsule_free);
+    if (!result) {
+        posenc_sincos_plan_free(h->plan);
+        PyMem_Free(h);
+    }
+done:
+    release_all(a, 2);
+    return result;
+}
+
+/* sincos_plan_rows(plan, positions, flat, row_stride, sin_base, cos_base, interleaved, n_cos): every
+ * position's row into flat (sincos_rows' layout rules). Holds the GIL throughout: a plan's caches are
+ * one caller's at a time, and plans serve requests of a few rows (posenc.api._tables.PlannedRows). */
+static PyObject *sincos_plan_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    array_arg a[2] = {0};
+    int64_t row_stride, sin_base, cos_base, n_cos;
+    int interleaved;
+    PyObject *result = NULL;
+    plan_handle *h = nargs == 8 ? PyCapsule_GetPointer(args[0], PLAN_CAPSULE) : NULL;
+    if (nargs_is(nargs, 8, "sincos_plan_rows") || !h || take(&a[0], args[1], "positions", 1, F64, 0)
+        || take(&a[1], args[2], "flat", 1, F32 | F64, 1) || int_arg(args[3], "row_stride", &row_stride)
+        || int_arg(args[4], "sin_base", &sin_base) || int_arg(args[5], "cos_base", &cos_base)
+        || bool_arg(args[6], "interleaved", &interleaved) || int_arg(args[7], "n_cos", &n_cos))
+        goto done;
+    int64_t n = count(&a[0]), n_sin = h->n_sin;
+    if (require(0 <= n_cos && n_cos <= n_sin && row_stride >= 0 && sin_base >= 0 && cos_base >= 0,
+                "layout: n_cos must be 0..len(freqs), strides and bases >= 0"))
+        goto done;
+    /* the last element a row writes, as posenc.h lays rows out (as sincos_rows checks it) */
+    int64_t last = interleaved ? (n_cos < n_sin ? 2 * n_sin - 2 : 2 * n_sin - 1)
+                               : (sin_base + n_sin - 1 > cos_base + n_cos - 1 ? sin_base + n_sin - 1
+                                                                               : cos_base + n_cos - 1);
+    int64_t end;
+    if (n && require(!__builtin_mul_overflow(n - 1, row_stride, &end) && !__builtin_add_overflow(end, last, &end)
+                         && end < count(&a[1]), "flat: too small for the rows and layout"))
+        goto done;
+    posenc_layout layout = {row_stride, sin_base, cos_base, n_cos, interleaved, 0};
+    int dtype = a[1].kind == F32 ? POSENC_F32 : POSENC_F64;
+    result = kernel_result(posenc_sincos_plan_rows(h->plan, a[0].view.buf, n, &layout, a[1].view.buf, dtype),
+                           "sincos_plan_rows");
+done:
+    release_all(a, 2);
+    return result;
+}
+
 /* rope_rotate_rows(x, cos, sin, interleaved, out, lo, hi): kernels/rope.py's signature. */
 static PyObject *rope_rotate_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -594,6 +678,9 @@ done:
 static PyMethodDef methods[] = {
     FAST(sincos_rows, "sincos_rows(positions, freqs, amp, flat, row_stride, sin_base, cos_base, interleaved, "
                       "n_cos, lo, hi): amp*sin/cos rows lo..hi into flat (kernels/trig.py)"),
+    FAST(sincos_plan, "sincos_plan(freqs, amp) -> a plan of these frequencies (posenc_sincos_plan)"),
+    FAST(sincos_plan_rows, "sincos_plan_rows(plan, positions, flat, row_stride, sin_base, cos_base, interleaved, "
+                           "n_cos): every position's row into flat, the plan's part caches kept"),
     FAST(rope_rotate_rows, "rope_rotate_rows(x, cos, sin, interleaved, out, lo, hi) (kernels/rope.py)"),
     FAST(alibi_bias_rows, "alibi_bias_rows(slopes, q_pos, k_pos, mode, out, lo, hi) (kernels/alibi.py)"),
     FAST(gather_rows, "gather_rows(table, rows, out, lo, hi): out[k] = table[rows[k]] (kernels/gather.py)"),

@@ -168,17 +168,18 @@ class TableSpec(Canonical):
         return np.multiply(positions[:, None], self.encoding.slopes[None, :], out=out, casting="same_kind")
 
     def rows_function(self, dtype: np.dtype):
-        """`compute` for one dtype with everything but the positions bound once: f(float64 positions)
-        -> rows (a computed table's per-request path; building the plan cost more than a row)."""
-        from .api._tables import SincosRows, constant_amplitude
-        from .api.rope import rope_rows_at
+        """`compute` for one dtype with everything but the positions bound once, on a native plan
+        that keeps its part caches between calls (PlannedRows): f(float64 positions) -> rows, a
+        computed table's per-request path. The same bits as `compute`."""
+        from .api._tables import PlannedRows, constant_amplitude
+        from .api.rope import rope_planned_rows
 
         if self.kind == "rope":
-            return rope_rows_at(self.encoding, self.seq_len, dtype)
+            return rope_planned_rows(self.encoding, self.seq_len, dtype)
         enc = self.encoding
         plain = self.kind == "sinusoidal" and enc.scale is None and not enc.offset
         if plain and not (enc.layout == "t2t" and enc.dim % 2):  # the kernel's rows are the whole answer
-            return SincosRows(enc.freqs, constant_amplitude(enc.n_sin, enc.amplitude), enc.column_plan(), dtype)
+            return PlannedRows(enc.freqs, constant_amplitude(enc.n_sin, enc.amplitude), enc.column_plan(), dtype)
         return lambda positions: self.compute(positions, dtype)
 
     @property

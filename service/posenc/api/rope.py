@@ -16,7 +16,7 @@ from ..errors import PosencError
 from ..kernels.active import rope_rotate_rows, run_rows, xpos_decay_rows
 from ..limits import LIMITS
 from ._memo import bytes_lru
-from ._tables import SincosRows, constant_amplitude, fill_cos_sin_pair, fill_sincos_crc32c
+from ._tables import PlannedRows, SincosRows, constant_amplitude, fill_cos_sin_pair, fill_sincos_crc32c
 
 
 def as_rope_spec(spec, field: str = "spec") -> RopeSpec:
@@ -149,6 +149,12 @@ def rope_rows_at(spec: RopeSpec, seq_len: float | None, dtype: np.dtype) -> Sinc
 def _rope_rows(positions: np.ndarray, inv: np.ndarray, attention: float, out_dtype: np.dtype,
                out=None) -> np.ndarray:
     return _rows_function(inv, attention, out_dtype)(positions, out)
+
+
+def rope_planned_rows(spec: RopeSpec, seq_len: float | None, dtype: np.dtype) -> PlannedRows:
+    """rope_rows_at's rows on a native plan of its own (a named computed table's: see PlannedRows)."""
+    inv, attention = _inv_freq_cached(spec, seq_len)
+    return PlannedRows(inv, constant_amplitude(inv.shape[0], attention), _table_columns(inv.shape[0]), dtype)
 
 
 def _rows_function(inv: np.ndarray, attention: float, dtype: np.dtype) -> SincosRows:

@@ -62,12 +62,16 @@ class Table:
             return self._compute(positions, dtype)
         return self.spec.cast_rows(self.lookup(positions), positions, dtype)
 
-    def row_at(self, position: int, dtype: np.dtype) -> np.ndarray:
-        """A computed table's row [width] at an integer `position` in [start, stop) (HTTP's single-row
-        path: the checks of `rows` cost more than the row, so they are made on the int)."""
+    def row_in_buffer(self, position: int, dtype: np.dtype) -> np.ndarray:
+        """A computed table's row [width] at an integer `position` in [start, stop), for HTTP's
+        single-row path: the checks of `rows` cost more than the row, so they are made on the int,
+        and the row may be a buffer the table reuses (PlannedRows.one_row: valid until the next
+        call, one thread: the worker's event loop, which copies it out at once)."""
         if not abs(position) <= LIMITS.max_abs_position:
             return self.rows([position], dtype)[0]  # refused there, with the message
-        return self._rows_function(dtype)(np.array([position], dtype=np.float64))[0]
+        rows = self._rows_function(dtype)
+        one_row = getattr(rows, "one_row", None)
+        return rows(np.array([position], dtype=np.float64))[0] if one_row is None else one_row(position)
 
     def _rows_function(self, dtype: np.dtype):
         found = self._row_functions.get(dtype)

@@ -99,7 +99,7 @@ class FastRows:
             self._route = self.service.metrics.layout.index[ROW_ROUTE]
         if table.computed:
             try:
-                values = table.row_at(int(position), prepared.dtype)
+                values = table.row_in_buffer(int(position), prepared.dtype)  # copied out below
             except PosencError:  # beyond this process's position limit: the route says so
                 return None
         elif prepared.cast:
