@@ -105,7 +105,7 @@ class TableStore:
             os.close(replaced[1])
         if previous is not None:
             _unlink(self._path(name, previous))
-        if self.keep_prepared:
+        if self.keep_prepared and not table.computed:  # the next publish of a table this size
             self._prepare_in_background(segment_size(table))
         return info
 
