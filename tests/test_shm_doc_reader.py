@@ -107,9 +107,11 @@ class DocReader:
             raise Refused(f"{path}: unknown format version {version}")
         name_bytes, _, padding = name.partition(b"\0")
         problems = [
-            ((dtype, itemsize) not in ((1, 4), (2, 8)), "unknown dtype code or itemsize"),
+            ((dtype, itemsize) not in ((1, 4), (2, 8), (3, 1)), "unknown dtype code or itemsize"),
             (rows < 1 or width < 1, "rows and width must be >= 1"),
-            (rows * width * itemsize != data_nbytes, "data_nbytes is not rows * width * itemsize"),
+            (dtype == 3 and (data_nbytes < 64 or data_nbytes % 8),
+             "a computed table's data_nbytes is not 32 + an inline spec block"),
+            (dtype != 3 and rows * width * itemsize != data_nbytes, "data_nbytes is not rows * width * itemsize"),
             (start + rows > 2**63 - 1, "start + rows overflows int64"),
             (spec_len < 1 or data_offset != -(-(256 + spec_len) // 64) * 64, "data_offset does not follow spec_len"),
             (not 1 <= generation <= 2**63 - 1, "generation outside 1..2^63-1"),
@@ -140,12 +142,14 @@ class DocReader:
             shape = (spec["stop"] - spec["start"], spec_width(spec["encoding"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise Refused(f"{path}: unusable spec JSON ({exc})") from None
-        if shape != (rows, width) or spec["start"] != start or spec["dtype"] != {1: "float32", 2: "float64"}[dtype]:
+        computed = spec.get("computed") is True  # *Computed tables*: the header's dtype is then 3
+        stored = 3 if computed else {"float32": 1, "float64": 2}.get(spec.get("dtype", "float32"))
+        if shape != (rows, width) or spec["start"] != start or stored != dtype:
             raise Refused(f"{path}: header shape disagrees with its spec")
         data = raw[data_offset:]
         if verify and (crc32c(data) if checksum == 1 else zlib.crc32(data)) != data_crc:
             raise Refused(f"{path}: data checksum mismatch")
-        fields = {"rows": rows, "width": width, "start": start, "dtype": {1: "<f4", 2: "<f8"}[dtype],
+        fields = {"rows": rows, "width": width, "start": start, "dtype": {1: "<f4", 2: "<f8", 3: "u1"}[dtype],
                   "generation": generation, "name": name_bytes.decode(), "spec_hash": spec_hash.decode(),
                   "spec": raw[256:256 + spec_len].decode()}
         return fields, data
@@ -157,6 +161,8 @@ class DocReader:
         fields, data = self.validate(self.root / f"posenc.{name}.{generation}")
         if (fields["name"], fields["generation"]) != (name, generation):
             raise Refused("header names another table or generation")
+        if fields["dtype"] == "u1":  # a computed table: its spec block, no rows
+            return fields, np.frombuffer(data, np.uint8)
         return fields, np.frombuffer(data, fields["dtype"]).reshape(fields["rows"], fields["width"])
 
 
@@ -184,6 +190,24 @@ def test_the_doc_reader_reads_what_posenc_reads(shm_root, encoding, start, stop,
             np.testing.assert_array_equal(rows, tbl.array)  # bit-exact
             assert (fields["start"], fields["rows"], fields["generation"]) == (tbl.start, table.rows, tbl.generation)
             assert fields["spec"] == table.canonical_json and fields["spec_hash"] == table.hash
+
+
+def test_the_doc_reader_reads_a_computed_table_as_the_doc_lays_it_out(shm_root):
+    """*Computed tables*: dtype 3, the header's rows and width those of the positions it serves, the
+    data a spec block of 32 bytes (offset, default dtype, zeros) then the inline spec."""
+    from posenc.tables import TableSpec
+
+    table = TableSpec.from_dict({"encoding": {"kind": "sinusoidal", "dim": 9, "layout": "t2t", "offset": 2},
+                                 "computed": True, "start": 0, "stop": 1 << 40, "dtype": "float64"})
+    with TableStore(shm_root) as store:
+        store.publish("c", table)
+        fields, block = DocReader(shm_root).attach("c")
+        assert (fields["rows"], fields["width"], fields["start"]) == (1 << 40, 9, 0)
+        offset, default_dtype = struct.unpack_from("<qI", block)
+        n_freq, row_width = struct.unpack_from("<II", block, 32)
+        assert (offset, default_dtype, any(block[12:32])) == (2, 3, False)  # float64: wire code 3
+        assert (n_freq, row_width, len(block)) == (4, 9, 32 + 32 + 8 * 4)
+        assert fields["spec"] == table.canonical_json
 
 
 @pytest.mark.parametrize("case, corrupt, phrase, code", CORRUPTIONS, ids=[c[0] for c in CORRUPTIONS])
@@ -272,7 +296,7 @@ def test_the_documented_spec_keys_are_exactly_the_ones_posenc_accepts():
 
     tables = _doc_tables()
     keys = {heading: {row[0].strip("`") for row in rows} for heading, rows in tables.items() if heading != "rope_type"}
-    assert keys.pop("top") == {"encoding", "start", "stop", "dtype", "seq_len"}
+    assert keys.pop("top") == {"encoding", "start", "stop", "dtype", "seq_len", "computed"}
     assert keys == {kind: {cls.POSITIONAL, *cls.KEYWORDS} for kind, cls in ENCODINGS.items()}
     documented = {row[0].strip("`"): ({k.strip("` ") for k in row[1].split(",") if k.strip()},
                                       {k.strip("` ") for k in row[2].split(",") if k.strip()})
