@@ -350,3 +350,9 @@ def test_config_tables_follow_the_service_limit_not_the_parsing_process():
     assert (tx.start, tx.stop) == (-10**6, 10**6 + 1)
     with pytest.raises(PosencError, match=r"tables\[0\].stop: .* \(limits.max_abs_position is 1000\)"):
         load(env={"POSENC_MAX_ABS_POSITION": "1000"})  # the embedded sin128 holds 131072 positions
+
+
+def test_a_learned_table_cannot_be_computed_and_is_told_so_first():
+    with pytest.raises(PosencError) as info:
+        TableSpec.from_dict({"encoding": {"kind": "learned", "num_positions": 4, "dim": 2}, "computed": True})
+    assert info.value.field == "computed" and "learned rows cannot be computed" in info.value.message

@@ -64,17 +64,16 @@ class TableSpec(Canonical):
             if not isinstance(self.encoding, RopeSpec):
                 raise PosencError("seq_len", "only applies to rope tables")
             object.__setattr__(self, "seq_len", as_float(self.seq_len, "seq_len", exclusive_minimum=0.0))
+        if not isinstance(self.computed, bool):
+            raise PosencError("computed", f"must be true or false, got {self.computed!r}")
+        if self.computed and self.kind not in COMPUTED_KINDS:  # said before the range a computed table defaults to
+            raise PosencError("computed", f"{self.kind} rows cannot be computed on request (the binary "
+                              f"server evaluates sin and cos only): publish a stored {self.kind} table")
         if isinstance(self.encoding, LearnedSpec):
             self._check_learned()
         elif self.source is not None:
             raise PosencError("source", "only learned tables take given rows")
-        if not isinstance(self.computed, bool):
-            raise PosencError("computed", f"must be true or false, got {self.computed!r}")
-        if self.computed:
-            if self.kind not in COMPUTED_KINDS:
-                raise PosencError("computed", f"{self.kind} rows cannot be computed on request (the binary "
-                                  f"server evaluates sin and cos only): publish a stored {self.kind} table")
-        else:
+        if not self.computed:
             LIMITS.check_output(self.shape, OUTPUT_DTYPES[self.dtype].itemsize, field="stop")
 
     def _check_learned(self) -> None:
