@@ -24,7 +24,7 @@ FUZZ_SECONDS = by_profile(10, 300)  # -max_total_time of the sanitizer run (thor
 
 
 def seed_frames() -> list[bytes]:
-    """One valid request of every kind (table id 1 is the table "fuzz")."""
+    """One valid request of every kind (table id 1 is the table "fuzz", 2 the computed "fuzz-any")."""
     return [
         calls.ping(b"seed").frame(1),
         calls.stats().frame(2),
@@ -32,6 +32,8 @@ def seed_frames() -> list[bytes]:
         calls.resolve("fuzz").frame(4),
         calls.encode_table(1, [-4, 0, 59], "float16").frame(5),
         calls.encode_table(1, np.array([1.0, 2.0]), "float64").frame(6),
+        calls.encode_table(2, [-4, 0, 1_700_000_000_123], "bfloat16").frame(10),
+        calls.encode_table(2, np.array([0.5, -3.25]), "float64").frame(11),
         calls.encode_spec(posenc.SinusoidalSpec(7, layout="t2t"), [0.5, 3.0]).frame(7),
         calls.encode_spec(posenc.SinusoidalSpec(6, scale=np.ones(6)), [1, 2], "bfloat16").frame(8),
         calls.encode_spec(posenc.RopeSpec(16), [1, 2, 3]).frame(9),
@@ -40,7 +42,9 @@ def seed_frames() -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def fuzz_tables():
-    with table_store({"fuzz": TableSpec(posenc.SinusoidalSpec(8), -4, 60)}) as (_, root):
+    tables = {"fuzz": TableSpec(posenc.SinusoidalSpec(8), -4, 60),
+              "fuzz-any": TableSpec(posenc.SinusoidalSpec(7, layout="t2t", offset=2), -2**40, 2**40, computed=True)}
+    with table_store(tables) as (_, root):
         yield root
 
 
@@ -66,6 +70,7 @@ def server(fuzz_tables, server_io):
     with running_server(fuzz_tables, threads=2, max_positions=256, max_frame_bytes=16384, max_dim=512) as srv:
         with Client(srv.address) as c:
             c.resolve("fuzz")
+            c.resolve("fuzz-any")
         yield srv
 
 

@@ -3,8 +3,9 @@
  * every reply the server queued must be a well-formed frame. Sanitizers catch the rest.
  *
  * Input: byte 0 picks the chunk size (1..64 bytes, or whole when 0), the rest is the stream.
- * POSENC_FUZZ_SHM_DIR names a table store holding a table "fuzz" (table id 1), so ENCODE_TABLE
- * reaches real rows; without it, table requests exercise the unknown-table paths. */
+ * POSENC_FUZZ_SHM_DIR names a table store holding a table "fuzz" (table id 1) and a computed one,
+ * "fuzz-any" (table id 2), so ENCODE_TABLE reaches real rows and computed ones; without it, table
+ * requests exercise the unknown-table paths. */
 #include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@ static void setup(void) {
     const posenc_shm_table *t;
     char err[256];
     tables_resolve(&srv.names, &w.tables, srv.cfg.shm_dir, "fuzz", &id, &t, err, sizeof err);
+    tables_resolve(&srv.names, &w.tables, srv.cfg.shm_dir, "fuzz-any", &id, &t, err, sizeof err);
 }
 
 /* Every queued reply is a complete frame with a consistent header. */
