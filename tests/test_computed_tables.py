@@ -356,3 +356,10 @@ def test_a_learned_table_cannot_be_computed_and_is_told_so_first():
     with pytest.raises(PosencError) as info:
         TableSpec.from_dict({"encoding": {"kind": "learned", "num_positions": 4, "dim": 2}, "computed": True})
     assert info.value.field == "computed" and "learned rows cannot be computed" in info.value.message
+
+
+@pytest.mark.parametrize("value", ["yes", 1, 0, None, [], {}, 1.5])
+def test_http_put_refuses_computed_of_every_other_json_type(http, value):
+    spec = {"encoding": {"kind": "sinusoidal", "dim": 8}, "computed": value, "stop": 16}
+    r = http.put("/v1/tables/typed", json=spec, headers=KEY)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "computed", r.text
