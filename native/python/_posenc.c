@@ -167,6 +167,27 @@ static PyObject *kernel_result(int rc, const char *kernel)
         }                                                                                                     \
     } while (0)
 
+/* The layout checks of sincos_rows and sincos_plan_rows (0, or -1 with a ValueError): n_cos within
+ * the frequencies, no negative stride or base. */
+static int check_layout(int64_t n_sin, int64_t n_cos, int64_t row_stride, int64_t sin_base, int64_t cos_base)
+{
+    return require(0 <= n_cos && n_cos <= n_sin && row_stride >= 0 && sin_base >= 0 && cos_base >= 0,
+                   "layout: n_cos must be 0..len(freqs), strides and bases >= 0");
+}
+
+/* That `rows` (>= 1) rows from a flat array's start, laid out as posenc.h lays them, end inside
+ * its `flat_count` elements: the last element the last row writes, computed without overflow. */
+static int check_rows_fit(int64_t n_sin, int64_t n_cos, int64_t row_stride, int64_t sin_base, int64_t cos_base,
+                          int interleaved, int64_t rows, int64_t flat_count)
+{
+    int64_t last = interleaved ? (n_cos < n_sin ? 2 * n_sin - 2 : 2 * n_sin - 1)
+                               : (sin_base + n_sin - 1 > cos_base + n_cos - 1 ? sin_base + n_sin - 1
+                                                                               : cos_base + n_cos - 1);
+    int64_t end;
+    return require(!__builtin_mul_overflow(rows - 1, row_stride, &end) && !__builtin_add_overflow(end, last, &end)
+                       && end < flat_count, "flat: too small for the rows and layout");
+}
+
 /* ---- the kernels of libposenc (the active path) ----------------------------------------- */
 
 /* sincos_rows(positions, freqs, amp, flat, row_stride, sin_base, cos_base, interleaved, n_cos, lo, hi):
@@ -187,21 +208,13 @@ static PyObject *sincos_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
         goto done;
     int64_t n_sin = count(&a[1]);
     if (require(count(&a[2]) == n_sin, "amp: must have one entry per frequency")
-        || require(0 <= n_cos && n_cos <= n_sin && row_stride >= 0 && sin_base >= 0 && cos_base >= 0,
-                   "layout: n_cos must be 0..len(freqs), strides and bases >= 0")
-        || row_range(lo, hi, count(&a[0])))
+        || check_layout(n_sin, n_cos, row_stride, sin_base, cos_base) || row_range(lo, hi, count(&a[0])))
         goto done;
     if (hi == lo || n_sin == 0) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    /* the last element a row writes, as posenc.h lays rows out */
-    int64_t last = interleaved ? (n_cos < n_sin ? 2 * n_sin - 2 : 2 * n_sin - 1)
-                               : (sin_base + n_sin - 1 > cos_base + n_cos - 1 ? sin_base + n_sin - 1
-                                                                               : cos_base + n_cos - 1);
-    int64_t end;
-    if (require(!__builtin_mul_overflow(hi - 1, row_stride, &end) && !__builtin_add_overflow(end, last, &end)
-                    && end < count(&a[3]), "flat: too small for the rows and layout"))
+    if (check_rows_fit(n_sin, n_cos, row_stride, sin_base, cos_base, interleaved, hi, count(&a[3])))
         goto done;
     posenc_layout layout = {row_stride, sin_base, cos_base, n_cos, interleaved, 0};
     int dtype = a[3].kind == F32 ? POSENC_F32 : POSENC_F64;
@@ -279,16 +292,8 @@ static PyObject *sincos_plan_rows(PyObject *self, PyObject *const *args, Py_ssiz
         || bool_arg(args[6], "interleaved", &interleaved) || int_arg(args[7], "n_cos", &n_cos))
         goto done;
     int64_t n = count(&a[0]), n_sin = h->n_sin;
-    if (require(0 <= n_cos && n_cos <= n_sin && row_stride >= 0 && sin_base >= 0 && cos_base >= 0,
-                "layout: n_cos must be 0..len(freqs), strides and bases >= 0"))
-        goto done;
-    /* the last element a row writes, as posenc.h lays rows out (as sincos_rows checks it) */
-    int64_t last = interleaved ? (n_cos < n_sin ? 2 * n_sin - 2 : 2 * n_sin - 1)
-                               : (sin_base + n_sin - 1 > cos_base + n_cos - 1 ? sin_base + n_sin - 1
-                                                                               : cos_base + n_cos - 1);
-    int64_t end;
-    if (n && require(!__builtin_mul_overflow(n - 1, row_stride, &end) && !__builtin_add_overflow(end, last, &end)
-                         && end < count(&a[1]), "flat: too small for the rows and layout"))
+    if (check_layout(n_sin, n_cos, row_stride, sin_base, cos_base)
+        || (n && check_rows_fit(n_sin, n_cos, row_stride, sin_base, cos_base, interleaved, n, count(&a[1]))))
         goto done;
     posenc_layout layout = {row_stride, sin_base, cos_base, n_cos, interleaved, 0};
     int dtype = a[1].kind == F32 ? POSENC_F32 : POSENC_F64;

@@ -98,6 +98,8 @@ static int parse_computed(struct served_table *s, uint32_t max_dim, const char *
     if (!posenc_shm__zero(t->data + 12, POSENC_SHM_SPEC_PREFIX - 12) || offset > (1LL << 53) ||
         offset < -(1LL << 53) || (dtype != POSENC_DTYPE_FLOAT32 && dtype != POSENC_DTYPE_FLOAT64))
         snprintf(why, sizeof why, "a bad spec block prefix");
+    else if (t->data_nbytes - POSENC_SHM_SPEC_PREFIX > UINT32_MAX) /* an aux block's length is a u32 */
+        snprintf(why, sizeof why, "a spec block of %llu bytes", (unsigned long long)t->data_nbytes);
     else if (inline_spec_parse(t->data + POSENC_SHM_SPEC_PREFIX, (uint32_t)(t->data_nbytes - POSENC_SHM_SPEC_PREFIX),
                                max_dim, &s->spec, why, sizeof why) != 0)
         ; /* why says it */

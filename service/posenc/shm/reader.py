@@ -122,20 +122,16 @@ class Table:
         """Rows for `positions` as [len(positions), width] of the table's dtype (into `out` if
         given): one gather, or for a computed table one kernel call."""
         if self.computed:
-            shape = (int(np.size(positions)), self.spec.width)
-            if out is not None and (not isinstance(out, np.ndarray) or out.shape != shape
-                                    or out.dtype != self.spec.np_dtype or not out.flags.writeable
-                                    or not out.flags.c_contiguous):
-                raise PosencError("out", f"must be a writable C-contiguous {self.spec.dtype} array of shape {shape}")
+            if out is not None:
+                _check_out(out, (int(np.size(positions)), self.spec.width), self.spec.np_dtype)
             return self._compute(positions, self.spec.np_dtype, out)
         table = self._live_array()
         rows = self.rows_for(positions)
         shape = (rows.shape[0], table.shape[1])
         if out is None:
             out = np.empty(shape, table.dtype)
-        elif not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != table.dtype \
-                or not out.flags.writeable or not out.flags.c_contiguous:
-            raise PosencError("out", f"must be a writable C-contiguous {table.dtype} array of shape {shape}")
+        else:
+            _check_out(out, shape, table.dtype)
         run_rows(gather_rows, shape[0], shape[1], table, rows, out)
         return out
 
@@ -157,6 +153,13 @@ class Table:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _check_out(out, shape: tuple[int, int], dtype: np.dtype) -> None:
+    """`lookup(out=)`: the kernels write whole contiguous rows of the table's dtype."""
+    if not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != dtype or not out.flags.writeable \
+            or not out.flags.c_contiguous:
+        raise PosencError("out", f"must be a writable C-contiguous {dtype} array of shape {shape}")
 
 
 def attach(name, *, root=None, verify: bool = True) -> Table:

@@ -4,8 +4,9 @@ FastAPI's routing, dependency and validation machinery costs ~170 us a request o
 machine, several times what uvicorn itself spends; the single-row lookup is the route
 clients hammer, so it is answered here, before FastAPI. Only the plain case is handled:
 a GET with no query string or only `dtype=<name>` (a dtype the table serves), an attached
-table (stored, or a named computed encoding whose row it computes), a non-negative in-range integer position (at most 19 digits: int() of a 5000-digit
-string raises, and no table is that long) and an Accept header this service can satisfy.
+table (stored, or a named computed encoding whose row it computes), a non-negative in-range
+integer position (at most 19 digits: int() of a 5000-digit string raises, and no table is that
+long) and an Accept header this service can satisfy.
 Anything else returns None and goes to the FastAPI route of the same path, which documents
 it in OpenAPI, handles the rest (other queries, negative positions, errors) and encodes with
 the same codec and the same cast (TableSpec.cast_rows), so both give the same bytes.
