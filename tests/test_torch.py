@@ -196,3 +196,28 @@ def test_a_model_cast_to_bfloat16_is_refused_naming_the_cast_inv_freq_and_the_re
     ids = torch.arange(4)[None]
     cos, _ = patched.model.rotary_emb(torch.zeros(1, dtype=torch.bfloat16), ids)
     assert cos.dtype == torch.bfloat16 and cos.shape[-2] == 4
+
+
+def test_llama4_complex_freqs_cis_is_replaced_by_an_exact_complex_tensor(models):
+    """Llama-4's rotary module returns one complex freqs_cis (cos + i*sin, [batch, n, head_dim/2]), not a
+    (cos, sin) pair: patch_model probes it as such and swaps in the COMPLEX arrangement (it crashed
+    unpacking a pair before)."""
+    model = torch_models.copy.deepcopy(models["Llama-4 (complex freqs_cis)"])
+    stock = model.model.rotary_emb
+    report = pt.patch_model(model)
+    assert [(r.path, r.stock, r.arrangement) for r in report.replaced] == \
+        [("model.rotary_emb", "Llama4TextRotaryEmbedding", "complex")]
+    ids = torch.tensor([[0, 1, 2, 11, 4095]])
+    # float32 angles whatever x is (complex64); a float64 model gets complex128 from posenc, which its
+    # complex64 query promotes to: the float64 truth of bench/torch_models.logit_errors stays float64
+    for dtype, complex_dtype in ((torch.float32, torch.complex64), (torch.bfloat16, torch.complex64),
+                                 (torch.float64, torch.complex128)):
+        x = torch.zeros(1, 1, 1, dtype=dtype)
+        want, got = stock(x, ids), model.model.rotary_emb(x, ids)
+        assert want.dtype == torch.complex64 and got.dtype == complex_dtype
+        assert got.shape == want.shape == (1, 5, 8)
+        assert (got - want).abs().max() < 2e-3  # float32 angles at 4095 are off by ~4e-4
+    spec = posenc.from_hf_config(model.config)["default"].spec
+    cos, sin = posenc.rope_cos_sin([4095], spec, arrangement="freq", dtype="float32")
+    got = model.model.rotary_emb(torch.zeros(1, 1, 1), torch.tensor([[4095]]))
+    assert np.array_equal(got.real.numpy()[0], cos) and np.array_equal(got.imag.numpy()[0], sin)

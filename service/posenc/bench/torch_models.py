@@ -50,6 +50,13 @@ CONFIGS = {
         "topk_group": 1, "n_shared_experts": 1, "moe_intermediate_size": 32,
         # every layer dense: torch's grouped MoE matmul has no float64, which the truth model needs
         "first_k_dense_replace": 2},
+    "Llama-4 (complex freqs_cis)": {
+        "model_type": "llama4_text", "max_position_embeddings": 10485760, "rope_theta": 500000.0,
+        "rope_scaling": {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+                         "original_max_position_embeddings": 8192},
+        "intermediate_size_mlp": 96, "attention_chunk_size": 8192, "num_local_experts": 2,
+        # layer 0 rotary, layer 1 NoPE (Scout: every fourth); every layer dense, as DeepSeek-V3's above
+        "no_rope_layers": [1, 0], "moe_layers": []},
 }
 
 

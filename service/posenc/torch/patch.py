@@ -81,12 +81,12 @@ def _probe(stock: nn.Module, exact: ExactRotaryEmbedding, layer_type: str | None
     x = torch.zeros(1, 1, len(PROBE_POSITIONS), 1, dtype=torch.float32)
     args = (x, position_ids, layer_type) if multi else (x, position_ids)
     with torch.no_grad():
-        want_cos, want_sin = (t.to(torch.float64).numpy() for t in stock(*args))
+        want_cos, want_sin = _cos_sin_of(stock(*args), stock)
     errors = {}
     for arrangement in ARRANGEMENTS:
         exact.arrangement = arrangement
         exact.cache.clear()
-        got_cos, got_sin = (t.numpy() for t in exact(x.to(torch.float64), position_ids, layer_type))
+        got_cos, got_sin = _cos_sin_of(exact(x.to(torch.float64), position_ids, layer_type), stock)
         if got_cos.shape != want_cos.shape:
             errors[arrangement] = f"shape {got_cos.shape} vs the stock {want_cos.shape}"
             continue
@@ -98,6 +98,18 @@ def _probe(stock: nn.Module, exact: ExactRotaryEmbedding, layer_type: str | None
     raise PosencError("model", f"posenc's positions for layer type {layer_type!r} do not reproduce the stock "
                       f"{type(stock).__name__} at positions {PROBE_POSITIONS} ({errors}); not patched"
                       + _cast_inv_freq_hint(stock))
+
+
+def _cos_sin_of(output, stock: nn.Module) -> tuple[np.ndarray, np.ndarray]:
+    """(cos, sin) as float64 arrays from what a rotary module returns: a (cos, sin) pair (most
+    families) or one complex tensor cos + i*sin (Llama-4's freqs_cis), each compared like for like
+    (a complex one only matches the exact module's COMPLEX arrangement, by its shape and dtype)."""
+    if isinstance(output, torch.Tensor) and output.is_complex():
+        return output.real.to(torch.float64).numpy(), output.imag.to(torch.float64).numpy()
+    if isinstance(output, (tuple, list)) and len(output) == 2 and not any(t.is_complex() for t in output):
+        return tuple(t.to(torch.float64).numpy() for t in output)
+    raise PosencError("model", f"the rotary module {type(stock).__name__} returns "
+                      f"{type(output).__name__}, neither (cos, sin) nor one complex tensor; not patched")
 
 
 def _cast_inv_freq_hint(stock: nn.Module) -> str:

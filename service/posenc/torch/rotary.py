@@ -22,7 +22,7 @@ from ..encodings import RopeSpec
 from ..errors import PosencError
 from ..models import LayerPositions, ModelPositions, from_hf_config
 from .cache import CosSinCache
-from .tensors import ARRANGEMENTS, cos_sin, positions_array, posenc_dtype, to_torch
+from .tensors import ARRANGEMENTS, COMPLEX, complex_parts, cos_sin, positions_array, posenc_dtype, to_torch
 
 
 def rope_layers(source) -> dict[str, RopeSpec]:
@@ -69,7 +69,7 @@ class ExactRotaryEmbedding(nn.Module):
 
     `source`: a model config (dict or transformers config), a ModelPositions / LayerPositions
     entry, or a RopeSpec. `arrangement`: how the cache is laid out ("cat" as Llama's module,
-    "interleave" as Cohere's). `table`: optional {layer_type: name} (or one name) of
+    "interleave" as Cohere's, "complex" as Llama-4's one `freqs_cis` tensor). `table`: optional {layer_type: name} (or one name) of
     shared-memory tables to read rows from instead of computing them.
     """
 
@@ -114,28 +114,33 @@ class ExactRotaryEmbedding(nn.Module):
 
     @torch.no_grad()
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None):
+        """(cos, sin) as the stock module returns them, or one complex tensor for COMPLEX."""
+        if self.arrangement != COMPLEX:
+            return self._cos_sin(x.dtype, x.device, position_ids, layer_type, self.arrangement)
+        cos, sin = self._cos_sin(complex_parts(x.dtype), x.device, position_ids, layer_type, "freq")
+        return torch.complex(cos, sin)
+
+    def _cos_sin(self, dtype, device, position_ids, layer_type, arrangement):
         name, spec = self._spec_for(layer_type)
         positions = positions_array(position_ids)
         seq_len = self._seq_len(name, spec, positions)
-        dtype, device = x.dtype, x.device
         integral = positions.size and np.all(positions == np.floor(positions)) and positions.min() >= 0
         if not integral:
-            return cos_sin(positions, spec, device=device, dtype=dtype, arrangement=self.arrangement,
-                           seq_len=seq_len)
+            return cos_sin(positions, spec, device=device, dtype=dtype, arrangement=arrangement, seq_len=seq_len)
         top = int(positions.max())
         length = self.cache.length_for(top)
         if length > self.cache.max_rows:
-            return cos_sin(positions, spec, device=device, dtype=dtype, arrangement=self.arrangement,
-                           seq_len=seq_len)
-        key = (spec.canonical_json, seq_len, str(device), dtype, self.arrangement, length)
-        cos_t, sin_t = self.cache.get(key, lambda: self._table(name, spec, length, seq_len, dtype, device))
+            return cos_sin(positions, spec, device=device, dtype=dtype, arrangement=arrangement, seq_len=seq_len)
+        key = (spec.canonical_json, seq_len, str(device), dtype, arrangement, length)
+        cos_t, sin_t = self.cache.get(key, lambda: self._table(name, spec, length, seq_len, dtype, device,
+                                                               arrangement))
         if positions.ndim == 2 and positions.shape[0] == 1 and _is_range(positions[0]):
             first, stop = int(positions[0, 0]), int(positions[0, -1]) + 1  # prefill: a view, no gather
             return cos_t[None, first:stop], sin_t[None, first:stop]
         index = torch.as_tensor(positions.astype(np.int64), device=device)
         return cos_t[index], sin_t[index]
 
-    def _table(self, name, spec, length, seq_len, dtype, device):
+    def _table(self, name, spec, length, seq_len, dtype, device, arrangement):
         table = self.tables.get(name)
         if table is not None and seq_len is None and table.start <= 0 and table.stop >= length \
                 and table.spec.dtype in (posenc_dtype(dtype), "float64"):
@@ -143,10 +148,9 @@ class ExactRotaryEmbedding(nn.Module):
             # (cast once here): never a float32 table re-rounded to a 16-bit type.
             rows = table.array[-table.start:length - table.start].astype(output_dtype(posenc_dtype(dtype)))
             n_freq = rows.shape[1] // 2
-            return (to_torch(arrange(rows[:, :n_freq], self.arrangement), device),
-                    to_torch(arrange(rows[:, n_freq:], self.arrangement), device))
-        return cos_sin(np.arange(length), spec, device=device, dtype=dtype, arrangement=self.arrangement,
-                       seq_len=seq_len)
+            return (to_torch(arrange(rows[:, :n_freq], arrangement), device),
+                    to_torch(arrange(rows[:, n_freq:], arrangement), device))
+        return cos_sin(np.arange(length), spec, device=device, dtype=dtype, arrangement=arrangement, seq_len=seq_len)
 
 
 def _is_range(row: np.ndarray) -> bool:

@@ -19,8 +19,11 @@ from ..errors import PosencError
 TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
                 torch.bfloat16: "bfloat16"}
 #: How a rotary module hands cos/sin to attention: the arrangements of posenc.encodings.rope.ARRANGEMENTS
-#: (shared with posenc.rope_cos_sin and POST /v1/rope/cos_sin) that fill head_dim, "cat" and "interleave".
-ARRANGEMENTS = tuple(name for name, per_freq in ARRANGEMENTS_BY_NAME.items() if per_freq == 2)
+#: (shared with posenc.rope_cos_sin and POST /v1/rope/cos_sin) that fill head_dim, "cat" and "interleave",
+#: and COMPLEX: one complex tensor [..., n, n_freq], cos + i*sin, in place of a (cos, sin) pair (Llama-4's
+#: `freqs_cis`, which its attention multiplies with the query's interleaved pairs viewed as complex numbers).
+COMPLEX = "complex"
+ARRANGEMENTS = tuple(name for name, per_freq in ARRANGEMENTS_BY_NAME.items() if per_freq == 2) + (COMPLEX,)
 
 
 def posenc_dtype(dtype) -> str:
@@ -50,6 +53,12 @@ def positions_array(positions) -> np.ndarray:
             raise PosencError("positions", f"must be real numbers, got a {positions.dtype} tensor")
         positions = positions.detach().to("cpu", torch.float64).numpy()
     return np.asarray(positions, dtype=np.float64) if not isinstance(positions, np.ndarray) else positions
+
+
+def complex_parts(dtype) -> torch.dtype:
+    """The real dtype of COMPLEX's parts for a module called with `x` of `dtype`: Llama-4 forms its
+    angles in float32 whatever x is (complex64), and a float64 model gets complex128."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 def cos_sin(positions, spec, *, device=None, dtype=torch.float32, arrangement="cat", seq_len=None):
