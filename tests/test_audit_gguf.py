@@ -1,138 +1,248 @@
-"""`posenc audit model.gguf --config config.json`: tiny GGUF files written with the `gguf` package the
-way llama.cpp's convert_hf_to_gguf.py writes them (RoPE metadata and tensors only, no weights), each
-known conversion mistake once; the correct ones are called correct, each mistake is named."""
+"""`posenc audit model.gguf --config config.json`: tiny GGUF files written the way llama.cpp's
+convert_hf_to_gguf.py writes them for real HF configs (tests/gguf_converter.py: each class's keys, types
+and RoPE tensors; no weights), judged as llama.cpp's loader reads them. Correct conversions are called
+correct, each conversion mistake is named, and what cannot be told from the metadata is said."""
 
 from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
-import pytest
-
 import posenc
-from posenc.audit.gguf import audit_gguf, llama_cpp_inv_freq, read_gguf
+import pytest
+from audit_recipes import config
+from gguf_converter import converted, write
+from posenc.audit.gguf import audit_gguf, llama_cpp_inv_freq, read_gguf, softmax_mscale
+from posenc.audit.gguf_file import open_gguf
 from posenc.cli import main
 from posenc.errors import PosencError
-
-from audit_recipes import config
-
-gguf = pytest.importorskip("gguf")
 
 LLAMA = config("llama-3.1-8b")
 QWEN_YARN = config("qwen2-7b-yarn")
 PHI3 = config("phi-3-mini-128k")
 NEOX = config("gpt-neox-20b")
-
-
-def llama3_freq_factors(cfg: dict) -> np.ndarray:
-    """convert_hf_to_gguf.py LlamaModel.generate_extra_tensors: the divisors that turn plain RoPE into Llama-3's."""
-    spec = posenc.RopeSpec.from_hf_config(cfg)
-    plain = posenc.RopeSpec(spec.head_dim, base=spec.base)
-    return (posenc.rope_inv_freq(plain)[0] / posenc.rope_inv_freq(spec)[0]).astype(np.float32)
-
-
-def write(path, cfg: dict, *, arch: str, **changes) -> str:
-    """A GGUF of `cfg` as the converter writes it; `changes` override (None drops) a key or tensor."""
-    heads = cfg["num_attention_heads"]
-    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
-    spec = posenc.RopeSpec.from_hf_config(cfg)
-    scaling = spec.scaling
-    meta = {"context_length": cfg["max_position_embeddings"], "embedding_length": cfg["hidden_size"],
-            "head_count": heads, "freq_base": spec.base,
-            "dimension_count": spec.rotary_dim if spec.rotary_dim != head_dim else None,
-            "scaling_type": None, "factor": None, "original_context": None, "attn_factor": None,
-            "rope_freqs": None, "factors_long": None, "factors_short": None}
-    if spec.rope_type == "llama3":
-        meta["rope_freqs"] = llama3_freq_factors(cfg)
-    elif spec.rope_type == "yarn":
-        meta.update(scaling_type=gguf.RopeScalingType.YARN, factor=scaling["factor"],
-                    original_context=spec.original_max_position_embeddings)
-    elif spec.rope_type == "longrope":
-        meta.update(scaling_type=gguf.RopeScalingType.LONGROPE, original_context=spec.original_max_position_embeddings,
-                    attn_factor=posenc.rope_inv_freq(spec, seq_len=cfg["max_position_embeddings"])[1],
-                    factors_long=np.asarray(scaling["long_factor"], np.float32),
-                    factors_short=np.asarray(scaling["short_factor"], np.float32))
-    meta.update(changes)
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_context_length(meta["context_length"])
-    w.add_embedding_length(meta["embedding_length"])
-    w.add_head_count(meta["head_count"])
-    w.add_rope_freq_base(meta["freq_base"])
-    if meta["dimension_count"] is not None:
-        w.add_rope_dimension_count(meta["dimension_count"])
-    if meta["scaling_type"] is not None:
-        w.add_rope_scaling_type(meta["scaling_type"])
-    if meta["factor"] is not None:
-        w.add_rope_scaling_factor(meta["factor"])
-    if meta["original_context"] is not None:
-        w.add_rope_scaling_orig_ctx_len(meta["original_context"])
-    if meta["attn_factor"] is not None:
-        w.add_rope_scaling_attn_factors(meta["attn_factor"])
-    for name in ("rope_freqs", "factors_long", "factors_short"):
-        if meta[name] is not None:
-            tensor = {"rope_freqs": "rope_freqs", "factors_long": "rope_factors_long",
-                      "factors_short": "rope_factors_short"}[name]
-            w.add_tensor(f"{tensor}.weight", np.asarray(meta[name], np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return str(path)
+DEEPSEEK = config("deepseek-v2-lite")
+GEMMA3 = config("gemma-3-1b")
+GEMMA2 = config("gemma-2-9b")
+VICUNA = config("vicuna-7b-16k")  # linear x4
 
 
 def causes(report):
     return [f["cause"] for f in report["findings"]]
 
 
-@pytest.mark.parametrize("cfg, arch", [(LLAMA, "llama"), (QWEN_YARN, "qwen2"), (PHI3, "phi3"), (NEOX, "gptneox"),
-                                       (config("qwen3-8b"), "qwen3"), (config("mistral-7b"), "llama")])
-def test_correct_conversions_are_correct(tmp_path, cfg, arch):
-    report = audit_gguf(write(tmp_path / "m.gguf", cfg, arch=arch), cfg)
+def audit(tmp_path, cfg, **changes):
+    return audit_gguf(write(tmp_path / "m.gguf", cfg, **changes), cfg)
+
+
+CONVERTED = ["llama-3.1-8b", "mistral-7b", "mixtral-8x7b", "codellama-7b", "vicuna-7b-16k", "qwen2-7b-yarn", "qwen3-8b",
+             "phi-3-mini-128k", "deepseek-v2-lite", "deepseek-v3", "gemma-2-9b", "gemma-3-1b", "gemma-3-4b",
+             "gemma-3-27b-text-v5", "falcon-7b", "gpt-neox-20b", "command-r"]
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+def test_converter_output_is_correct(tmp_path, name):
+    """Every architecture covered, written as the converter writes it for the real config: correct."""
+    cfg = config(name)
+    report = audit(tmp_path, cfg)
     assert causes(report) == ["correct"], report["findings"]
-    assert report["status"] == "correct" and report["error_by_position"][-1]["max_abs_error"] < cfg["max_position_embeddings"] * 2 ** -22  # float32 metadata
+    assert report["status"] == "correct"
+    assert report["error_by_position"][-1]["max_abs_error"] < report["gguf"]["context_length"] * 2 ** -22
+
+
+def test_phi3_128k_without_scaling_type_is_longrope_as_llama_cpp_applies_it(tmp_path):
+    """Phi3MiniModel writes the factor tensors and rope.scaling.attn_factor but no rope.scaling.type: llama.cpp
+    reads linear (factor 1) and applies the long/short factors by context (get_rope_factors) all the same."""
+    arch, keys, tensors = converted(PHI3)
+    assert arch == "phi3" and "rope.scaling.type" not in keys and set(tensors) == {"rope_factors_long",
+                                                                                    "rope_factors_short"}
+    report = audit(tmp_path, PHI3)
+    assert report["status"] == "correct", report["findings"]
+    gguf = report["gguf"]
+    assert gguf["rope.scaling.type"] == "linear" and "phi3.rope.scaling.type" in gguf["defaults"]
+    assert gguf["freq_scale"] == 1.0 and gguf["tensors"] == ["rope_factors_long", "rope_factors_short"]
+    want, attention = posenc.rope_inv_freq(posenc.RopeSpec.from_hf_config(PHI3), seq_len=131072)
+    assert np.max(np.abs(np.array(gguf["inv_freq"]) / want - 1)) < 2 ** -21
+    assert report["cache"]["attention_factor"] == pytest.approx(attention, rel=1e-7)
+
+
+def test_deepseek_v2_lite_reads_yarn_log_multiplier(tmp_path):
+    """DeepseekV2Model writes rope.scaling.yarn_log_multiplier = 0.1 * mscale_all_dim (0.0707); llama.cpp divides
+    the 0.1 out, keeps the rotation's magnitude at mscale/mscale_all_dim = 1 and scales q.k by mscale^2, as
+    transformers' DeepseekV2 attention does."""
+    from transformers import DeepseekV2Config
+    from transformers.models.deepseek_v2.modeling_deepseek_v2 import (
+        DeepseekV2Attention,
+        DeepseekV2RotaryEmbedding,
+    )
+
+    _, keys, _ = converted(DEEPSEEK)
+    assert keys["rope.scaling.yarn_log_multiplier"][0] == pytest.approx(0.0707)
+    path = write(tmp_path / "m.gguf", DEEPSEEK)
+    report = audit_gguf(path, DEEPSEEK)
+    assert report["status"] == "correct", report["findings"]
+    hf = DeepseekV2Config(**{k: v for k, v in DEEPSEEK.items() if k not in ("architectures", "model_type")})
+    rope = read_gguf(path)
+    assert llama_cpp_inv_freq(rope, rope.context_length)[1] == pytest.approx(
+        DeepseekV2RotaryEmbedding(hf).attention_scaling, rel=1e-7)
+    q_head = hf.qk_nope_head_dim + hf.qk_rope_head_dim
+    assert softmax_mscale(rope) == pytest.approx(DeepseekV2Attention(hf, 0).scaling * math.sqrt(q_head), rel=1e-6)
+
+
+@pytest.mark.parametrize("changes, cause", [
+    ({"rope.scaling.yarn_log_multiplier": None}, "wrong_attention_factor"),  # left out: YaRN's own 1 + 0.1 ln 40
+    ({"rope.scaling.yarn_log_multiplier": 0.707}, "wrong_softmax_scale"),  # not x0.1: q.k scaled by 1 + 0.707 ln 40
+])
+def test_deepseek_yarn_log_multiplier_mistakes(tmp_path, changes, cause):
+    report = audit(tmp_path, DEEPSEEK, **changes)
+    assert report["status"] == "broken" and report["diagnosis"]["cause"] == cause, report["findings"]
+
+
+def test_missing_scaling_type_is_linear_as_llama_cpp_reads_it(tmp_path):
+    """llama.cpp's loader defaults rope.scaling.type to "linear": a factor without a type scales linearly (a
+    file the old reading called unscaled), and the report says what llama.cpp computes, not "none"."""
+    report = audit(tmp_path, VICUNA, **{"rope.scaling.type": None})
+    assert report["status"] == "correct", report["findings"]
+    assert report["gguf"]["rope.scaling.type"] == "linear" and report["gguf"]["freq_scale"] == 0.25
+    assert "llama.cpp's default" in report["gguf"]["scaling"]
+    llama3 = audit(tmp_path, LLAMA)["inferred"]["description"]  # rope_freqs divisors, no type, no factor
+    assert "linear (rope.scaling.type absent: llama.cpp's default): frequency scale 1" in llama3
+    none = audit(tmp_path, VICUNA, **{"rope.scaling.type": "none"})  # type none: llama.cpp ignores the factor
+    assert none["diagnosis"]["cause"] == "scaling_missing", none["findings"]
+
+
+def test_sliding_window_base_as_llama_cpp_reads_it(tmp_path):
+    """Gemma-3's local layers: rope.freq_base_swa (the converter writes rope_local_base_freq), 10000 when absent;
+    a wrong one is named for the sliding layers. Gemma-2's loader reads the same key (default: freq_base)."""
+    _, keys, _ = converted(GEMMA3)
+    assert keys["rope.freq_base_swa"][0] == 10000.0 and keys["rope.freq_base"][0] == 1e6
+    wrong = audit(tmp_path, GEMMA3, **{"rope.freq_base_swa": 1e6})
+    assert wrong["status"] == "broken" and wrong["diagnosis"]["cause"] == "wrong_base", wrong["findings"]
+    assert "sliding_attention" in wrong["diagnosis"]["evidence"] and "1e+06" in wrong["diagnosis"]["evidence"]
+    assert audit(tmp_path, GEMMA3, **{"rope.freq_base_swa": None})["status"] == "correct"  # gemma3's default
+    groups = {g["layers"]: g for g in audit(tmp_path, GEMMA3)["gguf"]["groups"]}
+    assert groups["swa"]["count"] == 22 and groups["full"]["count"] == 4 and groups["swa"]["freq_base"] == 1e4
+    gemma2 = audit(tmp_path, GEMMA2, **{"rope.freq_base_swa": 1e6})
+    assert gemma2["diagnosis"]["cause"] == "wrong_base" and "sliding-window" in gemma2["diagnosis"]["evidence"]
+
+
+def test_full_layers_of_gemma3_scaled_not_the_local_ones(tmp_path):
+    """Gemma-3-4B: linear x8 on the global layers only (llama.cpp's SWA layers keep frequency scale 1)."""
+    cfg = config("gemma-3-4b")
+    groups = {g["layers"]: g for g in audit(tmp_path, cfg)["gguf"]["groups"]}
+    assert groups["full"]["freq_scale"] == 0.125 and groups["swa"]["freq_scale"] == 1.0
+    report = audit(tmp_path, cfg, **{"rope.scaling.factor": None, "rope.scaling.type": None})
+    assert report["diagnosis"]["cause"] == "scaling_missing" and "full_attention" in report["diagnosis"]["evidence"]
+
+
+def test_model_under_another_architecture_cannot_be_confirmed(tmp_path):
+    """A Qwen2 model (HF halves) written under arch llama: llama.cpp rotates adjacent pairs, right only if q/k
+    were permuted, which the metadata cannot show; the converter writes Qwen2 as qwen2."""
+    report = audit(tmp_path, QWEN_YARN, arch="llama")
+    assert report["status"] == "warning" and causes(report) == ["layout_unconfirmed"], report["findings"]
+    evidence = report["diagnosis"]["evidence"]
+    assert "writes Qwen2ForCausalLM as 'qwen2'" in evidence and "cannot be confirmed" in evidence
+    llama_as_cohere = audit(tmp_path, LLAMA, arch="command-r")
+    assert causes(llama_as_cohere) == ["layout_unconfirmed"]
+
+
+def test_converter_pairing_that_differs_from_the_model_is_wrong_layout(tmp_path):
+    """DeepSeek-V3 with rope_interleave false rotates halves; the converter writes q/k unpermuted under deepseek2,
+    whose NORM rotation pairs adjacent dims: llama.cpp computes another rotation than the model."""
+    cfg = config("deepseek-v3-rope-interleave-false")
+    report = audit(tmp_path, cfg)
+    assert report["status"] == "broken" and report["diagnosis"]["cause"] == "wrong_layout", report["findings"]
+    assert "DeepseekV3ForCausalLM as 'deepseek2' with q/k as HF stores them" in report["diagnosis"]["evidence"]
+
+
+def test_yarn_keys_llama_cpp_does_not_read(tmp_path):
+    """convert_hf_to_gguf.py writes rope.scaling.yarn_beta_fast, but only grok's and mistral3's loaders read it:
+    llama.cpp rotates a qwen2 file with beta_fast 32 whatever the key says."""
+    cfg = {**QWEN_YARN, "rope_scaling": {**QWEN_YARN["rope_scaling"], "beta_fast": 16.0}}
+    path = write(tmp_path / "m.gguf", cfg)
+    rope = read_gguf(path)
+    assert rope.written["rope.scaling.yarn_beta_fast"] == 16.0 and rope.beta_fast == 32.0
+    assert any("does not read it for architecture 'qwen2'" in n for n in rope.notes)
+    assert audit_gguf(path, cfg)["diagnosis"]["cause"] == "wrong_scaling"
+
+
+@pytest.mark.parametrize("cfg, changes, cause", [
+    (LLAMA, {"rope_freqs": None}, "scaling_missing"),  # Llama-3's rope_freqs tensor left out
+    (LLAMA, {"rope.freq_base": 10000.0}, "wrong_base"),  # the default base instead of rope_theta
+    (LLAMA, {"rope.freq_base": None}, "wrong_base"),  # not written: llama.cpp's 10000
+    (NEOX, {"rope.dimension_count": 96}, "wrong_rotary_dim"),  # partial rotary ignored
+    (QWEN_YARN, {"rope.scaling.type": None, "rope.scaling.factor": None,
+                 "rope.scaling.original_context_length": None}, "scaling_missing"),
+    (QWEN_YARN, {"rope.scaling.factor": 2.0}, "wrong_scaling"),  # YaRN factor
+    (QWEN_YARN, {"rope.scaling.original_context_length": 4096}, "wrong_scaling"),  # YaRN's original context
+    (QWEN_YARN, {"rope.scaling.type": "linear"}, "wrong_scaling"),  # scaling type
+    (PHI3, {"rope_factors_short": PHI3["rope_scaling"]["long_factor"]}, "wrong_length_variant"),  # long twice
+    (PHI3, {"rope_factors_long": None, "rope_factors_short": None}, "scaling_missing"),  # tensors left out
+    (PHI3, {"rope.scaling.attn_factor": None}, "attention_factor_missing"),
+])
+def test_conversion_mistakes_are_named(tmp_path, cfg, changes, cause):
+    report = audit(tmp_path, cfg, **changes)
+    assert report["status"] == "broken" and report["diagnosis"]["cause"] == cause, report["findings"]
 
 
 def test_llama3_frequencies_equal_hf(tmp_path):
-    """The rope_freqs divisors reproduce Llama-3.1's inv_freq to float32 (what llama.cpp then uses)."""
-    rope = read_gguf(write(tmp_path / "m.gguf", LLAMA, arch="llama"))
+    """The converter's float32 rope_freqs divisors reproduce Llama-3.1's inv_freq to float32."""
+    rope = read_gguf(write(tmp_path / "m.gguf", LLAMA))
     inv, attention = llama_cpp_inv_freq(rope, rope.context_length)
     want = posenc.rope_inv_freq(posenc.RopeSpec.from_hf_config(LLAMA))[0]
     assert np.max(np.abs(inv / want - 1)) < 2 ** -22 and attention == 1.0
 
 
-@pytest.mark.parametrize("cfg, arch, changes, cause", [
-    (LLAMA, "llama", {"rope_freqs": None}, "scaling_missing"),  # Llama-3's rope_freqs tensor left out
-    (LLAMA, "llama", {"freq_base": 10000.0}, "wrong_base"),  # the default base instead of rope_theta
-    (NEOX, "gptneox", {"dimension_count": 96}, "wrong_rotary_dim"),  # partial rotary ignored
-    (QWEN_YARN, "qwen2", {"scaling_type": None, "factor": None, "original_context": None}, "scaling_missing"),
-    (QWEN_YARN, "qwen2", {"factor": 2.0}, "wrong_scaling"),  # YaRN factor
-    (QWEN_YARN, "qwen2", {"original_context": 4096}, "wrong_scaling"),  # YaRN's original context length
-    (QWEN_YARN, "qwen2", {"scaling_type": gguf.RopeScalingType.LINEAR}, "wrong_scaling"),  # scaling type
-    (PHI3, "phi3", {"factors_short": np.asarray(PHI3["rope_scaling"]["long_factor"], np.float32)},
-     "wrong_length_variant"),  # long factors written twice
-    (PHI3, "phi3", {"factors_long": None, "factors_short": None}, "scaling_missing"),  # LongRoPE tensors left out
-    (PHI3, "phi3", {"attn_factor": None}, "attention_factor_missing"),
-    (LLAMA, "command-r", {}, "wrong_layout"),  # a NORM architecture the converter does not permute for
-])
-def test_conversion_mistakes_are_named(tmp_path, cfg, arch, changes, cause):
-    report = audit_gguf(write(tmp_path / "m.gguf", cfg, arch=arch, **changes), cfg)
-    assert report["status"] == "broken" and report["diagnosis"]["cause"] == cause, report["findings"]
-
-
 def test_yarn_attention_factor_is_llama_cpps(tmp_path):
-    rope = read_gguf(write(tmp_path / "m.gguf", QWEN_YARN, arch="qwen2"))
+    rope = read_gguf(write(tmp_path / "m.gguf", QWEN_YARN))
     _, attention = llama_cpp_inv_freq(rope, rope.context_length)
     assert attention == pytest.approx(0.1 * math.log(4) + 1)
+
+
+def test_head_of_a_file_is_enough(tmp_path):
+    """The metadata and the RoPE tensors (which the converter writes first) are all the audit reads: the first
+    bytes of a file do; a RoPE tensor past them is named with the bytes that would hold it."""
+    data = Path(write(tmp_path / "m.gguf", LLAMA, pad=1 << 20)).read_bytes()
+    head = data[:4096]
+    report = audit_gguf(head, LLAMA)
+    assert report["status"] == "correct" and "first 4096 bytes" in report["cache"]["notes"][-1]
+    late = Path(write(tmp_path / "late.gguf", LLAMA, pad=1 << 20, rope_last=True)).read_bytes()
+    with pytest.raises(PosencError, match=r"send at least the first \d+ bytes") as info:
+        audit_gguf(late[:4096], LLAMA)
+    assert info.value.field == "rope_freqs.weight"
+    with pytest.raises(PosencError, match="inside the GGUF key/values") as info:
+        audit_gguf(data[:200], LLAMA)
+    assert info.value.field == "file"
+
+
+def test_big_endian_file_reads_the_same(tmp_path):
+    import gguf
+
+    little = open_gguf(write(tmp_path / "m.gguf", LLAMA))
+    path = tmp_path / "be.gguf"
+    arch, keys, tensors = converted(LLAMA)
+    w = gguf.GGUFWriter(str(path), arch, endianess=gguf.GGUFEndian.BIG)
+    for name, (value, kind) in keys.items():
+        w.add_key_value(name if name.startswith("general.") else f"{arch}.{name}", value, kind)
+    w.add_tensor("rope_freqs.weight", tensors["rope_freqs"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    big = open_gguf(str(path))
+    assert big.fields == little.fields
+    assert np.array_equal(big.tensor("rope_freqs.weight"), little.tensor("rope_freqs.weight"))
 
 
 def test_cli_audits_a_gguf(tmp_path, capsys):
     cfg_path = tmp_path / "config.json"
     cfg_path.write_text(json.dumps(LLAMA))
-    good = write(tmp_path / "good.gguf", LLAMA, arch="llama")
+    good = write(tmp_path / "good.gguf", LLAMA)
     assert main(["audit", good, "--config", str(cfg_path)]) == 0
     assert "diagnosis: CORRECT" in capsys.readouterr().out
-    bad = write(tmp_path / "bad.gguf", LLAMA, arch="llama", rope_freqs=None)
+    bad = write(tmp_path / "bad.gguf", LLAMA, rope_freqs=None)
     assert main(["audit", bad, "--config", str(cfg_path), "--json"]) == 3
     assert json.loads(capsys.readouterr().out)["diagnosis"]["cause"] == "scaling_missing"
     assert main(["audit", good]) == 0  # no config: reported, not judged
@@ -145,13 +255,21 @@ def test_bad_gguf_files(tmp_path):
     with pytest.raises(PosencError) as info:
         read_gguf(str(broken))
     assert info.value.field == "file"
-    short = write(tmp_path / "short.gguf", LLAMA, arch="llama", rope_freqs=np.ones(8, np.float32))
+    old = tmp_path / "v1.gguf"
+    old.write_bytes(b"GGUF\x01\x00\x00\x00" + bytes(16))
+    with pytest.raises(PosencError, match="version 1"):
+        read_gguf(str(old))
+    short = write(tmp_path / "short.gguf", LLAMA, rope_freqs=np.ones(8, np.float32))
     with pytest.raises(PosencError, match="rope_freqs"):
         read_gguf(short)
+    unknown = write(tmp_path / "type.gguf", LLAMA, **{"rope.scaling.type": "ntk"})
+    with pytest.raises(PosencError, match="llama.cpp refuses to load") as info:
+        read_gguf(unknown)
+    assert info.value.field == "llama.rope.scaling.type"
     assert main(["audit", str(broken)]) == 2
 
 
-def test_architecture_of_unknown_rope_type_is_not_layout_checked(tmp_path):
-    report = audit_gguf(write(tmp_path / "m.gguf", LLAMA, arch="qwen2vl"), LLAMA)  # M-RoPE: not NORM/NEOX
-    assert causes(report) == ["correct"] and report["cache"]["layout"] is None
-    assert "not known here" in report["cache"]["notes"][0]
+def test_mrope_architecture_is_not_layout_checked(tmp_path):
+    report = audit(tmp_path, LLAMA, arch="qwen2vl")  # llama.cpp's M-RoPE: not NORM or NEOX
+    assert causes(report) == ["layout_unconfirmed"] and report["cache"]["layout"] is None
+    assert "MROPE" in report["diagnosis"]["evidence"]
