@@ -6,19 +6,19 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from pathlib import Path
 
 import numpy as np
-import pytest
-from fastapi.testclient import TestClient
-from shm_support import published_config
-from safetensors.numpy import save
-
 import posenc
+import pytest
+from audit_recipes import bf16_positions, config, exact
+from fastapi.testclient import TestClient
+from gguf_converter import write as write_gguf
 from posenc.config import ServiceConfig
 from posenc.http import create_app
 from posenc.plots.sources import spec_from_dict
-
-from audit_recipes import bf16_positions, config, exact
+from safetensors.numpy import save
+from shm_support import published_config
 
 N = 2048
 LLAMA = config("llama-3.1-8b", max_position_embeddings=N)
@@ -154,6 +154,74 @@ def test_long_float32_pairs_are_audited(client, rows):
     if rows == 8192:  # the explorer's upload: multipart
         r = client.post("/v1/audit", files={"file": ("c.npy", body)})
         assert r.status_code == 200 and r.json()["status"] == "correct", r.text[:300]
+
+
+PHI3 = config("phi-3-mini-128k")
+
+
+def gguf_bytes(tmp_path, cfg, **kwargs) -> bytes:
+    return Path(write_gguf(tmp_path / "m.gguf", cfg, **kwargs)).read_bytes()
+
+
+def test_gguf_raw_body(client, tmp_path):
+    """A GGUF model as the body (octet-stream), judged as llama.cpp reads it: Phi-3-128k as the converter
+    writes it (LongRoPE factor tensors, no rope.scaling.type) is correct."""
+    r = client.post("/v1/audit", content=gguf_bytes(tmp_path, PHI3), params={"config": json.dumps(PHI3)},
+                    headers={"content-type": "application/octet-stream"})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["status"] == "correct" and doc["gguf"]["architecture"] == "phi3"
+    assert doc["gguf"]["rope.scaling.type"] == "linear" and "phi3.rope.scaling.type" in doc["gguf"]["defaults"]
+
+
+def test_gguf_multipart(client, tmp_path):
+    qwen = config("qwen2-7b-yarn")
+    files = {"file": ("model.gguf", gguf_bytes(tmp_path, qwen, arch="llama"), "application/octet-stream"),
+             "config": ("config.json", json.dumps(qwen).encode())}
+    r = client.post("/v1/audit", files=files)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "warning" and r.json()["diagnosis"]["cause"] == "layout_unconfirmed"
+    bad = {"file": ("model.gguf", gguf_bytes(tmp_path, qwen, **{"rope.scaling.factor": 2.0}))}
+    r = client.post("/v1/audit", files=bad, data={"config": json.dumps(qwen)})
+    assert r.status_code == 200 and r.json()["diagnosis"]["cause"] == "wrong_scaling", r.text
+
+
+def test_head_of_a_big_gguf(client, tmp_path):
+    """Over the general 4 MiB limit as a whole; its first 64 KiB hold the metadata and the RoPE tensors the
+    converter writes first. A file whose rope_freqs comes after the weights (llama-quantize's order) needs more:
+    a 422 naming the tensor and the bytes that hold it."""
+    llama = config("llama-3.1-8b")
+    whole = gguf_bytes(tmp_path, llama, pad=8 << 20)
+    assert len(whole) > BODY_LIMIT
+    for body in (whole, whole[:1 << 16]):
+        r = client.post("/v1/audit", content=body, params={"config": json.dumps(llama)},
+                        headers={"content-type": "application/octet-stream"})
+        assert r.status_code == 200 and r.json()["status"] == "correct", r.text[:300]
+    late = gguf_bytes(tmp_path, llama, pad=8 << 20, rope_last=True)[:1 << 16]
+    err = error_of(client.post("/v1/audit", files={"file": ("m.gguf", late)}), 422, "rope_freqs.weight")
+    assert "send at least the first" in err["message"]
+
+
+@pytest.mark.parametrize("kind", ["raw", "multipart"])
+def test_gguf_over_the_audit_limit_is_413(tmp_path, kind):
+    big = gguf_bytes(tmp_path, PHI3, pad=10 << 20)
+    with small_client() as c:
+        r = c.post("/v1/audit", content=big, headers={"content-type": "application/octet-stream"}) if kind == "raw" \
+            else c.post("/v1/audit", files={"file": ("m.gguf", big)})
+        error_of(r, 413, "body")
+
+
+@pytest.mark.parametrize("changes, params, field", [
+    ({}, {"start": "5"}, "start"),  # a GGUF file has no start row
+    ({"rope.scaling.type": "ntk"}, {}, "phi3.rope.scaling.type"),  # a type llama.cpp refuses
+    ({"rope_factors_long": np.ones(3)}, {}, "rope_factors_long"),  # the wrong length for rope.dimension_count
+])
+def test_bad_gguf_requests(client, tmp_path, changes, params, field):
+    body = gguf_bytes(tmp_path, PHI3, **changes)
+    error_of(client.post("/v1/audit", content=body, params=params, headers={"content-type": "application/octet-stream"}),
+             422, field)
+    error_of(client.post("/v1/audit", content=b"GGUF\x03\x00\x00\x00garbage",
+                         headers={"content-type": "application/octet-stream"}), 422, "file")
 
 
 def test_page_and_assets_are_local(client):
