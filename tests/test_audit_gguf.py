@@ -269,7 +269,14 @@ def test_bad_gguf_files(tmp_path):
     assert main(["audit", str(broken)]) == 2
 
 
-def test_mrope_architecture_is_not_layout_checked(tmp_path):
-    report = audit(tmp_path, LLAMA, arch="qwen2vl")  # llama.cpp's M-RoPE: not NORM or NEOX
-    assert causes(report) == ["layout_unconfirmed"] and report["cache"]["layout"] is None
-    assert "MROPE" in report["diagnosis"]["evidence"]
+@pytest.mark.parametrize("cfg, arch, cause, words", [
+    (LLAMA, "qwen2vl", "layout_unconfirmed", "MROPE"),  # llama.cpp's M-RoPE: not NORM or NEOX
+    (LLAMA, "not-an-arch", "layout_unconfirmed", "not in posenc's copy of llama.cpp's rope-type table"),
+    ({k: v for k, v in LLAMA.items() if k != "architectures"}, "llama", "layout_unconfirmed", "no `architectures`"),
+    (LLAMA, "gpt2", "wrong_layout", "applies no rotary embedding"),  # rope type NONE
+])
+def test_pairing_llama_cpp_cannot_or_does_not_match(tmp_path, cfg, arch, cause, words):
+    path = write(tmp_path / "m.gguf", LLAMA, arch=arch)
+    report = audit_gguf(path, cfg)
+    assert report["diagnosis"]["cause"] == cause and words in report["diagnosis"]["evidence"], report["findings"]
+    assert report["status"] == ("warning" if cause == "layout_unconfirmed" else "broken")
