@@ -132,8 +132,53 @@ def llama(hparams: dict, rope: dict, keys: Keys, tensors: dict) -> None:
 
 
 def text_only(hparams: dict, rope: dict, keys: Keys, tensors: dict) -> None:
-    """Qwen2Model, Qwen3Model, Cohere's CommandR2Model ...: TextModel's keys and nothing else about RoPE."""
+    """Qwen2Model, Qwen3Model, Qwen2MoeModel, Olmo2Model (without sliding_window) ...: TextModel's keys and
+    nothing else about RoPE."""
     text_model(hparams, rope, keys)
+
+
+def command_r(hparams: dict, rope: dict, keys: Keys, tensors: dict) -> None:
+    """CommandR2Model: the context is model_max_length when given, and the scaling type written as none."""
+    text_model({**hparams, "max_position_embeddings": find(hparams, "model_max_length", "max_position_embeddings")},
+               rope, keys)
+    keys.put("logit_scale", float(hparams["logit_scale"]))
+    keys.put("rope.scaling.type", "none")
+
+
+def baichuan(hparams: dict, rope: dict, keys: Keys, tensors: dict) -> None:
+    """BaichuanModel (its q/k reordered by _reverse_hf_permute, like LlamaModel.permute)."""
+    text_model(hparams, rope, keys)
+    keys.put("tensor_data_layout", "Meta AI original pth")
+    keys.put("rope.dimension_count", hparams["hidden_size"] // hparams["num_attention_heads"])
+
+
+def stablelm(hparams: dict, rope: dict, keys: Keys, tensors: dict) -> None:
+    """StableLMModel: its own keys, partial rotary as rope.dimension_count, no rope.freq_base."""
+    keys.put("context_length", hparams["max_position_embeddings"])
+    keys.put("embedding_length", hparams["hidden_size"])
+    keys.put("block_count", hparams["num_hidden_layers"])
+    keys.put("feed_forward_length", hparams["intermediate_size"])
+    keys.put("rope.dimension_count",
+             int(rope["partial_rotary_factor"] * (hparams["hidden_size"] // hparams["num_attention_heads"])))
+    keys.put("attention.head_count", hparams["num_attention_heads"])
+    keys.put("attention.head_count_kv", hparams["num_key_value_heads"])
+    keys.put("use_parallel_residual", hparams.get("use_parallel_residual", True))
+    keys.put("attention.layer_norm_epsilon", float(find(hparams, "layer_norm_eps", "norm_eps")))
+    keys.put("general.file_type", F16)
+
+
+def gemma(hparams: dict, rope: dict, keys: Keys, tensors: dict) -> None:
+    """GemmaModel: its own keys, no rope.freq_base (llama.cpp's 10000)."""
+    keys.put("context_length", hparams["max_position_embeddings"])
+    keys.put("embedding_length", hparams["hidden_size"])
+    keys.put("block_count", hparams["num_hidden_layers"])
+    keys.put("feed_forward_length", hparams["intermediate_size"])
+    keys.put("attention.head_count", hparams["num_attention_heads"])
+    keys.put("attention.head_count_kv", hparams.get("num_key_value_heads", hparams["num_attention_heads"]))
+    keys.put("attention.layer_norm_rms_epsilon", float(hparams["rms_norm_eps"]))
+    keys.put("attention.key_length", hparams["head_dim"])
+    keys.put("attention.value_length", hparams["head_dim"])
+    keys.put("general.file_type", F16)
 
 
 def ministral3(hparams: dict, rope: dict, keys: Keys, tensors: dict) -> None:
@@ -170,6 +215,13 @@ def phi3(hparams: dict, rope: dict, keys: Keys, tensors: dict) -> None:
     keys.put("rope.scaling.attn_factor", attn)
     tensors["rope_factors_long"] = np.asarray(rope["long_factor"], np.float32)
     tensors["rope_factors_short"] = np.asarray(rope["short_factor"], np.float32)
+
+
+def phimoe(hparams: dict, rope: dict, keys: Keys, tensors: dict) -> None:
+    """PhiMoeModel: Phi3MiniModel's keys and tensors, and the expert counts."""
+    phi3(hparams, rope, keys, tensors)
+    keys.put("expert_used_count", find(hparams, "num_experts_per_tok", "num_experts_per_token"))
+    keys.put("expert_count", find(hparams, "num_local_experts", "num_experts"))
 
 
 def deepseek2(hparams: dict, rope: dict, keys: Keys, tensors: dict) -> None:
@@ -259,7 +311,11 @@ def gptneox(hparams: dict, rope: dict, keys: Keys, tensors: dict) -> None:
 CLASSES = {
     "LlamaForCausalLM": ("llama", llama), "MistralForCausalLM": ("llama", llama),
     "MixtralForCausalLM": ("llama", llama), "Qwen2ForCausalLM": ("qwen2", text_only),
-    "Qwen3ForCausalLM": ("qwen3", text_only), "CohereForCausalLM": ("command-r", text_only),
+    "Qwen3ForCausalLM": ("qwen3", text_only), "CohereForCausalLM": ("command-r", command_r),
+    "Qwen2MoeForCausalLM": ("qwen2moe", text_only), "Qwen3MoeForCausalLM": ("qwen3moe", text_only),
+    "Olmo2ForCausalLM": ("olmo2", text_only), "BaichuanForCausalLM": ("baichuan", baichuan),
+    "StableLmForCausalLM": ("stablelm", stablelm), "StableLMEpochForCausalLM": ("stablelm", stablelm),
+    "GemmaForCausalLM": ("gemma", gemma), "PhiMoEForCausalLM": ("phimoe", phimoe),
     "Ministral3ForCausalLM": ("mistral3", ministral3), "Phi3ForCausalLM": ("phi3", phi3),
     "DeepseekV2ForCausalLM": ("deepseek2", deepseek2), "DeepseekV3ForCausalLM": ("deepseek2", deepseek2),
     "Gemma2ForCausalLM": ("gemma2", gemma2), "Gemma3ForCausalLM": ("gemma3", gemma3),

@@ -37,9 +37,11 @@ def audit(tmp_path, cfg, **changes):
     return audit_gguf(write(tmp_path / "m.gguf", cfg, **changes), cfg)
 
 
-CONVERTED = ["llama-3.1-8b", "mistral-7b", "mixtral-8x7b", "codellama-7b", "vicuna-7b-16k", "qwen2-7b-yarn", "qwen3-8b",
-             "phi-3-mini-128k", "deepseek-v2-lite", "deepseek-v3", "gemma-2-9b", "gemma-3-1b", "gemma-3-4b",
-             "gemma-3-27b-text-v5", "falcon-7b", "gpt-neox-20b", "command-r"]
+CONVERTED = ["llama-3.1-8b", "mistral-7b", "mixtral-8x7b", "codellama-7b", "vicuna-7b-16k", "baichuan2-7b-base",
+             "qwen2-7b-yarn", "qwen3-8b", "qwen1.5-moe-a2.7b", "qwen3-30b-a3b", "phi-3-mini-128k", "phi-4-mini",
+             "deepseek-v2-lite", "deepseek-v3", "gemma-7b", "gemma-2-9b", "gemma-3-1b", "gemma-3-4b",
+             "gemma-3-27b-text-v5", "falcon-7b", "gpt-neox-20b", "stablelm-2-1.6b", "stablelm-3b-4e1t", "olmo-2-7b",
+             "command-r"]
 
 
 @pytest.mark.parametrize("name", CONVERTED)
@@ -66,6 +68,17 @@ def test_phi3_128k_without_scaling_type_is_longrope_as_llama_cpp_applies_it(tmp_
     want, attention = posenc.rope_inv_freq(posenc.RopeSpec.from_hf_config(PHI3), seq_len=131072)
     assert np.max(np.abs(np.array(gguf["inv_freq"]) / want - 1)) < 2 ** -21
     assert report["cache"]["attention_factor"] == pytest.approx(attention, rel=1e-7)
+
+
+def test_phi35_moe_as_converted_has_another_attention_factor(tmp_path):
+    """Phi-3.5-MoE's config gives LongRoPE long_mscale / short_mscale 1.2432, which transformers' PhimoeRotaryEmbedding
+    multiplies cos and sin by; Phi3MiniModel (PhiMoeModel's base) writes sqrt(1 + ln 32 / ln 4096) = 1.1902 as
+    rope.scaling.attn_factor whatever the config says: llama.cpp computes another attention factor."""
+    cfg = config("phi-3.5-moe")
+    report = audit(tmp_path, cfg)
+    assert causes(report) == ["wrong_attention_factor"], report["findings"]
+    assert "1.19024" in report["diagnosis"]["evidence"] and "1.24316" in report["diagnosis"]["evidence"]
+    assert cfg["rope_scaling"]["long_mscale"] == pytest.approx(1.24316, abs=1e-5)
 
 
 def test_deepseek_v2_lite_reads_yarn_log_multiplier(tmp_path):
