@@ -185,6 +185,7 @@ def ministral3(hparams: dict, rope: dict, keys: Keys, tensors: dict) -> None:
     """Mistral3Model.Ministral3Model (a LlamaModel): YaRN's mscale_all_dim as written, not x0.1."""
     llama(hparams, rope, keys, tensors)
     keys.put("rope.scaling.yarn_log_multiplier", float(rope["mscale_all_dim"]))
+    keys.put("attention.temperature_scale", float(rope["llama_4_scaling_beta"]))
 
 
 def phi3(hparams: dict, rope: dict, keys: Keys, tensors: dict) -> None:

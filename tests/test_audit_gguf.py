@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import math
+import struct
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,8 @@ import posenc
 import pytest
 from audit_recipes import config
 from gguf_converter import converted, write
+from hypothesis import given
+from hypothesis import strategies as st
 from posenc.audit.gguf import audit_gguf, llama_cpp_inv_freq, read_gguf, softmax_mscale
 from posenc.audit.gguf_file import open_gguf
 from posenc.cli import main
@@ -111,6 +115,26 @@ def test_deepseek_v2_lite_reads_yarn_log_multiplier(tmp_path):
 def test_deepseek_yarn_log_multiplier_mistakes(tmp_path, changes, cause):
     report = audit(tmp_path, DEEPSEEK, **changes)
     assert report["status"] == "broken" and report["diagnosis"]["cause"] == cause, report["findings"]
+
+
+def ministral3() -> dict:
+    """Ministral-3's config as transformers' Ministral3Config gives it (YaRN x16 over 16384, mscale_all_dim 1)."""
+    from transformers import Ministral3Config
+
+    return {**Ministral3Config().to_dict(), "architectures": ["Ministral3ForCausalLM"]}
+
+
+def test_ministral3_reads_yarn_log_multiplier_as_written(tmp_path):
+    """Ministral3Model writes mscale_all_dim itself (not x0.1) and mistral3's loader reads it so: llama.cpp's
+    attention factor mscale/mscale_all_dim = 1, as transformers'; DeepSeek's x0.1 there would be 1.243."""
+    cfg = ministral3()
+    _, keys, _ = converted(cfg)
+    assert keys["rope.scaling.yarn_log_multiplier"][0] == 1.0
+    report = audit(tmp_path, cfg)
+    assert report["status"] == "correct" and report["cache"]["attention_factor"] == pytest.approx(1.0), \
+        report["findings"]
+    wrong = audit(tmp_path, cfg, **{"rope.scaling.yarn_log_multiplier": 0.1})
+    assert wrong["diagnosis"]["cause"] == "wrong_attention_factor" and "1.24" in wrong["diagnosis"]["evidence"]
 
 
 def test_missing_scaling_type_is_linear_as_llama_cpp_reads_it(tmp_path):
@@ -293,3 +317,48 @@ def test_pairing_llama_cpp_cannot_or_does_not_match(tmp_path, cfg, arch, cause, 
     report = audit_gguf(path, cfg)
     assert report["diagnosis"]["cause"] == cause and words in report["diagnosis"]["evidence"], report["findings"]
     assert report["status"] == ("warning" if cause == "layout_unconfirmed" else "broken")
+
+
+_FUZZ_DIR = tempfile.TemporaryDirectory(prefix="posenc-gguf-")  # removed when the session ends
+FUZZED = {name: Path(write(Path(_FUZZ_DIR.name) / f"{name}.gguf", config(name))).read_bytes()
+          for name in ("llama-3.1-8b", "phi-3-mini-128k", "gemma-3-1b", "deepseek-v2-lite")}
+
+
+def judged_or_refused(data: bytes, cfg: dict | None) -> None:
+    try:
+        report = audit_gguf(data, cfg)
+    except PosencError as exc:
+        assert exc.field and exc.message
+        return
+    assert report["status"] in ("correct", "warning", "broken")
+    json.dumps(report)
+
+
+@given(name=st.sampled_from(sorted(FUZZED)), cut=st.integers(0, 1 << 16),
+       flips=st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), max_size=8), with_config=st.booleans())
+def test_damaged_files_are_judged_or_refused(name, cut, flips, with_config):
+    """Any truncation and byte changes of a converter-written file: a report, or a PosencError naming the field."""
+    data = bytearray(FUZZED[name])
+    for at, value in flips:
+        data[at % len(data)] = value
+    judged_or_refused(bytes(data[:len(data) - cut % len(data)]), config(name) if with_config else None)
+
+
+KEY_VALUES = st.one_of(st.integers(-2, 2 ** 40), st.floats(allow_nan=True, allow_infinity=True, width=32),
+                       st.sampled_from(["x", "yarn", "none", "longrope"]), st.lists(st.integers(0, 8), max_size=4),
+                       st.lists(st.booleans(), max_size=40))
+ROPE_KEYS = ["context_length", "embedding_length", "attention.head_count", "attention.key_length", "block_count",
+             "rope.dimension_count", "rope.freq_base", "rope.freq_base_swa", "rope.scaling.type", "rope.scaling.factor",
+             "rope.scale_linear", "rope.scaling.original_context_length", "rope.scaling.attn_factor",
+             "rope.scaling.yarn_log_multiplier", "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_ext_factor",
+             "attention.sliding_window", "attention.sliding_window_pattern"]
+
+
+@given(name=st.sampled_from(sorted(FUZZED)), arch=st.sampled_from([None, "grok", "mistral3", "gemma2", "olmo2"]),
+       key=st.sampled_from(ROPE_KEYS), value=KEY_VALUES)
+def test_any_value_of_a_rope_key_is_judged_or_refused(tmp_path_factory, name, arch, key, value):
+    try:
+        path = write(tmp_path_factory.mktemp("k") / "m.gguf", config(name), arch=arch, **{key: value})
+    except (ValueError, OverflowError, TypeError, struct.error):  # GGUFWriter cannot write it (an int over uint32 ...)
+        return
+    judged_or_refused(Path(path).read_bytes(), config(name))

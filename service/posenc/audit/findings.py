@@ -76,14 +76,14 @@ CAUSES: dict[str, tuple[str, str]] = {
         "returns it), once."),
     "layout_unconfirmed": (
         "layout cannot be confirmed from the file",
-        "Convert with llama.cpp's convert_hf_to_gguf.py, which writes each HF architecture under the GGUF "
-        "architecture (and q/k permutation) whose rope type pairs dimensions as the model does: a file written "
-        "otherwise rotates correctly only if its q/k were permuted to match, which its metadata cannot show."),
+        ("Convert with llama.cpp's convert_hf_to_gguf.py, which writes each HF architecture under the GGUF "
+         "architecture (and q/k permutation) whose rope type pairs dimensions as the model does: a file written "
+         "otherwise rotates correctly only if its q/k were permuted to match, which its metadata cannot show.")),
     "wrong_softmax_scale": (
         "wrong attention softmax scale",
-        "Write YaRN's mscale_all_dim where llama.cpp reads it (convert_hf_to_gguf.py writes "
-        "rope.scaling.yarn_log_multiplier = 0.1 * mscale_all_dim for deepseek2): the model multiplies q.k by "
-        "mscale(factor, mscale_all_dim)^2."),
+        ("Write YaRN's mscale_all_dim where llama.cpp reads it (convert_hf_to_gguf.py writes "
+         "rope.scaling.yarn_log_multiplier = 0.1 * mscale_all_dim for deepseek2): the model multiplies q.k by "
+         "mscale(factor, mscale_all_dim)^2.")),
     "position_offset": (
         "positions do not start at 0",
         "Row p of the cache must hold position p: build it from arange(0, n), not arange(1, n + 1)."),

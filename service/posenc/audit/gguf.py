@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..encodings import RopeSpec
+from ..encodings.rope import MAX_LENGTH
 from ..errors import PosencError
 from ..models import from_hf_config
 from .engine import Expected, expected_entries
@@ -100,16 +101,53 @@ class GgufRope:
         return PAIRING.get(self.rope_type)
 
 
-def _heads(value):
-    return value[0] if isinstance(value, list) and value else value
+#: LLAMA_MAX_LAYERS: llama.cpp refuses a file with more blocks.
+MAX_LAYERS = 512
+#: The widest rotary dim audited (the widest of any model we know is 512): the error table holds
+#: 8192 positions x n_rot / 2 float64 values per array.
+MAX_ROTARY_DIM = 1024
 
 
-def _swa_layers(file: GgufFile, arch: str, n_layer: int | None, period: int) -> frozenset[int]:
+class Metadata:
+    """The `{arch}.` keys of one file, typed as llama.cpp's `get_key` reads them (a per-layer array gives its
+    first value, as n_head() does); a key left out takes the default given, recorded in `defaults`."""
+
+    def __init__(self, fields: dict, arch: str):
+        self.fields, self.arch, self.defaults = fields, arch, []
+
+    def raw(self, name: str, default=None, *, record: bool = True):
+        full = f"{self.arch}.{name}"
+        if full in self.fields:
+            return self.fields[full]
+        if record and default is not None:
+            self.defaults.append(full)
+        return default
+
+    def number(self, name: str, default=None, *, integer: bool = False, minimum: float = 0.0,
+               above: bool = True, maximum: float = MAX_LENGTH, record: bool = True):
+        """The key as a finite number > minimum (>= with above=False) and <= maximum; PosencError naming it
+        otherwise."""
+        value = self.raw(name, default, record=record)
+        if isinstance(value, list) and value:
+            value = value[0]
+        if value is None:
+            return None
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and \
+            (value > minimum if above else value >= minimum) and value <= maximum and \
+            (not integer or float(value).is_integer())
+        if not ok:
+            kind = "a whole number" if integer else "a number"
+            raise PosencError(f"{self.arch}.{name}", f"must be {kind} {'>' if above else '>='} {minimum:g} and "
+                              f"<= {maximum:g}, got {value!r}")
+        return int(value) if integer else float(value)
+
+
+def _swa_layers(meta: Metadata, n_layer: int, period: int) -> frozenset[int]:
     """llama.cpp's SWA layers: the `attention.sliding_window_pattern` array, or its period (set_swa_pattern)."""
-    pattern = file.fields.get(f"{arch}.attention.sliding_window_pattern", period)
+    pattern = meta.raw("attention.sliding_window_pattern", record=False)
     if isinstance(pattern, list):
         return frozenset(i for i, swa in enumerate(pattern[:n_layer]) if swa)
-    n = int(pattern)
+    n = period if pattern is None else meta.number("attention.sliding_window_pattern", integer=True, above=False)
     return frozenset(i for i in range(n_layer) if n == 0 or i % n < n - 1)
 
 
@@ -117,61 +155,61 @@ def read_gguf(source) -> GgufRope:
     """The RoPE set-up llama.cpp derives from a GGUF file (a path, or its bytes: the head of the file is enough
     when it holds the metadata and RoPE tensors); PosencError naming the key when one is missing or bad."""
     file = source if isinstance(source, GgufFile) else open_gguf(source)
-    fields = file.fields
-    arch = fields.get("general.architecture")
+    arch = file.fields.get("general.architecture")
     if not isinstance(arch, str):
         raise PosencError("general.architecture", "missing: cannot tell which keys hold the RoPE parameters")
-    defaults: list[str] = []
-
-    def key(name, default=None, *, record=True):
-        full = f"{arch}.{name}"
-        if full in fields:
-            return fields[full]
-        if record and default is not None:
-            defaults.append(full)
-        return default
-
-    heads = _heads(key("attention.head_count", record=False))
-    embedding = key("embedding_length", record=False)
-    head_dim = key("attention.key_length", record=False) or (embedding // heads if embedding and heads else None)
+    meta = Metadata(file.fields, arch)
+    heads = meta.number("attention.head_count", integer=True, minimum=0, above=False, record=False)
+    embedding = meta.number("embedding_length", integer=True, record=False)
+    head_dim = meta.number("attention.key_length", integer=True, record=False) or \
+        (embedding // heads if embedding and heads else None)
     if not head_dim:
         raise PosencError(f"{arch}.attention.key_length", "missing, and embedding_length / head_count cannot "
                           "give the head dim")
-    context = key("context_length", record=False)
-    if not context:
+    context = meta.number("context_length", integer=True, record=False)
+    if context is None:
         raise PosencError(f"{arch}.context_length", "missing: the length llama.cpp's RoPE is judged at")
-    scaling = key("rope.scaling.type", "linear")
+    n_rot = meta.number("rope.dimension_count", head_dim, integer=True)
+    if n_rot % 2 or n_rot > min(head_dim, MAX_ROTARY_DIM):
+        raise PosencError(f"{arch}.rope.dimension_count", f"must be even and at most the head dim {head_dim} "
+                          f"(and {MAX_ROTARY_DIM}), got {n_rot}")
+    scaling = meta.raw("rope.scaling.type", "linear")
     if scaling not in SCALING_TYPES:
         raise PosencError(f"{arch}.rope.scaling.type", f"{scaling!r} is not one llama.cpp knows "
                           f"({', '.join(SCALING_TYPES)}): llama.cpp refuses to load the file")
-    factor = key("rope.scaling.factor", record=False)
-    if factor is None:
-        factor = key("rope.scale_linear", record=False)
-    freq_scale = 1.0 if scaling == "none" or not factor else 1.0 / float(factor)
-    yarn = {**YARN_DEFAULTS, **{name: key(f"rope.scaling.yarn_{name}", value)
+    written = "rope.scaling.factor" if f"{arch}.rope.scaling.factor" in file.fields else "rope.scale_linear"
+    factor = meta.number(written, minimum=0, above=False, record=False)
+    freq_scale = 1.0 if scaling == "none" or not factor else 1.0 / factor
+    yarn = {**YARN_DEFAULTS, **{name: meta.number(f"rope.scaling.yarn_{name}", value,
+                                                  minimum=-math.inf if name == "ext_factor" else 0.0)
                                 for name, value in YARN_KEYS.get(arch, {}).items()}}
     ext = yarn["ext_factor"] if yarn["ext_factor"] >= 0 else (1.0 if scaling == "yarn" else 0.0)
-    log_mul = key("rope.scaling.yarn_log_multiplier", 0.0 if arch in YARN_LOG_MUL_SCALE else None)
-    mscale_all = float(log_mul) / YARN_LOG_MUL_SCALE[arch] if arch in YARN_LOG_MUL_SCALE else 0.0
-    n_layer = key("block_count", record=False)
-    base = float(key("rope.freq_base", 10000.0))
+    mscale_all = 0.0
+    if arch in YARN_LOG_MUL_SCALE:
+        mscale_all = meta.number("rope.scaling.yarn_log_multiplier", 0.0, above=False) / YARN_LOG_MUL_SCALE[arch]
+    n_layer = meta.number("block_count", integer=True, record=False)
+    if n_layer is not None and n_layer > MAX_LAYERS:
+        raise PosencError(f"{arch}.block_count", f"{n_layer} blocks: llama.cpp loads at most {MAX_LAYERS}")
     tensors = {name: file.tensor(f"{name}.weight") for name in FACTOR_TENSORS}
-    rope = GgufRope(arch=arch, rope_type=rope_type(arch, f"{arch}.rope.dimension_sections" in fields),
-                    context_length=int(context), head_dim=int(head_dim),
-                    n_rot=int(key("rope.dimension_count", head_dim)), n_layer=n_layer, freq_base=base,
-                    scaling_type=scaling, factor=None if factor is None else float(factor), freq_scale=freq_scale,
-                    original_context=int(key("rope.scaling.original_context_length", context)),
-                    attn_factor=float(key("rope.scaling.attn_factor", 1.0)), ext_factor=float(ext),
-                    beta_fast=float(yarn["beta_fast"]), beta_slow=float(yarn["beta_slow"]),
-                    yarn_attn=float(yarn["attn_factor"]), mscale_all_dim=mscale_all,
-                    rope_freqs=tensors["rope_freqs"], factors_long=tensors["rope_factors_long"],
-                    factors_short=tensors["rope_factors_short"], defaults=defaults,
-                    written={k[len(arch) + 1:]: v for k, v in fields.items() if k.startswith(f"{arch}.rope.")})
+    rope = GgufRope(arch=arch, rope_type=rope_type(arch, f"{arch}.rope.dimension_sections" in file.fields),
+                    context_length=context, head_dim=head_dim, n_rot=n_rot, n_layer=n_layer,
+                    freq_base=meta.number("rope.freq_base", 10000.0, minimum=1.0), scaling_type=scaling, factor=factor,
+                    freq_scale=freq_scale,
+                    original_context=meta.number("rope.scaling.original_context_length", context, integer=True),
+                    attn_factor=meta.number("rope.scaling.attn_factor", 1.0), ext_factor=ext,
+                    beta_fast=yarn["beta_fast"], beta_slow=yarn["beta_slow"], yarn_attn=yarn["attn_factor"],
+                    mscale_all_dim=mscale_all, rope_freqs=tensors["rope_freqs"],
+                    factors_long=tensors["rope_factors_long"], factors_short=tensors["rope_factors_short"],
+                    defaults=meta.defaults,
+                    written={k[len(arch) + 1:]: v for k, v in file.fields.items() if k.startswith(f"{arch}.rope.")})
     for name, arr in tensors.items():
-        if arr is not None and arr.shape[0] != rope.n_rot // 2:
-            raise PosencError(name, f"has {arr.shape[0]} entries; rope.dimension_count {rope.n_rot} needs "
-                              f"{rope.n_rot // 2}")
-    rope.groups = _groups(file, rope, key)
+        if arr is not None and arr.shape[0] != n_rot // 2:
+            raise PosencError(f"{name}.weight", f"has {arr.shape[0]} entries; rope.dimension_count {n_rot} needs "
+                              f"{n_rot // 2}")
+        if arr is not None and not (np.all(np.isfinite(arr)) and np.all(arr > 0)):
+            raise PosencError(f"{name}.weight", "holds a value that is not a positive number: llama.cpp divides the "
+                              "frequencies by these")
+    rope.groups = _groups(meta, rope)
     ignored = sorted(k for k in rope.written if k.startswith("rope.scaling.yarn_") and
                      k[len("rope.scaling.yarn_"):] not in YARN_KEYS.get(arch, {}) and
                      (k != "rope.scaling.yarn_log_multiplier" or arch not in YARN_LOG_MUL_SCALE))
@@ -184,22 +222,22 @@ def read_gguf(source) -> GgufRope:
     return rope
 
 
-def _groups(file: GgufFile, rope: GgufRope, key) -> tuple[LayerGroup, ...]:
+def _groups(meta: Metadata, rope: GgufRope) -> tuple[LayerGroup, ...]:
     """The full layers and, for architectures whose loader sets them up, the sliding-window ones."""
     rule = SWA.get(rope.arch)
-    window = key("attention.sliding_window", 0, record=False)
+    window = meta.number("attention.sliding_window", 0, minimum=0, above=False, record=False)
     if rule is None or (rule.needs_window and not window):
         return (LayerGroup("full", rope.freq_base, rope.freq_scale, None),)
     if rope.n_layer is None:
         rope.notes.append(f"{rope.arch}.block_count is missing: the sliding-window layers cannot be told apart, "
                           "every layer is judged with the full layers' base")
         return (LayerGroup("full", rope.freq_base, rope.freq_scale, None),)
-    swa = _swa_layers(file, rope.arch, rope.n_layer, rule.period)
-    base = key("rope.freq_base_swa", rope.freq_base if rule.base is None else rule.base)
+    swa = _swa_layers(meta, rope.n_layer, rule.period)
+    base = meta.number("rope.freq_base_swa", rope.freq_base if rule.base is None else rule.base, minimum=1.0)
     scale = rope.freq_scale if rule.scale is None else rule.scale
     full = frozenset(range(rope.n_layer)) - swa
     return tuple(g for g in (LayerGroup("full", rope.freq_base, rope.freq_scale, full),
-                             LayerGroup("swa", float(base), scale, swa)) if g.layers)
+                             LayerGroup("swa", base, scale, swa)) if g.layers)
 
 
 def factors_for(rope: GgufRope, seq_len: int) -> np.ndarray | None:

@@ -13,6 +13,7 @@ a truncated body cannot give it, and importing it costs a worker ~0.2 s.
 
 from __future__ import annotations
 
+import math
 import mmap
 import struct
 from dataclasses import dataclass
@@ -29,8 +30,11 @@ STRING, ARRAY = 8, 9
 #: ggml tensor types a RoPE factor tensor can be stored in (the converter writes 1-D tensors as F32).
 TENSOR_DTYPES = {0: np.dtype(np.float32), 1: np.dtype(np.float16), 30: np.dtype(ml_dtypes.bfloat16)}
 DEFAULT_ALIGNMENT = 32
-#: String arrays longer than this (a tokenizer's vocabulary) are skipped, their length kept.
-MAX_KEPT_STRINGS = 4096
+#: GGML_MAX_DIMS: a tensor info with more is not a tensor llama.cpp reads.
+MAX_DIMS = 4
+#: Arrays longer than this (a tokenizer's vocabulary, token types, merges) are stepped over, their length kept:
+#: what RoPE needs (a per-layer pattern or head count, M-RoPE sections) is at most LLAMA_MAX_LAYERS long.
+MAX_KEPT_ITEMS = 4096
 
 
 @dataclass(frozen=True)
@@ -94,11 +98,15 @@ class _Cursor:
         item, count = self.scalar("I", what), self.scalar("Q", what)
         if item in SCALARS:
             dtype = np.dtype(self.order + SCALARS[item])
-            return np.frombuffer(self.take(count * dtype.itemsize, what), dtype=dtype).tolist()
-        if item == STRING and count > MAX_KEPT_STRINGS:
+            values = self.take(count * dtype.itemsize, what)
+            return np.frombuffer(values, dtype=dtype).tolist() if count <= MAX_KEPT_ITEMS else f"<{count} values>"
+        if item == STRING and count > MAX_KEPT_ITEMS:
             self.skip_strings(count, what)
             return f"<{count} strings>"
-        return [self.value(item, what) for _ in range(count)]
+        if item != STRING:  # an array of arrays, or an unknown type: gguf.cpp refuses both
+            raise PosencError("file", f"a GGUF array of type {item} in the {what}: llama.cpp reads arrays of "
+                              "numbers, booleans and strings only")
+        return [self.string(what) for _ in range(count)]
 
 
 class GgufFile:
@@ -125,7 +133,10 @@ class GgufFile:
         infos = []
         for _ in range(n_tensors):
             name = cur.string("tensor infos")
-            dims = tuple(cur.scalar("Q", "tensor infos") for _ in range(cur.scalar("I", "tensor infos")))
+            n_dims = cur.scalar("I", "tensor infos")
+            if n_dims > MAX_DIMS:
+                raise PosencError("file", f"tensor {name!r} has {n_dims} dimensions; ggml has at most {MAX_DIMS}")
+            dims = tuple(cur.scalar("Q", "tensor infos") for _ in range(n_dims))
             infos.append((name, dims, cur.scalar("I", "tensor infos"), cur.scalar("Q", "tensor infos")))
         alignment = self.fields.get("general.alignment", DEFAULT_ALIGNMENT)
         if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
@@ -143,13 +154,14 @@ class GgufFile:
         if dtype is None:
             raise PosencError(name, f"is stored as ggml type {info.ggml_type}; llama.cpp's RoPE factors are F32 "
                               "(or F16/BF16)")
-        count = int(np.prod(info.shape, dtype=np.int64))
+        count = math.prod(info.shape)
         end = info.offset + count * dtype.itemsize
         if end > len(self.data):
             raise PosencError(name, f"its data lies at bytes {info.offset}..{end} of the file, past the "
                               f"{len(self.data)} bytes read: send at least the first {end} bytes")
         values = np.frombuffer(self.data, dtype=dtype, count=count, offset=info.offset)
-        return (values.byteswap() if self.order == ">" else values).astype(np.float64)
+        with np.errstate(invalid="ignore"):  # a NaN stays a NaN (the caller refuses it)
+            return (values.byteswap() if self.order == ">" else values).astype(np.float64)
 
     @property
     def is_prefix(self) -> bool:
@@ -157,7 +169,7 @@ class GgufFile:
         quantized tensor, of unknown size here, counts from where it starts)."""
         def end(info: TensorInfo) -> int:
             dtype = TENSOR_DTYPES.get(info.ggml_type)
-            return info.offset + (int(np.prod(info.shape, dtype=np.int64)) * dtype.itemsize if dtype else 1)
+            return info.offset + (math.prod(info.shape) * dtype.itemsize if dtype else 1)
 
         return any(end(info) > len(self.data) for info in self.tensors.values())
 
