@@ -442,8 +442,9 @@ def _pairs(rope: GgufRope, config: dict, layer_type: str | None) -> tuple[list[P
         if shared:
             best = min(hits, key=lambda e: (e.inv.shape != inv.shape, float(np.max(np.abs(np.log(inv / e.inv))))
                                             if e.inv.shape == inv.shape else 0.0))
-            notes += [f"layer type {e.layer_type!r} shares its layers with {best.layer_type!r}: llama.cpp applies one "
-                      "rotation per layer, compared with the better match" for e in hits if e is not best]
+            notes += [f"layer type {e.layer_type!r} shares its layers with {best.layer_type!r}: not compared (posenc "
+                      "models one llama.cpp rotation per layer, and compares the layer type it matches best)"
+                      for e in hits if e is not best]
             hits = [best]
         for e in hits:
             n = len(layers_of[e.layer_type] & group.layers) if group.layers is not None else 0

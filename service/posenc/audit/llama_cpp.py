@@ -110,6 +110,7 @@ CONVERTED_AS: dict[str, tuple[str, bool]] = {
     **_converted("deepseek", True, "DeepseekForCausalLM"),
     **_converted("deepseek2", False, "DeepseekV2ForCausalLM DeepseekV3ForCausalLM KimiVLForConditionalGeneration "
                                      "YoutuForCausalLM Glm4MoeLiteForCausalLM"),
+    **_converted("deepseek32", False, "DeepseekV32ForCausalLM"),
     **_converted("command-r", False, "CohereForCausalLM"),
     **_converted("cohere2", False, "Cohere2ForCausalLM"),
     **_converted("chatglm", False, "ChatGLMModel ChatGLMForConditionalGeneration GlmForCausalLM"),
