@@ -64,11 +64,15 @@ def rope_parameters(hparams: dict) -> dict:
 def text_model(hparams: dict, rope: dict, keys: Keys) -> None:
     """TextModel.set_gguf_parameters (the keys every class that calls super() writes)."""
     keys.put("block_count", find(hparams, "n_layers", "num_hidden_layers", "n_layer", "num_layers"))
-    keys.put("context_length", find(hparams, "max_position_embeddings", "n_ctx", "n_positions", "max_length"))
+    keys.put("context_length", find(hparams, "max_position_embeddings", "n_ctx", "n_positions", "max_length",
+                                    "max_sequence_length", "model_max_length"))
     keys.put("embedding_length", find(hparams, "hidden_size", "n_embd", "dim"))
-    keys.put("feed_forward_length", find(hparams, "intermediate_size", "n_inner", "hidden_dim"))
+    keys.put("feed_forward_length", find(hparams, "prefix_dense_intermediate_size", "dense_intermediate_size",
+                                         "intermediate_size", "n_inner", "hidden_dim"))
     keys.put("attention.head_count", find(hparams, "num_attention_heads", "n_head", "n_heads"))
     keys.put("attention.head_count_kv", find(hparams, "num_key_value_heads", "n_kv_heads"))
+    if hparams.get("is_causal") is False:
+        keys.put("attention.causal", False)
     params = rope.get("full_attention", rope)
     kind, factor = params.get("rope_type"), params.get("factor")
     if kind == "linear" and factor is not None:
@@ -92,8 +96,12 @@ def text_model(hparams: dict, rope: dict, keys: Keys) -> None:
     keys.put("rope.freq_base_swa", None if local is None else float(local))
     eps = find(hparams, "rms_norm_eps", "norm_eps")
     keys.put("attention.layer_norm_rms_epsilon", None if eps is None else float(eps))
+    eps = find(hparams, "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon")
+    keys.put("attention.layer_norm_epsilon", None if eps is None else float(eps))
     keys.put("expert_count", find(hparams, "num_local_experts", "num_experts", "n_routed_experts"))
     keys.put("expert_used_count", find(hparams, "num_experts_per_tok", "num_experts_per_token", "top_k_experts"))
+    keys.put("expert_group_count", hparams.get("n_group"))
+    keys.put("expert_group_used_count", hparams.get("topk_group"))
     if hparams.get("head_dim") is not None:
         keys.put("attention.key_length", hparams["head_dim"])
         keys.put("attention.value_length", hparams["head_dim"])
