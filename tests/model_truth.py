@@ -416,10 +416,12 @@ def family_golden_types() -> set[str]:
                     if (FIXTURES / f"{name}.json").is_file()}
 
 
-def coverage_record(facts: dict[str, dict], path: Path = GOLDEN, nonrotary: set[str] | None = None) -> dict:
+def coverage_record(facts: dict[str, dict], path: Path = GOLDEN, nonrotary: set[str] | None = None,
+                    architectures: dict[str, str] | None = None) -> dict:
     """checked.json without the verdicts: per model type transformers knows, `facts` (what
     generate_models.known_model_types read from transformers: positions, inputs, nests,
-    config_error) and `golden`, the gate's input:
+    config_error, config) and `golden`, the gate's input; and `architectures`, {model class name:
+    model type} (config_facts.architectures: what an unknown model type is read by):
     * "judged": a config of model_truth.npz dispatches on it (its verdict comes from `with_verdicts`);
     * "family": a family golden checks it (model_rope.npz, model_other.npz);
     * "wrapper": its modeling code has no positions of its own (but a vision tower's learned patch
@@ -452,7 +454,8 @@ def coverage_record(facts: dict[str, dict], path: Path = GOLDEN, nonrotary: set[
             if model_type in meta["failures"]:
                 entry["failure"] = meta["failures"][model_type]
         types[model_type] = entry
-    return {"transformers": meta["versions"]["transformers"], "model_types": types}
+    return {"transformers": meta["versions"]["transformers"], "architectures": dict(architectures or {}),
+            "model_types": types}
 
 
 def with_verdicts(record: dict, path: Path = GOLDEN) -> dict:

@@ -20,7 +20,7 @@ RECORD = json.loads(model_truth.CHECKED.read_text())
 TYPES = RECORD["model_types"]
 UNCHECKED = json.loads(gzip.decompress((Path(__file__).parent / "golden" / "model_unchecked_configs.json.gz")
                                        .read_bytes()))
-FACT_KEYS = ("positions", "inputs", "nests", "config_error")
+FACT_KEYS = ("positions", "inputs", "nests", "config_error", "config")
 
 
 @pytest.mark.parametrize("model_type", sorted(UNCHECKED))
@@ -97,12 +97,43 @@ def test_wrapper_around_a_checked_language_model_answers():
     assert model.get().spec.head_dim == 128
 
 
-def test_model_type_transformers_does_not_know_keeps_the_generic_reader():
-    """A custom (remote-code) model type: posenc reads its mechanisms as before."""
-    config = {"model_type": "my_remote_code_llm", "hidden_size": 256, "num_attention_heads": 4,
-              "num_hidden_layers": 2, "rope_theta": 50000.0}
-    assert "my_remote_code_llm" not in TYPES
+def test_model_type_transformers_does_not_know_is_refused_without_a_known_architecture():
+    """A custom (remote-code) model type that names no transformers model class: nothing says which
+    family's reading is right, so it is refused, naming its model type and architectures."""
+    config = {"model_type": "my_remote_code_llm", "architectures": ["MyRemoteCodeForCausalLM"], "hidden_size": 256,
+              "num_attention_heads": 4, "num_hidden_layers": 2, "rope_theta": 50000.0}
+    assert "my_remote_code_llm" not in TYPES and "MyRemoteCodeForCausalLM" not in RECORD["architectures"]
+    for strict in (True, False):
+        with pytest.raises(posenc.PosencError) as caught:
+            posenc.from_hf_config(config, strict=strict)
+        assert caught.value.field == "config.model_type"
+        assert "'my_remote_code_llm' is not one transformers" in caught.value.message
+        assert "'MyRemoteCodeForCausalLM'" in caught.value.message
+
+
+def test_model_type_transformers_does_not_know_is_read_by_its_architecture():
+    config = {"model_type": "my_remote_code_llm", "architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 2}
+    model = posenc.from_hf_config(config)
+    assert model.model_type == "my_remote_code_llm" and model.reader == "qwen3"
+    assert model.get().spec == posenc.from_hf_config({**config, "model_type": "qwen3"}).get().spec
+    assert "read as 'qwen3'" in model.notes[0] and "Qwen3ForCausalLM" in model.notes[0]
+    assert model.to_dict()["notes"] == list(model.notes)
+
+
+def test_a_config_naming_no_model_type_describes_a_rope_by_its_keys():
+    """No model_type and no architectures: not a model, a RoPE described by the standard keys."""
+    config = {"hidden_size": 256, "num_attention_heads": 4, "num_hidden_layers": 2, "rope_theta": 50000.0}
     assert posenc.from_hf_config(config).get().spec.base == 50000.0
+    with pytest.raises(posenc.PosencError, match="a config without a model_type is not one"):
+        posenc.from_hf_config({**config, "architectures": ["MyRemoteCodeForCausalLM"]})
+
+
+def test_architectures_name_model_classes_of_every_task_head():
+    """checked.json's map covers the auto mappings' classes, each under the type whose config class builds it."""
+    classes = RECORD["architectures"]
+    assert classes["DeepseekV3ForCausalLM"] == "deepseek_v3" and classes["LlamaForSequenceClassification"] == "llama"
+    assert classes["Qwen2VLForConditionalGeneration"] == "qwen2_vl" and len(classes) > 1000
+    assert set(classes.values()) <= set(TYPES)
 
 
 def test_family_readers_answer_whatever_the_record_says(monkeypatch):
@@ -134,7 +165,7 @@ def test_record_is_generated_from_these_goldens():
     """checked.json is what generate_models.py writes from model_truth.npz and the family goldens,
     given the facts it read from transformers (kept in the record): a stale record fails here."""
     facts = {t: {k: e[k] for k in FACT_KEYS if k in e} for t, e in TYPES.items()}
-    again = model_truth.with_verdicts(model_truth.coverage_record(facts))
+    again = model_truth.with_verdicts(model_truth.coverage_record(facts, architectures=RECORD["architectures"]))
     assert again == RECORD, "regenerate: python tests/golden/generate_models.py --table"
 
 

@@ -79,10 +79,10 @@ def test_qwen3_vl_interleaves_its_mrope_frequencies():
 
 def test_other_models_with_an_mrope_section_are_refused():
     """A model type whose modeling code posenc has no M-RoPE fact for: its section is refused."""
-    text = {"model_type": "brand_new_vl_text", "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128,
+    text = {"model_type": "starcoder2", "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128,
             "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20]}}
     with pytest.raises(posenc.PosencError) as info:
-        posenc.from_hf_config({"model_type": "brand_new_vl", "text_config": text})
+        posenc.from_hf_config({"model_type": "llava", "text_config": text})
     assert info.value.field.endswith("mrope_section")
 
 

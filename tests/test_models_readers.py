@@ -151,8 +151,8 @@ def test_rope_shortcut_names_the_choices():
 
 
 def test_generic_reader_refuses_unknown_position_keys():
-    config = {"model_type": "brand_new", "hidden_size": 256, "num_attention_heads": 4, "rope_theta": 5e5,
-              "num_hidden_layers": 2, "rope_twist": True}
+    config = {"hidden_size": 256, "num_attention_heads": 4, "rope_theta": 5e5, "num_hidden_layers": 2,
+              "rope_twist": True}  # no model type: a RoPE described by its keys, read by the generic reader
     assert error_field(config) == "config.rope_twist"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -165,19 +165,19 @@ def test_generic_reader_refuses_unknown_position_keys():
 
 
 def test_generic_reader_needs_a_rope_key():
-    assert error_field({"model_type": "brand_new", "hidden_size": 256, "num_attention_heads": 4}) == "config.model_type"
+    assert error_field({"hidden_size": 256, "num_attention_heads": 4}) == "config.model_type"
 
 
 def test_generic_reader_nested_v5_and_text_config():
-    config = {"model_type": "brand_new", "head_dim": 64, "num_hidden_layers": 3,
+    config = {"head_dim": 64, "num_hidden_layers": 3,
               "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
               "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
                                   "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}
     model = posenc.from_hf_config(config)
     assert model["full_attention"].layers == (1,) and model["sliding_attention"].spec.base == 1e4
-    wrapped = posenc.from_hf_config({"model_type": "some_vlm", "text_config": hf_config("llama-3.1-8b")})
+    wrapped = posenc.from_hf_config({"model_type": "llava", "text_config": hf_config("llama-3.1-8b")})
     assert wrapped.reader == "llama" and wrapped.get().spec == posenc.RopeSpec.from_hf_config(hf_config("llama-3.1-8b"))
-    odd = {"model_type": "some_vlm", "vision_rotary_dim": 32, "text_config": hf_config("llama-3.1-8b")}
+    odd = {"model_type": "llava", "vision_rotary_dim": 32, "text_config": hf_config("llama-3.1-8b")}
     assert error_field(odd) == "config.vision_rotary_dim"  # the wrapper's own position keys are checked too
 
 

@@ -59,6 +59,7 @@ from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
+import config_facts
 import model_truth
 
 OUT = HERE / "model_truth.npz"
@@ -895,8 +896,9 @@ def known_model_types() -> tuple[dict[str, dict], dict[str, dict]]:
     {type: default config dict}). The facts are what checked.json keeps of transformers itself
     (model_truth judges the rest from the goldens): the kinds of positions its modeling code has
     (`POSITION_PATTERNS`), the inputs of its model class when they are not text (an image or audio
-    encoder's rotary runs over patches or frames), whether its config nests a language config, and
-    why its config class cannot be built with its defaults."""
+    encoder's rotary runs over patches or frames), whether its config nests a language config,
+    why its config class cannot be built with its defaults, and what that class fills in for the
+    keys posenc reads (`config`: config_facts.class_facts)."""
     warnings.filterwarnings("ignore")
     transformers.logging.set_verbosity_error()
     models = Path(transformers.__file__).parent / "models"
@@ -912,6 +914,7 @@ def known_model_types() -> tuple[dict[str, dict], dict[str, dict]]:
             defaults[model_type] = json.loads(json.dumps(config.to_dict(), default=str))
             if any(isinstance(defaults[model_type].get(key), dict) for key in NESTED):
                 fact["nests"] = True
+            fact["config"] = config_facts.class_facts(model_type)
         except Exception as exc:  # a config class whose defaults do not validate
             fact["config_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
         source_path = _modeling_path(model_type, defined)
@@ -960,7 +963,9 @@ def write_checked() -> None:
     check it refuses), from the goldens as they are and transformers' config classes: no model is
     built, so `--table` refreshes them after a merge of new goldens."""
     facts, defaults = known_model_types()
-    record = model_truth.coverage_record(facts, nonrotary=nonrotary_exact(facts))
+    architectures = config_facts.architectures()
+    record = model_truth.coverage_record(facts, nonrotary=nonrotary_exact(facts, architectures),
+                                         architectures=architectures)
     _write_record(record)  # the gate as these goldens set it: every judged model type passes it
     model_truth.verdicts.cache_clear()
     record = model_truth.with_verdicts(record)  # judged under that gate, not the one checked.json had
@@ -970,13 +975,14 @@ def write_checked() -> None:
     UNCHECKED_CONFIGS.write_bytes(gzip.compress(json.dumps(unchecked, sort_keys=True).encode(), mtime=0))
 
 
-def nonrotary_exact(facts: dict) -> set[str]:
+def nonrotary_exact(facts: dict, architectures: dict) -> set[str]:
     """The model types model_truth_nonrotary.npz checks exactly, judged with a gate that lets every
     model type of its configs through (posenc's own answer, not the gate's refusal, is judged);
     the others stay unchecked (refused by the gate)."""
     import model_truth_nonrotary
 
-    _write_record(model_truth.coverage_record(facts, nonrotary=model_truth_nonrotary.chain_types()))
+    _write_record(model_truth.coverage_record(facts, nonrotary=model_truth_nonrotary.chain_types(),
+                                              architectures=architectures))
     model_truth_nonrotary.verdicts.cache_clear()
     exact = model_truth_nonrotary.exact_types()
     model_truth_nonrotary.verdicts.cache_clear()  # judged again under the gate written with these
@@ -988,8 +994,9 @@ def _write_record(record: dict) -> None:
     from posenc.models import checked
 
     lines = [f" {json.dumps(t)}: {json.dumps(e, sort_keys=True)}" for t, e in sorted(record["model_types"].items())]
-    model_truth.CHECKED.write_text(f'{{"transformers": {json.dumps(record["transformers"])}, "model_types": {{\n'
-                                   + ",\n".join(lines) + "\n}}\n")
+    classes = [f" {json.dumps(c)}: {json.dumps(t)}" for c, t in sorted(record["architectures"].items())]
+    model_truth.CHECKED.write_text(f'{{"transformers": {json.dumps(record["transformers"])}, "architectures": {{\n'
+                                   + ",\n".join(classes) + '\n}, "model_types": {\n' + ",\n".join(lines) + "\n}}\n")
     checked.record.cache_clear()
 
 

@@ -2,7 +2,9 @@
 
 Like transformers' one-modeling-file-per-model: each reader reads its family's own keys with
 the defaults of that family's modeling code. `READERS` maps `model_type` to a reader; model
-types without one go through the generic reader, which accepts only the standard keys.
+types without one go through the gate (`checked`) and the generic reader, which accepts only
+the standard keys, with what the model type's transformers config class fills in
+(`class_defaults`). A model type transformers does not know is read by its `architectures`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from ..args import json_type
@@ -37,7 +40,9 @@ def from_hf_config(config, *, strict: bool = True) -> ModelPositions:
     A position-looking key its reader does not understand raises `PosencError` naming it
     (`strict=False` downgrades that to a warning): never a silent default. A model type that
     transformers knows, that no family reader has and that no golden checked is refused
-    (`checked.gate`, whatever `strict`), as is each nested language config's.
+    (`checked.gate`, whatever `strict`), as is each nested language config's. One transformers
+    does not know is read as the model type of its `architectures` (Kimi-K2's
+    DeepseekV3ForCausalLM: as deepseek_v3, which the answer's `notes` say) or refused, naming both.
     """
     config = config_dict(config)
     if not isinstance(config, dict):
@@ -46,13 +51,24 @@ def from_hf_config(config, *, strict: bool = True) -> ModelPositions:
     if model_type is not None and not isinstance(model_type, str):
         raise PosencError("config.model_type", f"must be a string, got {type(model_type).__name__}")
     from . import families  # noqa: F401  (registers every reader)
+    from .checked import gate, read_as
 
-    if model_type in READERS:
-        return READERS[model_type](config, strict)
-    from .checked import gate
+    read, note = read_as(config, "config.model_type")
+    if read.get("model_type") in READERS:
+        model = READERS[read["model_type"]](read, strict)
+    else:
+        gate(read, "config.model_type")
+        model = READERS["__generic__"](read, strict)
+    return noted(model, model_type, note)
 
-    gate(config, "config.model_type")
-    return READERS["__generic__"](config, strict)
+
+def noted(model: ModelPositions, model_type, note: str | None) -> ModelPositions:
+    """The answer for a config read as another model type (`checked.read_as`): under its own
+    model type, the note first."""
+    if note is None:
+        return model
+    return replace(model, model_type=model.model_type if model_type is None else model_type,
+                   notes=(note, *model.notes))
 
 
 def rope_spec_from_hf_config(config: dict, *, strict: bool = True) -> RopeSpec:

@@ -9,8 +9,16 @@ every model type of the transformers release the goldens were taken from, and fo
 a golden checked it (`golden`: judged / family / wrapper, or nonrotary: a non-rotary model type
 the non-rotary truth golden found answered exactly) or not (`unchecked`), and what the
 generator saw of it: its kinds of positions, its inputs when they are not text, why it could not
-be built. An unchecked one is refused, saying so (`why`); a model type transformers does not
-know (a custom or remote-code model) is not in the record and keeps the generic reader's answer.
+be built. An unchecked one is refused, saying so (`why`).
+
+A model type transformers does not know (a custom or remote-code model: Kimi-K2's `kimi_k2`) is
+not in the record. It is read by its `architectures` (`read_as`): the record maps every model
+class of transformers' auto mappings to the model type whose config class builds it, and a config
+naming one (Kimi-K2's `DeepseekV3ForCausalLM`) is read as that model type, gate and all, with a
+note saying so; one naming none is refused, naming its model type and architectures. Nothing
+unknown reaches the generic reader, whose reading is right only for the families whose goldens
+checked it. A config that names neither a model type nor architectures describes a RoPE by its
+keys, not a model, and is read as such.
 """
 
 from __future__ import annotations
@@ -48,6 +56,32 @@ def gate(config: dict, field: str) -> None:
     if entry["golden"] == "wrapper" and not any(isinstance(config.get(key), dict) for key in NESTED):
         raise PosencError(field, f"model type {model_type!r} has no positions of its own in transformers {version}: "
                           f"posenc reads its language config ({', '.join(NESTED)}), which this config lacks")
+
+
+def read_as(config: dict, field: str) -> tuple[dict, str | None]:
+    """(the config to read, a note) for a config whose model type transformers does not know: the
+    same config under the model type of the first of its `architectures` transformers has, and the
+    note saying so; a PosencError(field) naming both when it has none. A known model type, or a
+    config naming neither, is read as it is (no note)."""
+    from . import READERS
+
+    model_type, names = config.get("model_type"), config.get("architectures")
+    if model_type in READERS or model_type in record()["model_types"] or (model_type is None and names is None):
+        return config, None
+    version, classes = record()["transformers"], record()["architectures"]
+    listed = names if isinstance(names, list) else [names] if names is not None else []
+    found = next(((name, classes[name]) for name in listed if isinstance(name, str) and name in classes), None)
+    what = f"model type {model_type!r}" if model_type is not None else "a config without a model_type"
+    if found is None:
+        raise PosencError(field, f"{what} is not one transformers {version} knows, and its architectures "
+                          f"({', '.join(map(repr, listed)) or 'none given'}) name no transformers model class: "
+                          "posenc reads a model only as a family whose goldens checked it, and will not guess "
+                          "which this is (give the model_type of the transformers family whose modeling code "
+                          "it runs)")
+    name, known = found
+    return {**config, "model_type": known}, (
+        f"{what} is not one transformers {version} knows: read as {known!r}, the model type whose modeling code "
+        f"defines its architecture {name}")
 
 
 def positionless(model_type) -> bool:

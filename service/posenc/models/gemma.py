@@ -7,6 +7,11 @@ only). Gemma-3 has one RoPE per layer type (configuration_gemma3.py,
 legacy `rope_scaling` (4b+: linear x8), `sliding_attention` from `rope_local_base_freq`
 (default 1e4) and never scaled; transformers 5 writes both nested in `rope_parameters`.
 Which layers are which: `layer_types`, else every `sliding_window_pattern`-th (default 6).
+
+Gemma-3n (`gemma3n` wraps a `gemma3n_text`) reads its RoPEs the same way
+(configuration_gemma3n.py, `convert_rope_params_to_dict`: `rope_theta` default 1e6 and the
+legacy `rope_scaling` for full attention, `rope_local_base_freq` default 1e4 for sliding), and
+without `layer_types` makes every 5th layer full attention, a fixed period no key changes.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ GEMMA = RopeFamily(Sizes(3072, 16, 28, 8192), head_dim=256)
 GEMMA2 = RopeFamily(Sizes(2304, 8, 26, 8192), head_dim=256)
 GEMMA3 = RopeFamily(Sizes(2304, 8, 26, 131_072), head_dim=256)
 GEMMA3_THETA = {FULL: ("rope_theta", 1_000_000.0), SLIDING: ("rope_local_base_freq", 10_000.0)}
+GEMMA3N = RopeFamily(Sizes(2048, 8, 35, 32_768), head_dim=256)
+GEMMA3N_PERIOD = 5
 
 reader("gemma")(single_rope_reader(GEMMA))
 reader("gemma2")(single_rope_reader(GEMMA2))
@@ -45,3 +52,11 @@ def _gemma3(view: ConfigView, model_type: str) -> ModelPositions:
     specs, dims = rope_per_layer_type(view, GEMMA3, GEMMA3_THETA, legacy_scaled=(FULL,), family_name="Gemma-3")
     layer_types = periodic_layer_types(view, dims.layers, "sliding_window_pattern", 6, full_at_zero=False)
     return ModelPositions(model_type, "gemma3", entries(layer_types, specs))
+
+
+@reader("gemma3n_text")
+def read_gemma3n_text(config: dict, strict: bool) -> ModelPositions:
+    view = ConfigView(config)
+    specs, dims = rope_per_layer_type(view, GEMMA3N, GEMMA3_THETA, legacy_scaled=(FULL,), family_name="Gemma-3n")
+    layer_types = periodic_layer_types(view, dims.layers, None, GEMMA3N_PERIOD, full_at_zero=False)
+    return ModelPositions(config["model_type"], "gemma3n_text", entries(layer_types, specs))

@@ -19,8 +19,9 @@ import warnings
 from dataclasses import replace
 
 from ..errors import PosencError
-from . import READERS, reader
-from .checked import gate, positionless
+from . import READERS, noted, reader
+from .checked import gate, positionless, read_as, record
+from .class_defaults import class_facts, with_class_defaults
 from .fields import ConfigView
 from .mechanisms import (
     ATTENTION_TYPES,
@@ -74,12 +75,14 @@ def read_generic(config: dict, strict: bool) -> ModelPositions:
         raise PosencError("config.model_type", f"{config.get('model_type')!r}: {facts.unsupported}; posenc "
                           "does not reproduce it")
     if positionless(config.get("model_type")):  # Jamba, Mamba: no module of it reads a position key
-        return _without_positions(view, str(config.get("model_type")), "config.model_type")
+        return _without_positions(with_class_defaults(view, facts), str(config.get("model_type")), "config.model_type")
     _check_keys(view, strict)
     for key in NESTED:
         inner = view.obj(key)
         if inner is not None:
             return _read_nested(inner, strict)
+    view, notes = _attn_config_base(view)
+    view = with_class_defaults(view, facts)
     if facts.rope_switch is not None:
         key, on = facts.rope_switch
         if view.raw.get(key) != on:  # its modeling code builds no rotary module: no layer has positions
@@ -88,15 +91,56 @@ def read_generic(config: dict, strict: bool) -> ModelPositions:
     if kind != "rope":
         raise PosencError(view.field("position_embedding_type"), f"is {kind!r}: posenc reads this config's "
                           "positions only when it is 'rope'")
-    attn = view.obj("attn_config")
-    if attn is not None and attn.has("rope_theta") and not any(view.has(k) for k in _ROPE_KEYS):
-        # DBRX's original config.json keeps its base in attn_config (transformers 5 moves it to rope_parameters)
-        view = ConfigView({**view.raw, "rope_theta": attn.raw["rope_theta"]}, view.path)
     if not any(view.has(k) for k in _ROPE_KEYS):
         raise PosencError("config.model_type", f"model type {config.get('model_type')!r} has no family reader "
                           f"and its config names no RoPE parameter ({', '.join(_ROPE_KEYS)}); posenc cannot "
                           f"tell its position encoding (known families: {sorted(k for k in READERS if k[0] != '_')})")
-    return read_mechanisms(view, str(config.get("model_type")), facts)
+    model = read_mechanisms(view, str(config.get("model_type")), facts)
+    notes += _unread_rotary_dim(view, facts, model)
+    return replace(model, notes=model.notes + notes) if notes else model
+
+
+def _attn_config_base(view: ConfigView) -> tuple[ConfigView, tuple[str, ...]]:
+    """DBRX's config.json keeps its base in `attn_config.rope_theta`, which DBRX's own modeling code
+    reads; transformers 5's DbrxConfig does not carry it into rope_parameters, which it gives its
+    default base, and its rotary embedding reads that. posenc takes attn_config's, in the raw
+    form and in the to_dict() form (where both are present) alike, and says which transformers uses."""
+    attn = view.obj("attn_config")
+    if attn is None or not attn.has("rope_theta"):
+        return view, ()
+    theta = attn.float("rope_theta", exclusive_minimum=0.0)
+    params = rope_dict(view)
+    where = params if params is not None and params.has("rope_theta") else view
+    given = where.float("rope_theta", exclusive_minimum=0.0)
+    raw = {**view.raw, "rope_theta": theta}
+    if params is not None and "rope_theta" in params.raw:
+        raw[params.path.rsplit(".", 1)[1]] = {**params.raw, "rope_theta": theta}
+    if given == theta:
+        return ConfigView(raw, view.path), ()
+    found = class_facts(view.raw.get("model_type")) or {}
+    used = given if given is not None else found.get("defaults", {}).get("rope_theta", 10_000.0)
+    note = (f"base {theta:g} is attn_config.rope_theta, where DBRX's config.json keeps it and DBRX's own modeling "
+            f"code reads it; transformers {record()['transformers']}'s {found.get('class', 'config class')} does not "
+            f"carry it into rope_parameters ({'which it gives its default base' if given is None else 'whose rope_theta is'}"
+            f" {used:g}), so transformers' own model computes cos/sin with base {used:g}")
+    return ConfigView(raw, view.path), (note,)
+
+
+def _unread_rotary_dim(view: ConfigView, facts: Modeling, model: ModelPositions) -> tuple[str, ...]:
+    """MiniMax-Text-01's rotary_dim (64 of 128 head dims), which MiniMax's own modeling code rotates
+    and transformers' MiniMax config class does not read: posenc follows the checkpoint and says
+    what transformers computes instead."""
+    if not facts.unread_rotary_dim or not view.has("rotary_dim"):
+        return ()
+    entry = next(iter(model.of_kind("rope").values()), None)
+    if entry is None or entry.spec.rotary_dim == entry.spec.head_dim:
+        return ()
+    found = class_facts(view.raw.get("model_type")) or {}
+    note = (f"rotary_dim {entry.spec.rotary_dim}: posenc rotates the first {entry.spec.rotary_dim} of the "
+            f"{entry.spec.head_dim} head dims, as the model's own modeling code does; transformers "
+            f"{record()['transformers']}'s {found.get('class', 'config class')} does not read rotary_dim, so its "
+            f"model rotates all {entry.spec.head_dim}")
+    return (note,)
 
 
 def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> ModelPositions:
@@ -126,10 +170,10 @@ def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> Model
     for name in dict.fromkeys(n for n in per_layer or ["default"] if n is not None):
         kind, (width, full) = name.split(WIDER)[0], widths.get(name, (head, None))
         sub, base = _rope_params_for(view, kind, params, nested, facts, theta)
-        if facts.ntk_alpha:
-            sub = _ntk_alpha(sub)
+        sub, unread = _ntk_alpha(sub) if facts.ntk_alpha else (sub, ())
         sub, mrope = _mrope(sub, facts, view)
         sub, notes[name] = _outside_rotation(sub, view)
+        notes[name] += unread
         sub = _mla_factor(sub, prf, view, width, head_field, full)
         specs[name] = build_spec(sub, theta=base, prf=None if prf is None else Default(*prf),
                                  dims=replace(dims, head_dim=width), original=original, layout=pairing, mrope=mrope)
@@ -222,8 +266,10 @@ def _nested_dicts(view: ConfigView, params: ConfigView | None, per_layer: list) 
 
 def _rope_params_for(view, name, params, nested, facts: Modeling, theta: Default):
     """(the rope dict, the base default) of the layers named `name`."""
-    if name.startswith("rope_theta_"):  # layer_rope_theta: this base, the config's rope type
+    if name.startswith("rope_theta_"):  # layer_rope_theta: this base over the rope dict's, its rope type
         index = next(i for i, t in enumerate(view.raw["layer_rope_theta"]) if t and theta_group(t) == name)
+        if params is not None and "rope_theta" in params.raw:
+            params = ConfigView({k: v for k, v in params.raw.items() if k != "rope_theta"}, params.path)
         return params, Default(view.raw["layer_rope_theta"][index], view.field(f"layer_rope_theta[{index}]"))
     if name == UNSCALED:  # plain RoPE with the dict's own base and rotary fraction
         kept = {k: params.raw[k] for k in ("rope_theta", "partial_rotary_factor") if params is not None and k in params.raw}
@@ -295,27 +341,40 @@ def _mla_factor(params: ConfigView | None, prf, view: ConfigView, head: int, hea
     return ConfigView({**raw, "partial_rotary_factor": width / head}, path)
 
 
-def _ntk_alpha(params: ConfigView | None) -> ConfigView | None:
-    """Hunyuan's fixed-alpha NTK ("dynamic" with an `alpha`): posenc's static "ntk" with factor alpha."""
+#: keys of Hunyuan's rope dict its NTK-alpha rotary never reads (`compute_ntk_alpha_rope_parameters`, as
+#: Tencent's own DynamicNTKAlphaRotaryEmbedding: base * alpha^(d/(d-2)), nothing else); its real
+#: config.json carries them beside the alpha (Hunyuan-7B, Hunyuan-A13B: beta_fast 32, beta_slow 1, ...)
+NTK_ALPHA_UNREAD = ("beta_fast", "beta_slow", "factor", "mscale", "mscale_all_dim")
+
+
+def _ntk_alpha(params: ConfigView | None) -> tuple[ConfigView | None, tuple[str, ...]]:
+    """Hunyuan's fixed-alpha NTK ("dynamic" with an `alpha`): posenc's static "ntk" with factor
+    alpha, and a note naming the dict's keys that rotary does not read."""
     if params is None or params.raw.get("alpha") is None:
-        return params
-    raw = {k: v for k, v in params.raw.items() if k not in ("alpha", "type", "factor")}
-    return ConfigView({**raw, "rope_type": "ntk", "factor": params.raw["alpha"]}, params.path)
+        return params, ()
+    unread = [k for k in NTK_ALPHA_UNREAD if k in params.raw]
+    raw = {k: v for k, v in params.raw.items() if k not in ("alpha", "type", *NTK_ALPHA_UNREAD)}
+    note = (f"{', '.join(f'{params.path}.{k}' for k in unread)} not read: with an alpha, the model's NTK-alpha rotary "
+            "(transformers' compute_ntk_alpha_rope_parameters, as Hunyuan's own code) only stretches the base by "
+            "alpha^(d/(d-2))")
+    return ConfigView({**raw, "rope_type": "ntk", "factor": params.raw["alpha"]}, params.path), (note,) if unread else ()
 
 
 def _read_nested(inner: ConfigView, strict: bool) -> ModelPositions:
     """A composite config: the language model's positions are its own config's. Each level's model
-    type without a family reader passes the gate (`checked.gate`)."""
+    type without a family reader passes the gate (`checked.gate`); one transformers does not know
+    is read by its architectures (`checked.read_as`)."""
     if "model_type" in inner.raw and not isinstance(inner.raw["model_type"], str):
         raise PosencError(inner.field("model_type"), f"must be a string, got {inner.raw['model_type']!r}")
-    read = READERS.get(inner.raw.get("model_type"))
+    config, note = read_as(inner.raw, inner.field("model_type"))
+    read = READERS.get(config.get("model_type"))
     if read is None:
-        gate(inner.raw, inner.field("model_type"))
+        gate(config, inner.field("model_type"))
     for key in NESTED:
         if inner.has(key):  # Qwen-Omni: thinker_config.text_config
             return _read_nested(inner.obj(key), strict)
     try:
-        return (read or read_generic)(inner.raw, strict)
+        return noted((read or read_generic)(config, strict), inner.raw.get("model_type"), note)
     except PosencError as exc:
         field = exc.field.replace("config", inner.path, 1) if exc.field.startswith("config") else exc.field
         raise PosencError(field, exc.message) from None

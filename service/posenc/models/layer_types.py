@@ -16,13 +16,14 @@ from .rope_params import Dims, RopeFamily, build_spec, read_dims, top_level
 SLIDING, FULL = "sliding_attention", "full_attention"
 
 
-def periodic_layer_types(view: ConfigView, layers: int, pattern_key: str, default_period: int, *,
+def periodic_layer_types(view: ConfigView, layers: int, pattern_key: str | None, default_period: int, *,
                          full_at_zero: bool) -> tuple[str, ...]:
-    """`layer_types` if given, else the period rule (full_at_zero: layer 0 is full, ModernBERT)."""
+    """`layer_types` if given, else the period rule (full_at_zero: layer 0 is full, ModernBERT), its
+    period from `pattern_key` (None: a fixed period, Gemma-3n's, that no key changes)."""
     given = view.str_list("layer_types", layers, (SLIDING, FULL))
     if given is not None:
         return given
-    period = view.int(pattern_key, default_period)
+    period = view.int(pattern_key, default_period) if pattern_key else default_period
     offset = 0 if full_at_zero else 1
     return tuple(SLIDING if (i + offset) % period else FULL for i in range(layers))
 

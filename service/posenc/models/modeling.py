@@ -51,6 +51,10 @@ class Modeling:
     #: the layer kinds its modeling code builds attention for, where it builds a layer without
     #: positions for every other name (Zamba2: "hybrid"; any other entry becomes a Mamba layer)
     attention_kinds: frozenset[str] | None = None
+    #: a checkpoint's `rotary_dim` its own modeling code rotates and its transformers config class
+    #: does not read (MiniMax-Text-01: 64 of 128 head dims; transformers rotates all 128): posenc
+    #: follows the checkpoint and the answer says what transformers computes instead
+    unread_rotary_dim: bool = False
 
 
 def _exaone4_nope(view, layer_type: str) -> bool:
@@ -119,6 +123,7 @@ MODELING: dict[str, Modeling] = {
     "llama4_text": Modeling(layout="interleaved", nope_interval=4),
     "smollm3": Modeling(nope_interval=4),
     "dbrx": Modeling(context_key="max_seq_len"),
+    "minimax": Modeling(unread_rotary_dim=True),
     "granitemoehybrid": Modeling(rope_switch=("position_embedding_type", "rope")),
     "zamba2": Modeling(rope_switch=("use_mem_rope", True), head=_zamba2_head, attention_kinds=frozenset({"hybrid"})),
     "hunyuan_v1_dense": Modeling(ntk_alpha=True),

@@ -49,6 +49,10 @@ class ModelPositions:
     #: every layer of a model without positions (Jamba, a Granite-4 hybrid without RoPE), whose
     #: `encodings` are then empty
     without: tuple[int, ...] = ()
+    #: what the reading took that a user should know: a model type read through its architecture
+    #: (Kimi-K2 as DeepSeek-V3), a value where the config's forms or transformers disagree and which
+    #: one posenc took and why (DBRX's base, MiniMax's rotary_dim)
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not self.encodings and not self.without:
@@ -106,4 +110,4 @@ class ModelPositions:
     def to_dict(self) -> dict:
         return {"model_type": self.model_type, "reader": self.reader,
                 "layer_types": {name: entry.to_dict() for name, entry in self.encodings.items()},
-                "layers_without_positions": list(self.without)}
+                "layers_without_positions": list(self.without), "notes": list(self.notes)}

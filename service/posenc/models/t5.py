@@ -7,7 +7,8 @@ the decoder's causal (`bidirectional = not is_decoder`); cross-attention has no 
 bias. T5 / mT5 hold the table in layer 0 of each stack only and pass that layer's bias on to
 every later layer; UMT5 gives every layer its own table. Config keys (all three config
 classes): `relative_attention_num_buckets` (32), `relative_attention_max_distance` (128),
-`num_layers` (T5 6, mT5/UMT5 8; alias num_hidden_layers), `num_decoder_layers` (null = num_layers).
+`num_layers` (T5 6, mT5/UMT5 8; alias num_hidden_layers), `num_decoder_layers` (null = num_layers;
+absent: num_layers, but Switch's class defaults it to 12).
 Switch Transformers (modeling_switch_transformers.py) is T5's attention with MoE feed-forwards:
 the same buckets and layer-0 tables (`num_layers` 12, `num_decoder_layers` 12), checked by
 tests/golden/model_truth_nonrotary.npz.
@@ -20,6 +21,7 @@ from .fields import MAX_LAYERS, ConfigView
 from .positions import LayerPositions, ModelPositions
 
 DEFAULT_LAYERS = {"t5": 6, "mt5": 8, "umt5": 8, "switch_transformers": 12}
+DEFAULT_DECODER_LAYERS = {"switch_transformers": 12}  # T5 / mT5 / UMT5 default it to num_layers
 TENSOR = "{stack}.block.{layer}.layer.0.SelfAttention.relative_attention_bias.weight"
 
 
@@ -54,6 +56,8 @@ def read_t5(config: dict, strict: bool) -> ModelPositions:
     model_type = config["model_type"]
     encoder_layers = aliased_int(view, ("num_layers", "num_hidden_layers"), DEFAULT_LAYERS[model_type],
                                  maximum=MAX_LAYERS)
-    decoder_layers = view.layers("num_decoder_layers", encoder_layers)
+    # absent: the config class's default (Switch: 12); null: num_layers, as every class derives it
+    default = DEFAULT_DECODER_LAYERS.get(model_type) if "num_decoder_layers" not in view.raw else None
+    decoder_layers = view.layers("num_decoder_layers", default or encoder_layers)
     return ModelPositions(model_type, "t5", {"encoder": _stack(view, model_type, "encoder", encoder_layers),
                                              "decoder": _stack(view, model_type, "decoder", decoder_layers)})

@@ -39,6 +39,9 @@ class ModelPositionsResponse(BaseModel):
     layers_without_positions: list[int] = Field(
         description="Layers that apply no positions (NoPE attention, linear / conv / mamba layers); every layer "
                     "of a model without positions, whose layer_types is then empty.", examples=[[3, 7, 11]])
+    notes: list[str] = Field(description="What the reading took that a caller should know: a model type read "
+                                         "through its architecture, a value where the config's forms or "
+                                         "transformers disagree and which one was taken, and why.")
 
 
 def read_model(config) -> ModelPositions:
