@@ -102,6 +102,14 @@ def test_model_directory_and_terminal_output(capsys, tmp_path):
     assert "sin (float32):" in out and '"base": 10000.0' in out
 
 
+def test_the_reading_s_notes_are_printed(capsys):
+    """Kimi-K2 read through its architecture: the JSON and the terminal say so."""
+    doc = run_json(capsys, CONFIGS / "kimi-k2-instruct.json", "--positions", "0,1")
+    assert doc["notes"] == list(posenc.from_hf_config(CONFIGS / "kimi-k2-instruct.json").notes)
+    assert main(["positions", str(CONFIGS / "kimi-k2-instruct.json"), "--positions", "1"]) == 0
+    assert "note: model type 'kimi_k2' is not one transformers" in capsys.readouterr().out
+
+
 def test_demo_config_is_positions(capsys):
     """demo --config used to refuse Gemma-3 without a layer type; it is now `positions` at 0, 1, 4096."""
     assert main(["demo", "--config", str(CONFIGS / "gemma-3-1b.json")]) == 0

@@ -56,6 +56,17 @@ def test_models_positions_returns_the_summary(client):
     assert entry["kind"] == "rope" and entry["spec"] == posenc.RopeSpec.from_hf_config(config).to_dict()
 
 
+def test_models_positions_carries_the_notes(client):
+    """What the reading took (Kimi-K2 read through its architecture) reaches an HTTP caller too;
+    a model type nothing identifies is a 422 naming it."""
+    config = hf_config("kimi-k2-instruct")
+    r = client.post("/v1/models/positions", json={"hf_config": config})
+    assert r.status_code == 200, r.text
+    assert r.json()["notes"] == list(posenc.from_hf_config(config).notes) and "deepseek_v3" in r.json()["notes"][0]
+    r = client.post("/v1/models/positions", json={"hf_config": {**config, "architectures": ["KimiForCausalLM"]}})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "hf_config.model_type", r.text
+
+
 @pytest.mark.parametrize("body, field", [
     ({}, "hf_config"),
     ({"hf_config": "llama"}, "hf_config"),

@@ -270,7 +270,8 @@ def _paths(built: dict | None, value: float) -> list[list[str]]:
     if not isinstance(params, dict):
         return []
     out = [[k] for k, v in params.items() if v == value]
-    return out + [[k, sub] for k, v in params.items() if isinstance(v, dict) for sub, w in v.items() if w == value]
+    out += [[k, sub] for k, v in params.items() if isinstance(v, dict) for sub, w in v.items() if w == value]
+    return sorted(out)  # a class may build its dict from a set of layer types: its order is not the class's
 
 
 def _field_default(field):

@@ -171,7 +171,7 @@ def run(args) -> int:
         shown.append((entry, arrays, about))
     if args.json:
         doc = {"config": str(args.config), "model_type": model.model_type, "reader": model.reader,
-               "positions": positions, "dtype": args.dtype, "layers_without_positions": none,
+               "positions": positions, "dtype": args.dtype, "layers_without_positions": none, "notes": list(model.notes),
                "layer_types": {entry.layer_type: {**entry.to_dict(), "about": about,
                                                   "values": {k: as_plain(v).tolist() for k, v in arrays.items()}}
                                for entry, arrays, about in shown}}
@@ -183,6 +183,8 @@ def run(args) -> int:
           f"layer types {', '.join(model.layer_types) or 'none: no layer applies positions'}")
     if none:
         print(f"layers without positions (NoPE): {compact(none)}")
+    for note in model.notes:
+        print(f"note: {note}")
     width = max(len(f"{p:g}") for p in positions)
     for entry, arrays, about in shown:
         where = f"layers {compact(entry.layers)}" if entry.layers else "once, at the input"

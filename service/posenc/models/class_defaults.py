@@ -62,8 +62,8 @@ def with_class_defaults(view: ConfigView, facts: Modeling) -> ConfigView:
             raw[key] = value
     filled = ConfigView(raw, view.path)
     for key, rule in derives.items():
-        if filled.has(key) or key in mirrored(facts):
-            continue
+        if filled.has(key) or key in mirrored(facts) or (key == "sliding_window" and facts.nope is None):
+            continue  # given, derived by the family's own facts, or (a window) read by no NoPE rule of it
         value = _derived(filled, key, rule, facts, found)
         if value is not None:
             raw[key] = value

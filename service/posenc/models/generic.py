@@ -10,6 +10,12 @@ Any other key whose name says it is about positions (rope, rotary, position, ali
 relative_attention) is a mechanism this reader does not read: it raises `PosencError` naming
 the key, or with `strict=False` warns and ignores it. A config that names no RoPE parameter
 at all is refused too: nothing says the model uses RoPE.
+
+It reads the config as the model type's transformers config class makes it: what the class fills
+in for keys the config leaves out comes from checked.json (`class_defaults.with_class_defaults`).
+Where the class drops a value the config states that the model's own code reads (DBRX's
+attn_config.rope_theta, MiniMax's rotary_dim), posenc takes the config's and the answer's
+`notes` say what transformers computes instead.
 """
 
 from __future__ import annotations
