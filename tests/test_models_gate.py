@@ -133,6 +133,8 @@ def test_hunyuan_alpha_dict_is_read_saying_what_its_rotary_ignores(name):
     entry = posenc.from_hf_config(raw).get()
     assert entry.spec.scaling == {"rope_type": "ntk", "factor": 1000.0} and entry.spec.head_dim == 128
     assert "beta_fast" in entry.notes[0] and "mscale_all_dim" in entry.notes[0] and "alpha^(d/(d-2))" in entry.notes[0]
+    huge = error({**raw, "rope_scaling": {**raw["rope_scaling"], "alpha": 1e308}})
+    assert huge.field == "config.rope_scaling.alpha" and "past the largest float" in huge.message
     pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     made = config_forms.config_object(raw)

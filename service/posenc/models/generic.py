@@ -28,6 +28,7 @@ from ..errors import PosencError
 from . import READERS, noted, reader
 from .checked import gate, positionless, read_as, record
 from .class_defaults import class_facts, with_class_defaults
+from .config_keys import renamed
 from .fields import ConfigView
 from .mechanisms import (
     ATTENTION_TYPES,
@@ -176,13 +177,15 @@ def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> Model
     for name in dict.fromkeys(n for n in per_layer or ["default"] if n is not None):
         kind, (width, full) = name.split(WIDER)[0], widths.get(name, (head, None))
         sub, base = _rope_params_for(view, kind, params, nested, facts, theta)
-        sub, unread = _ntk_alpha(sub) if facts.ntk_alpha else (sub, ())
+        alpha = facts.ntk_alpha and sub is not None and sub.raw.get("alpha") is not None
+        sub, unread = _ntk_alpha(sub) if alpha else (sub, ())
         sub, mrope = _mrope(sub, facts, view)
         sub, notes[name] = _outside_rotation(sub, view)
         notes[name] += unread
         sub = _mla_factor(sub, prf, view, width, head_field, full)
-        specs[name] = build_spec(sub, theta=base, prf=None if prf is None else Default(*prf),
-                                 dims=replace(dims, head_dim=width), original=original, layout=pairing, mrope=mrope)
+        with renamed({f"{sub.path}.factor": f"{sub.path}.alpha"} if alpha else {}):  # the ntk factor is the alpha
+            specs[name] = build_spec(sub, theta=base, prf=None if prf is None else Default(*prf),
+                                     dims=replace(dims, head_dim=width), original=original, layout=pairing, mrope=mrope)
     if nested is None and len(set(specs.values())) == 1:  # one RoPE shared by every layer that has positions
         per_layer = ["default" if n is not None else None for n in per_layer]
         specs, notes = {"default": next(iter(specs.values()))}, {"default": next(iter(notes.values()))}
@@ -353,11 +356,9 @@ def _mla_factor(params: ConfigView | None, prf, view: ConfigView, head: int, hea
 NTK_ALPHA_UNREAD = ("beta_fast", "beta_slow", "factor", "mscale", "mscale_all_dim")
 
 
-def _ntk_alpha(params: ConfigView | None) -> tuple[ConfigView | None, tuple[str, ...]]:
+def _ntk_alpha(params: ConfigView) -> tuple[ConfigView, tuple[str, ...]]:
     """Hunyuan's fixed-alpha NTK ("dynamic" with an `alpha`): posenc's static "ntk" with factor
     alpha, and a note naming the dict's keys that rotary does not read."""
-    if params is None or params.raw.get("alpha") is None:
-        return params, ()
     unread = [k for k in NTK_ALPHA_UNREAD if k in params.raw]
     raw = {k: v for k, v in params.raw.items() if k not in ("alpha", "type", *NTK_ALPHA_UNREAD)}
     note = (f"{', '.join(f'{params.path}.{k}' for k in unread)} not read: with an alpha, the model's NTK-alpha rotary "

@@ -151,11 +151,9 @@ def build_spec(params: ConfigView | None, *, theta: Default, prf: Default | None
     scaling = {k: v for k, v in raw.items() if k not in ("rope_type", "type", "original_max_position_embeddings")}
     scaling["rope_type"] = rope_type
     try:
-        spec = RopeSpec(dims.head_dim, base=base, partial_rotary_factor=factor, scaling=scaling,
+        return RopeSpec(dims.head_dim, base=base, partial_rotary_factor=factor, scaling=scaling,
                         max_position_embeddings=dims.max_position_embeddings,
                         original_max_position_embeddings=original_value, layout=layout, **(mrope or {}))
-        spec.inv_freq()  # a factor that overflows them (Hunyuan's alpha 1e308) is the config's error, named here
-        return spec
     except PosencError as exc:
         raise PosencError(_config_field(exc.field, fields, path), exc.message) from None
 

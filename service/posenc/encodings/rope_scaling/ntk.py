@@ -1,5 +1,7 @@
 """Static NTK-aware scaling: the base grows to base * factor^(d/(d-2)), once, for every length."""
 
+import math
+
 from ...errors import PosencError
 from ._common import default_inv_freq, factor_at_least_one
 
@@ -9,7 +11,15 @@ KEYS = {"required": ("factor",), "optional": ()}
 def validate(params, dims):
     if dims.rotary_dim <= 2:
         raise PosencError("head_dim", f"NTK scaling needs a rotary dim > 2, got {dims.rotary_dim}")
-    return {"factor": factor_at_least_one(params)}
+    factor = factor_at_least_one(params)
+    try:
+        stretched = dims.base * factor ** (dims.rotary_dim / (dims.rotary_dim - 2))
+    except OverflowError:
+        stretched = math.inf
+    if not math.isfinite(stretched):  # a spec whose frequencies cannot be computed is refused when made
+        raise PosencError("scaling.factor", f"stretches the base {dims.base:g} past the largest float "
+                          f"(base * factor^(d/(d-2)), factor {factor:g})")
+    return {"factor": factor}
 
 
 def inv_freq(dims, params, seq_len):
