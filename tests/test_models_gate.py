@@ -51,6 +51,17 @@ def test_a_nested_unknown_model_type_is_read_by_its_architecture_too():
     assert model.reader == "deepseek_v3" and model.get().apply == "interleaved" and "kimi_k2" in model.notes[0]
 
 
+def test_a_language_config_naming_no_model_type_is_of_the_type_its_wrapper_builds():
+    """transformers builds Llava's text_config without a model_type as a LlamaConfig: posenc reads it so."""
+    text = {"hidden_size": 2048, "num_attention_heads": 16, "rope_theta": 5e5}
+    model = posenc.from_hf_config({"model_type": "llava", "text_config": text})
+    assert model.reader == "llama" and model.get().layers == tuple(range(32))  # LlamaConfig's 32 layers
+    pytest.importorskip("transformers")
+    made = config_forms.config_object({"model_type": "llava", "text_config": text})
+    assert made.text_config.model_type == "llama"
+    assert config_forms.answer({"model_type": "llava", "text_config": text}) == config_forms.answer(made)
+
+
 def test_an_unknown_model_type_and_architecture_are_refused_naming_both():
     """MiniMax-Text-01's own config.json (remote code: model_type minimax_text_01): nothing says which
     family reads it, so it is refused, not read as a Llama."""

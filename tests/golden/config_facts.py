@@ -8,7 +8,8 @@ A class is built with probes (no key, a layer count, a hidden size, a base, and 
 that changes is derived, and its rule is named where it is one posenc applies (head_dim =
 hidden // heads, a copy of another key, a fixed cycle of layer types, one type every k-th layer
 with k from a key), else `other` with the keys it depends on. The rope dict the class makes is
-`standard` (its default_theta, as RotaryEmbeddingConfigMixin standardises one) or `other`.
+`standard` (its default_theta, as RotaryEmbeddingConfigMixin standardises one) or `other`. A
+composite class's `nested` is the model type it builds a language config that names none with.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import warnings
 
 import transformers
 from posenc.models.class_defaults import READ_KEYS, template_dict
+from posenc.models.generic import NESTED
 from transformers import CONFIG_MAPPING
 from transformers.models.auto import modeling_auto
 
@@ -95,8 +97,10 @@ def class_facts(model_type: str) -> dict:
     elif "partial_rotary_factor" in (bare.get("rope_parameters") or {}) and "partial_rotary_factor" not in derives:
         defaults.setdefault("partial_rotary_factor", bare["rope_parameters"]["partial_rotary_factor"])
     aliases = {a: t for a, t in getattr(cls, "attribute_map", {}).items() if t in defaults or t in derives}
+    nested = {key: bare[key]["model_type"] for key in NESTED if isinstance(bare.get(key), dict)
+              and bare[key].get("model_type")}  # the type it builds a language config without one with
     return {"class": cls.__name__, "defaults": defaults, **({"aliases": aliases} if aliases else {}),
-            **({"derives": derives} if derives else {})}
+            **({"derives": derives} if derives else {}), **({"nested": nested} if nested else {})}
 
 
 class Prober:

@@ -115,14 +115,14 @@ def _derived(view: ConfigView, key: str, rule: dict, facts: Modeling, found: dic
             return [cycle[i % len(cycle)] for i in range(layers)]
         period = view.int(rule["key"], rule["default"], maximum=MAX_LAYERS)
         return [rule["on"] if (i + 1) % period == 0 else rule["off"] for i in range(layers)]
-    if key == "layer_types" and _names_no_position_fact(view, rule, facts):
+    if key == "layer_types" and _changes_no_position(view, rule, facts):
         return None
     raise PosencError(view.field(key), f"is absent, and {_deriving(found)} derives it from "
                       f"{', '.join(rule.get('inputs') or ['other keys'])} in a way posenc does not mirror for model "
                       f"type {view.raw.get('model_type')!r}: give {key}")
 
 
-def _names_no_position_fact(view: ConfigView, rule: dict, facts: Modeling) -> bool:
+def _changes_no_position(view: ConfigView, rule: dict, facts: Modeling) -> bool:
     """Whether the layer types a class derives can change no layer's positions: every kind it
     makes attends with positions, the family has no NoPE or per-type scaling rule and the config
     no rope dict nested per layer type, so one RoPE serves every layer whatever the pattern."""
@@ -133,5 +133,5 @@ def _names_no_position_fact(view: ConfigView, rule: dict, facts: Modeling) -> bo
 
 
 def _deriving(found: dict) -> str:
-    """ "transformers 5.24.0's Qwen3NextConfig" """
+    """The class, as a message names it: "transformers 5.24.0's Qwen3NextConfig"."""
     return f"transformers {record()['transformers']}'s {found.get('class', 'config class')}"

@@ -87,7 +87,7 @@ def read_generic(config: dict, strict: bool) -> ModelPositions:
     for key in NESTED:
         inner = view.obj(key)
         if inner is not None:
-            return _read_nested(inner, strict)
+            return _read_nested(_sub_config(config, key, inner), strict)
     view, notes = _attn_config_base(view)
     view = with_class_defaults(view, facts)
     if facts.rope_switch is not None:
@@ -367,6 +367,15 @@ def _ntk_alpha(params: ConfigView) -> tuple[ConfigView, tuple[str, ...]]:
     return ConfigView({**raw, "rope_type": "ntk", "factor": params.raw["alpha"]}, params.path), (note,) if unread else ()
 
 
+def _sub_config(parent: dict, key: str, inner: ConfigView) -> ConfigView:
+    """A composite config's language config as transformers builds it: one naming no model type is
+    of the type its parent's config class builds that key with (Llava's text_config: llama)."""
+    if "model_type" in inner.raw:
+        return inner
+    default = ((class_facts(parent.get("model_type")) or {}).get("nested") or {}).get(key)
+    return ConfigView({**inner.raw, "model_type": default}, inner.path) if default else inner
+
+
 def _read_nested(inner: ConfigView, strict: bool) -> ModelPositions:
     """A composite config: the language model's positions are its own config's. Each level's model
     type without a family reader passes the gate (`checked.gate`); one transformers does not know
@@ -379,7 +388,7 @@ def _read_nested(inner: ConfigView, strict: bool) -> ModelPositions:
         gate(config, inner.field("model_type"))
     for key in NESTED:
         if inner.has(key):  # Qwen-Omni: thinker_config.text_config
-            return _read_nested(inner.obj(key), strict)
+            return _read_nested(_sub_config(config, key, inner.obj(key)), strict)
     try:
         return noted((read or read_generic)(config, strict), inner.raw.get("model_type"), note)
     except PosencError as exc:
