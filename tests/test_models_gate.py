@@ -176,3 +176,28 @@ def test_minimax_rotary_dim_is_rotated_and_the_answer_says_transformers_rotates_
     made = config_forms.config_object(raw)
     assert MiniMaxRotaryEmbedding(made).inv_freq.shape[0] == 64  # 128 dims rotate in transformers: 64 frequencies
     assert posenc.from_hf_config(made).notes == model.notes and posenc.from_hf_config(made).get().spec == entry.spec
+
+
+# --- Llama-4: NoPE layers with a position-dependent query temperature ---------------------------
+
+def test_llama4_nope_layers_name_their_position_dependent_temperature_in_every_config_form():
+    """Llama-4's NoPE layers rotate nothing but, with attn_temperature_tuning (its class's default),
+    scale each query by log1p(floor((p + 1) / floor_scale)) * attn_scale + 1: "no positions" alone
+    would hide it. The note holds for the raw file (the class's defaults filled in), its to_dict()
+    and the config object; a config that turns tuning off gets none."""
+    transformers = pytest.importorskip("transformers")
+    raw = {"model_type": "llama4_text", "hidden_size": 5120, "num_attention_heads": 40, "head_dim": 128,
+           "num_hidden_layers": 8, "rope_theta": 500000.0, "no_rope_layers": [1, 1, 1, 0, 1, 1, 1, 0]}
+    config = transformers.Llama4TextConfig(**raw)
+    forms = [posenc.from_hf_config(form) for form in (raw, config.to_dict(), config)]
+    for model in forms:
+        assert model.without == (3, 7)
+        assert model.notes == ("layers [3, 7] apply no rotation but scale each query at position p by "
+                               "log1p(floor((p + 1) / 8192)) * 0.1 + 1 (attn_temperature_tuning, floor_scale, "
+                               "attn_scale): a position-dependent temperature of the attention, not an encoding "
+                               "posenc computes",)
+    from transformers.models.llama4.modeling_llama4 import Llama4TextAttention
+
+    layer = Llama4TextAttention(config, 3)
+    assert layer.attn_temperature_tuning and not layer.use_rope  # transformers' own layer 3 does this
+    assert posenc.from_hf_config({**raw, "attn_temperature_tuning": False}).notes == ()

@@ -34,6 +34,7 @@ READ_KEYS = (
     "partial_rotary_factor", "rotary_dim", "rotary_pct", "rope_pct", "no_rope_layers", "no_rope_layer_interval",
     "layer_rope_theta", "rope_scaling_layers", "cross_attention_layers", "block_types", "attn_layer_indices",
     "rope_interleave", "position_embedding_type", "use_mem_rope", "sliding_window", "per_layer_config",
+    "attn_temperature_tuning", "floor_scale", "attn_scale",  # Llama-4's position-dependent temperature (a note)
 )
 _ROPE_DICTS = ("rope_parameters", "rope_scaling")  # where a config gives its rope dict (transformers' `or`)
 

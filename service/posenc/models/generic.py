@@ -103,7 +103,7 @@ def read_generic(config: dict, strict: bool) -> ModelPositions:
                           f"and its config names no RoPE parameter ({', '.join(_ROPE_KEYS)}); posenc cannot "
                           f"tell its position encoding (known families: {sorted(k for k in READERS if k[0] != '_')})")
     model = read_mechanisms(view, str(config.get("model_type")), facts)
-    notes += _unread_rotary_dim(view, facts, model)
+    notes += _unread_rotary_dim(view, facts, model) + _temperature_tuning(view, model)
     return replace(model, notes=model.notes + notes) if notes else model
 
 
@@ -148,6 +148,18 @@ def _unread_rotary_dim(view: ConfigView, facts: Modeling, model: ModelPositions)
             f"{record()['transformers']}'s {found.get('class', 'config class')} does not read rotary_dim, so its "
             f"model rotates all {entry.spec.head_dim}")
     return (note,)
+
+
+def _temperature_tuning(view: ConfigView, model: ModelPositions) -> tuple[str, ...]:
+    """Llama-4's NoPE layers take no rotation but, with `attn_temperature_tuning` (its config class's
+    default), scale each query by a function of its position: a position signal posenc does not
+    serve, which "no positions" alone would hide from someone reimplementing the model."""
+    if not model.without or view.raw.get("attn_temperature_tuning") is not True:
+        return ()
+    floor, scale = view.raw.get("floor_scale"), view.raw.get("attn_scale")
+    return (f"layers {list(model.without)} apply no rotation but scale each query at position p by "
+            f"log1p(floor((p + 1) / {floor})) * {scale} + 1 (attn_temperature_tuning, floor_scale, attn_scale): "
+            "a position-dependent temperature of the attention, not an encoding posenc computes",)
 
 
 def read_mechanisms(view: ConfigView, model_type: str, facts: Modeling) -> ModelPositions:
