@@ -151,3 +151,86 @@ def at_seq_len(spec, n, seq_len) -> dict:
 def random_angles(n, k, seed=0) -> dict:
     angle = np.random.default_rng(seed).uniform(-np.pi, np.pi, (n, k))
     return {"cos": half(np.cos(angle)).astype(F32), "sin": half(np.sin(angle)).astype(F32)}
+
+
+def llama_cpp_rope(positions, n_dims: int, freq_base: float, *, freq_scale: float = 1.0, ext_factor: float = 0.0,
+                   attn_factor: float = 1.0, n_ctx_orig: int = 0, beta_fast: float = 32.0, beta_slow: float = 1.0,
+                   freq_factors=None) -> tuple[np.ndarray, np.ndarray]:
+    """(cos, sin) float32 [n, n_dims/2] as llama.cpp's CPU rope (ggml_rope_ext) forms them, written from its
+    arithmetic in torch float32: theta_scale = powf(freq_base, -2/n_dims); theta starts at the position and is
+    multiplied by theta_scale from one frequency to the next; each is divided by its freq_factor, scaled by
+    freq_scale and, with ext_factor, blended YaRN-style by the ramp between ggml_rope_yarn_corr_dims (one fma,
+    as compilers contract it on FMA hardware); amplitude attn_factor, times 1 + 0.1 ln(1/freq_scale) with
+    ext_factor. tests/golden/ggml_rope.npz holds real ggml's output to check it against."""
+    import math
+
+    import torch
+
+    f32 = torch.float32
+    one = torch.tensor(1.0, dtype=f32)
+
+    def f(x):
+        return torch.tensor(x, dtype=f32)
+
+    def corr_dim(rotations):
+        turns = f(n_ctx_orig) / (f(rotations) * f(2.0) * f(math.pi))
+        return f(n_dims) * torch.log(turns) / (f(2.0) * torch.log(f(freq_base)))
+
+    low = max(0.0, math.floor(float(corr_dim(beta_fast))))
+    high = min(n_dims - 1.0, math.ceil(float(corr_dim(beta_slow))))
+    theta_scale = f(math.pow(float(f(freq_base)), float(f(-2.0) / n_dims)))
+    theta = torch.as_tensor(np.asarray(positions), dtype=torch.int64).to(f32)
+    mscale = f(attn_factor) * (one + f(0.1) * torch.log(one / f(freq_scale))) if ext_factor else f(attn_factor)
+    columns = []
+    for i in range(n_dims // 2):
+        extrap = theta if freq_factors is None else theta / f(float(freq_factors[i]))
+        interp = f(freq_scale) * extrap
+        if ext_factor:
+            y = (f(i) - f(low)) / torch.maximum(f(0.001), f(high) - f(low))
+            mix = (one - torch.clamp(y, 0.0, 1.0)) * f(ext_factor)
+            blended = interp.double() * (one - mix).double() + (extrap * mix).double()
+            interp = blended.to(f32)
+        columns.append(interp)
+        theta = theta * theta_scale
+    angle = torch.stack(columns, dim=1).double()
+    return ((torch.cos(angle).to(f32) * mscale).numpy(), (torch.sin(angle).to(f32) * mscale).numpy())
+
+
+def torch_rope(spec: posenc.RopeSpec, positions) -> dict:
+    """`freqs = torch.outer(positions, inv_freq)` with a float32 inv_freq buffer, cos/sin in float32, HF layout:
+    the positions as the caller made them (a bfloat16 arange promotes to float32 in the product)."""
+    import torch
+
+    inv, attention = posenc.rope_inv_freq(spec)
+    freqs = torch.outer(positions.float(), torch.from_numpy(inv.astype(F32)))
+    emb = torch.cat([freqs, freqs], dim=-1)
+    return {"cos": (emb.cos() * attention).numpy(), "sin": (emb.sin() * attention).numpy()}
+
+
+def arange_in_bfloat16(spec, n: int) -> dict:
+    """`t = torch.arange(n, dtype=torch.bfloat16)`: torch's CPU kernel adds the index within a vector to the
+    vector's rounded start, so beyond 4096 some rows hold the bfloat16 neighbour below the nearest one."""
+    import torch
+
+    return torch_rope(spec, torch.arange(n, dtype=torch.bfloat16))
+
+
+def position_ids_in_model_dtype(spec, start: int, n: int) -> dict:
+    """A decode step's `position_ids = torch.arange(past, past + n).to(model_dtype)` (bfloat16), every row
+    above 256 rounded."""
+    import torch
+
+    return torch_rope(spec, torch.arange(start, start + n).to(torch.bfloat16))
+
+
+def float64_exp_log(n: int, dim: int, base: float, form: str) -> dict:
+    """A float64 cache whose inv_freq is an exponential, as sinusoidal code writes it: "exp_log" =
+    exp(-ln(base) * arange(0, d, 2) / d); "div_term" = exp(arange(0, d, 2) * (-ln(base) / d)) (torch float64)."""
+    import math
+
+    import torch
+
+    i = torch.arange(0, dim, 2, dtype=torch.float64)
+    inv = torch.exp(-math.log(base) * (i / dim)) if form == "exp_log" else torch.exp(i * (-math.log(base) / dim))
+    angle = torch.outer(torch.arange(n, dtype=torch.float64), inv)
+    return {"cos": half(angle.cos().numpy()), "sin": half(angle.sin().numpy())}

@@ -4,6 +4,8 @@ calls a correct cache correct. The recipes (tests/audit_recipes.py) build each b
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -393,3 +395,116 @@ def test_meta_freqs_cis_in_complex64():
     freqs = torch.outer(torch.arange(N, dtype=torch.float32), inv)
     freqs_cis = torch.polar(torch.ones_like(freqs), freqs).numpy()
     assert causes(audit_arrays({"freqs_cis": freqs_cis}, LLAMA)) == ["float32_angles"]
+
+
+# --- Issue 35: the audit's wrong cases --------------------------------------------------------------------------
+QWEN3 = config("qwen3-8b")  # plain RoPE at base 1e6
+QWEN3_SPEC = posenc.RopeSpec.from_hf_config(QWEN3)
+
+
+def test_torch_arange_in_bfloat16_is_bf16_positions():
+    """torch.arange(n, dtype=torch.bfloat16) rounds some rows past 4096 to the neighbour below the nearest
+    bfloat16 value (it adds the index within a vector to the vector's rounded start): still positions held in
+    bfloat16, not an unknown cause."""
+    from audit_recipes import arange_in_bfloat16
+
+    report = audit_arrays(arange_in_bfloat16(QWEN3_SPEC, N), QWEN3)
+    assert primary(report) == "bf16_positions", report["findings"]
+    assert "wrong_base" not in causes(report)
+
+
+@pytest.mark.parametrize("start", [300, 1000, 20000])
+def test_decode_positions_cast_to_bfloat16(start):
+    """A decode step's position_ids cast to the model dtype: every row from the first is rounded (rows repeat
+    from row 1), so the frequency fit has no clean prefix; the config's frequencies still read the positions."""
+    from audit_recipes import position_ids_in_model_dtype
+
+    cache = position_ids_in_model_dtype(QWEN3_SPEC, start, 4096)
+    report = audit_arrays(cache, QWEN3, start=start)
+    assert primary(report) == "bf16_positions", report["findings"]
+    assert report["cache"]["position_offset"] == 0
+    undeclared = audit_arrays(cache, QWEN3)  # the same rows without the start: an offset, and bfloat16 positions
+    assert causes(undeclared)[:2] == ["position_offset", "bf16_positions"], undeclared["findings"]
+    assert undeclared["cache"]["position_offset"] == start
+
+
+def test_surer_findings_rank_first():
+    """Within a severity the diagnosis is the cause with the strongest evidence: one a simulation reproduces
+    (high) before one read off fitted frequencies (medium)."""
+    from posenc.audit import Finding
+
+    fitted = Finding("wrong_base", "the frequencies fit base 990000", "medium")
+    simulated = Finding("bf16_positions", "simulating it leaves 2e-4", "high")
+    warning = Finding("bf16_storage", "the file is bfloat16", severity="warning")
+    assert sorted([warning, fitted, simulated], key=lambda f: f.rank) == [simulated, fitted, warning]
+
+
+GGML = np.load(Path(__file__).parent / "golden" / "ggml_rope.npz")
+QWEN_YARN_ORIGINAL = 32768
+YARN_MSCALE = 1 + 0.1 * np.log(4.0)  # Qwen2-7B YaRN factor 4
+
+
+def _ggml_setup(name: str) -> dict:
+    params = json.loads(bytes(GGML[f"{name}.params"]))
+    factors = GGML.get(f"{name}.freq_factors")
+    return {"n_dims": params.pop("n_dims"), "freq_base": params.pop("freq_base"), "freq_factors": factors, **params}
+
+
+@pytest.mark.parametrize("name", ["qwen2_yarn", "llama3", "plain"])
+def test_llama_cpp_recipe_is_ggml(name):
+    """The recipe reproduces real ggml's rope (tests/golden/generate_ggml_rope.py ran ggml_rope_ext) to the last
+    bit of the angle: cos and sin within one float32 rounding of ggml's (its cosf against cos of the float32 angle)."""
+    from audit_recipes import llama_cpp_rope
+
+    cos, sin = llama_cpp_rope(GGML["positions"], **_ggml_setup(name))
+    for ours, theirs in ((cos, GGML[f"{name}.cos"]), (sin, GGML[f"{name}.sin"])):
+        assert np.all(np.abs(ours - theirs) <= np.spacing(np.float32(2.0))), name
+
+
+def _llama_cpp_cache(name: str, n: int, **overrides) -> dict:
+    from audit_recipes import llama_cpp_rope
+
+    cos, sin = llama_cpp_rope(np.arange(n), **{**_ggml_setup(name), **overrides})
+    return {"cos": half(cos), "sin": half(sin)}
+
+
+@pytest.mark.parametrize("name, cfg", [("qwen2_yarn", QWEN_YARN), ("llama3", config("llama-3.1-8b")),
+                                       ("plain", config("llama-3.1-8b", rope_theta=1e4, head_dim=64,
+                                                        rope_scaling=None))])
+def test_a_correct_llama_cpp_cache_is_llama_cpps_arithmetic(name, cfg):
+    """llama.cpp multiplies theta up frequency by frequency in float32: the config's values as llama.cpp
+    computes them, named as its arithmetic (a warning), never an unknown or a wrong cause."""
+    report = audit_arrays(_llama_cpp_cache(name, 32768), cfg)
+    assert [c for c in causes(report) if c != "truncated"] == ["llama_cpp_angles"], report["findings"]
+    assert report["status"] == "warning"
+
+
+def test_llama_cpp_yarn_with_the_attention_factor_twice():
+    """--yarn-attn-factor (or rope.scaling.attn_factor) set to YaRN's mscale, which ggml's rope_yarn multiplies
+    in again: the factor applied twice."""
+    report = audit_arrays(_llama_cpp_cache("qwen2_yarn", 32768, attn_factor=YARN_MSCALE), QWEN_YARN)
+    assert causes(report) == ["wrong_attention_factor", "llama_cpp_angles"], report["findings"]
+    assert "applied twice" in report["diagnosis"]["evidence"]
+
+
+@pytest.mark.parametrize("base, dim, form", [(1e4, 128, "exp_log"), (1e6, 96, "div_term"), (5e6, 80, "div_term"),
+                                             (1e6, 128, "exp_log")])
+def test_float64_cache_from_exp_log_is_correct(base, dim, form):
+    """inv_freq = exp(-ln(base) x) in float64 is up to ~3 |ln inv_freq| ulp off base ** -x (28 ulp at base 1e9):
+    within the float64 tolerance, which grows with |ln inv_freq| (docs/audit.md, "The tolerance model")."""
+    from audit_recipes import float64_exp_log
+
+    cfg = {"model_type": "llama", "hidden_size": 8 * dim, "num_attention_heads": 8, "head_dim": dim,
+           "num_hidden_layers": 2, "rope_theta": base, "max_position_embeddings": LONG}
+    report = audit_arrays(float64_exp_log(LONG, dim, base, form), cfg)
+    assert causes(report) == ["correct"], report["findings"]
+
+
+def test_a_float64_cache_from_a_float32_inv_freq_is_not_correct():
+    """The float64 tolerance still sees the smallest real fault: inv_freq kept in float32 (2^-24 relative),
+    with every angle and cos/sin in float64."""
+    cfg = config("llama-3.1-8b", rope_scaling=None)
+    inv = posenc.rope_inv_freq(posenc.RopeSpec.from_hf_config(cfg))[0].astype(np.float32).astype(np.float64)
+    angle = np.arange(LONG, dtype=np.float64)[:, None] * inv[None, :]
+    report = audit_arrays({"cos": half(np.cos(angle)), "sin": half(np.sin(angle))}, cfg)
+    assert report["status"] == "broken" and "correct" not in causes(report), report["findings"]

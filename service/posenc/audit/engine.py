@@ -24,9 +24,10 @@ from ..encodings import RopeSpec
 from ..errors import PosencError
 from ..models import from_hf_config
 from . import structure
-from .findings import Finding
+from .findings import TOOL_ARITHMETIC, Finding
 from .infer import Inferred, fit_base, infer_spec, match_score
-from .observe import Cache, Observation, observe
+from .ggml_rope import GgmlRope
+from .observe import Cache, Observation, held_offset, observe
 from .precision import Grounds, Precision, float32_inv_freq, judge, range_max
 from .scan import Scan, scan, shown
 
@@ -120,6 +121,7 @@ class Reference:
     precision: Precision
     scan: Scan
     explained: bool  # the precision cause explains every non-corrupt row
+    offset: float  # row r holds position start + offset + r under this candidate's frequencies
 
     @property
     def spec(self) -> RopeSpec:
@@ -136,31 +138,46 @@ def _attention_for(obs: Observation, expected: float) -> float:
         obs.attention
 
 
-def choose_reference(cache: Cache, obs: Observation, candidates: list[Candidate], offset: float,
+def _judged_offset(cache: Cache, obs: Observation, grounds: Grounds, fitted: float) -> tuple[float, Precision]:
+    """(offset, judgement) at the fitted offset, or at the candidate's held offset when that one explains the
+    sample and the fitted one does not."""
+    held = structure.nearest_integer(held_offset(obs, grounds.inv, cache.start, fitted))
+    tried = None
+    for offset in dict.fromkeys((fitted, held)):
+        precision = judge(obs.cos, obs.sin, cache.start + offset + obs.sample.astype(np.float64), grounds)
+        if precision.cause != "no_known_cause":
+            return offset, precision
+        tried = tried or (offset, precision)
+    return tried
+
+
+def choose_reference(cache: Cache, obs: Observation, candidates: list[Candidate], fitted_offset: float,
                      against: tuple[np.ndarray, float] | None) -> Reference:
     """The first candidate whose precision cause explains the sample and then every row; else the one
-    that came closest (explained the sample but not every row, or the smallest excess over its tolerance)."""
-    positions = cache.start + offset + obs.sample.astype(np.float64)
+    that came closest (explained the sample but not every row, or the smallest excess over its tolerance).
+    A candidate's rows are at the fitted offset, or else at the one its own frequencies read off the rows
+    (`held_offset`: the fit needs a clean prefix, which positions rounded to 16 bits from row 0 do not leave)."""
     tried = []
     for cand in candidates:
         if cand.inv.shape[0] != obs.n_freq:
             continue
         grounds = Grounds(cand.inv, float32_inv_freq(cand.inv, cand.spec.rotary_dim, cand.spec.rope_type),
-                          _attention_for(obs, cand.attention), obs.grid, obs.floor)
-        precision = judge(obs.cos, obs.sin, positions, grounds)
+                          _attention_for(obs, cand.attention), obs.grid, obs.floor,
+                          GgmlRope.for_spec(cand.spec, cand.inv))
+        offset, precision = _judged_offset(cache, obs, grounds, fitted_offset)
         if precision.cause == "no_known_cause":
-            tried.append(((1, min(precision.over.values())), cand, grounds, precision, None))
+            tried.append(((1, min(precision.over.values())), cand, grounds, precision, None, offset))
             continue
         checked = scan(cache, obs, grounds, offset, precision.cause, against)
         if checked.violations.size == 0:
-            return Reference(cand, grounds, precision, checked, True)
-        tried.append(((0, checked.violations.size), cand, grounds, precision, checked))
+            return Reference(cand, grounds, precision, checked, True, offset)
+        tried.append(((0, checked.violations.size), cand, grounds, precision, checked, offset))
     if not tried:
         raise PosencError("cache", "no spec with this many frequencies to compare with")
-    _, cand, grounds, precision, checked = min(tried, key=lambda t: t[0])
+    _, cand, grounds, precision, checked, offset = min(tried, key=lambda t: t[0])
     if checked is None:
         checked = scan(cache, obs, grounds, offset, "correct", against)
-    return Reference(cand, grounds, precision, checked, False)
+    return Reference(cand, grounds, precision, checked, False, offset)
 
 
 @dataclass
@@ -176,7 +193,7 @@ class AuditResult:
     error_against: str
 
 
-def _unexplained(obs: Observation, ref: Reference, inferred: Inferred, offset: float) -> Finding:
+def _unexplained(obs: Observation, ref: Reference, inferred: Inferred) -> Finding:
     """no_known_cause with what was measured: where the rows go wrong, and the structure the fit found."""
     measured = (f"measured: layout {obs.layout}, {obs.n_freq} frequencies ({inferred.description}"
                 f"{'' if inferred.score <= 1 else ', approximate'}), attention factor {obs.attention:.6g}, "
@@ -200,7 +217,7 @@ def _corrupt(checked: Scan) -> list[Finding]:
 
 
 def explained_findings(obs: Observation, cache: Cache, ref: Reference, expected: Expected | None,
-                       inferred: Inferred, offset: float) -> list[Finding]:
+                       inferred: Inferred) -> list[Finding]:
     """The causes that explain the error, given that `ref` explains every row."""
     findings = structure.layout_findings(obs, expected.apply if expected else None)
     if ref.source == "length":
@@ -208,18 +225,18 @@ def explained_findings(obs: Observation, cache: Cache, ref: Reference, expected:
     elif expected is not None and ref.source != "config":
         findings += structure.frequency_findings(obs, expected.spec, inferred)
     findings += structure.attention_findings(obs, expected.attention if expected else None, inferred)
-    findings += structure.offset_findings(offset, cache.start, expected is not None)
+    findings += structure.offset_findings(ref.offset, cache.start, expected is not None)
     if expected is not None and cache.noise is None:  # a rotated q's length is not a cache's length
         findings += structure.length_findings(obs, cache.start, expected.spec)
     precision = ref.precision
     if precision.cause != "correct":
-        findings.append(Finding(precision.cause, precision.evidence, precision.confidence))
+        findings.append(Finding(precision.cause, precision.evidence, precision.confidence,
+                                "warning" if precision.cause in TOOL_ARITHMETIC else "error"))
     return findings
 
 
 def audit_cache(cache: Cache, config: dict | None = None, *, layer_type: str | None = None) -> AuditResult:
     obs = observe(cache)
-    offset = structure.nearest_integer(obs.offset)
     inferred = infer_spec(obs.omega, obs.omega_tol)
     claimed = float(cache.start + obs.rows)  # the length the cache stands for (HF: max(position_ids) + 1)
     expected, candidates = None, []
@@ -234,22 +251,21 @@ def audit_cache(cache: Cache, config: dict | None = None, *, layer_type: str | N
             candidates.append(Candidate(guess.spec, *guess.spec.inv_freq(), "inferred"))
     against = (expected.inv, expected.attention) if expected is not None and expected.inv.shape[0] == obs.n_freq \
         else None
-    reference = choose_reference(cache, obs, candidates, offset, against)
+    reference = choose_reference(cache, obs, candidates, structure.nearest_integer(obs.offset), against)
 
     findings = _corrupt(reference.scan)
     if reference.explained:
-        findings += explained_findings(obs, cache, reference, expected, inferred, offset)
+        findings += explained_findings(obs, cache, reference, expected, inferred)
     else:
-        findings.append(_unexplained(obs, reference, inferred, offset))
+        findings.append(_unexplained(obs, reference, inferred))
     if cache.noise is None:
         findings += structure.storage_findings(obs, cache.dtype)
     if not findings:
         findings.append(Finding("correct", f"{reference.precision.evidence}; all {obs.rows} rows checked",
                                 severity="info"))
-    order = {"error": 0, "warning": 1, "info": 2}
-    findings.sort(key=lambda f: order[f.severity])
+    findings.sort(key=lambda f: f.rank)
     against_name = f"the config's exact values ({expected.layer_type})" if against is not None else \
         f"the exact values of the {reference.source} spec"
     nominal = cache.start + np.arange(obs.rows, dtype=np.float64)
-    return AuditResult(obs, cache, offset, inferred, expected, reference, findings,
+    return AuditResult(obs, cache, reference.offset, inferred, expected, reference, findings,
                        range_max(reference.scan.against_error, nominal), against_name)

@@ -19,6 +19,11 @@ CAUSES: dict[str, tuple[str, str]] = {
         "angles formed in float32 (error grows with position)",
         "Form p * inv_freq in float64 (or use posenc's tables) and cast cos/sin once at the end; float32 angles "
         "lose about p * 6e-8 rad, the HF/textbook signature."),
+    "llama_cpp_angles": (
+        "angles formed in float32 as llama.cpp forms them (error grows with position and frequency index)",
+        ("Nothing to fix in the model or its conversion: these are the config's values as llama.cpp's ggml rope "
+         "computes them (theta multiplied up by a float32 powf(base, -2/n_dims) frequency by frequency, about "
+         "(i + 1) * p * 6e-8 rad at frequency i); for exact values use float64 angles (posenc's tables).")),
     "bf16_positions": (
         "positions rounded to bfloat16 (rows above 256 alias)",
         "Keep position ids integer (int64) or float32 up to the cache length; never cast them to the model dtype "
@@ -106,6 +111,9 @@ CAUSES: dict[str, tuple[str, str]] = {
 }
 
 SEVERITIES = ("error", "warning", "info")
+CONFIDENCES = ("high", "medium", "low")
+#: Precision causes that are the arithmetic of a tool the team runs, not a choice in its code: warnings.
+TOOL_ARITHMETIC = frozenset({"llama_cpp_angles"})
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,8 @@ class Finding:
     severity: str = "error"  # error | warning | info
 
     def __post_init__(self):
-        assert self.cause in CAUSES and self.severity in SEVERITIES, (self.cause, self.severity)
+        assert self.cause in CAUSES and self.severity in SEVERITIES and self.confidence in CONFIDENCES, \
+            (self.cause, self.severity, self.confidence)
 
     @property
     def title(self) -> str:
@@ -125,6 +134,13 @@ class Finding:
     @property
     def fix(self) -> str:
         return CAUSES[self.cause][1]
+
+    @property
+    def rank(self) -> tuple[int, int]:
+        """Findings are listed most severe first and, within a severity, surest first: a cause a simulation
+        reproduces (high) comes before one read off fitted frequencies (medium), so the diagnosis is the
+        cause the evidence is strongest for."""
+        return SEVERITIES.index(self.severity), CONFIDENCES.index(self.confidence)
 
     def to_dict(self) -> dict:
         return {"cause": self.cause, "title": self.title, "evidence": self.evidence, "fix": self.fix,

@@ -149,15 +149,31 @@ def fit_frequencies(phase: np.ndarray, eps: float):
     return omega, c, tol / np.maximum(np.abs(omega), 1e-300), used
 
 
+def unwrap_positions(phase: np.ndarray, omega: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    """[n] the position each row of phases [n, k] (phase_i = position * omega_i mod 2 pi) stands for, refined
+    from the slowest frequency to the fastest, starting at `prior` [n]: each step moves the estimate by less
+    than half a turn of its frequency, so the prior must be within pi / omega_slowest of the truth."""
+    est = np.array(prior, dtype=np.float64)
+    for i in np.argsort(omega):
+        if omega[i] > 1e-12:
+            est += _wrap(phase[:, i] - omega[i] * est) / omega[i]
+    return est
+
+
 def fit_offset(omega: np.ndarray, intercept: np.ndarray) -> float:
     """The position of row 0: intercept_i = omega_i * offset, unwrapped from the slowest frequency up."""
-    order = np.argsort(omega)
-    est = 0.0
-    for i in order:
-        if omega[i] <= 1e-12:
-            continue
-        est += _wrap(intercept[i] - omega[i] * est) / omega[i]
-    return est
+    return float(unwrap_positions(intercept[None, :], omega, np.zeros(1))[0])
+
+
+def held_offset(obs: Observation, inv: np.ndarray, start: int, prior: float) -> float:
+    """The offset of the rows from start + row under frequencies `inv`: the median of the positions each sampled
+    row's phases point to, less its nominal position. Unlike the fitted offset (row 0 of a contiguous prefix)
+    this holds when positions were rounded to 16 bits from the first row on (a cache from position 300 in
+    bfloat16 repeats every other row): each row points to its own rounded position, and those straddle it."""
+    nominal = start + obs.sample.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        held = unwrap_positions(np.arctan2(obs.sin, obs.cos), inv, nominal + prior)
+    return float(np.median(held - nominal))
 
 
 def observe(cache: Cache) -> Observation:
@@ -190,13 +206,17 @@ def observe(cache: Cache) -> Observation:
     unsteady = np.flatnonzero(~steady[:prefix])
     prefix_ok = int(unsteady[0]) if unsteady.size else prefix
     clean = _first_repeat(cf[:prefix_ok], sf[:prefix_ok])
-    if clean < prefix:
+    if clean < MIN_ROWS < prefix_ok:  # rows repeat from the start (positions rounded from row 0): fit them all
+        notes.append(f"row {clean} repeats row {clean - 1}: the frequency fit uses rows 0..{prefix_ok - 1}, "
+                     "repeats and all (approximate)")
+        clean = prefix_ok
+    elif clean < prefix:
         why = f"row {clean} repeats row {clean - 1}" if clean < prefix_ok else f"row {clean} is corrupt"
         notes.append(f"{why}: the frequency fit uses rows 0..{clean - 1}")
     clean = max(clean, MIN_ROWS)
     phase = np.arctan2(sf[:clean], cf[:clean])
     omega, intercept, tol, _ = fit_frequencies(phase, eps * 2)
-    if not np.any(np.abs(omega) * clean > 1e-6):
+    if not np.any(np.abs(omega) * clean > 1e-6) and not ((cf != cf[:1]).any() or (sf != sf[:1]).any()):
         raise PosencError("cache", "no column changes along the rows: this is not a position cache (row r must "
                           "hold position start + r)")
     offset = fit_offset(omega, intercept - omega * cache.start)  # relative to the declared start

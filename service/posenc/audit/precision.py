@@ -5,12 +5,15 @@ Every hypothesis takes the same frequencies, attention factor and positions (the
 structure checks settled on) and computes cos/sin the way a framework does: float64 angles
 (exact), float32 angles (HF, the textbook numpy recipe), inv_freq rounded to bfloat16/float16
 (`model.to(torch.bfloat16)`), positions rounded to bfloat16/float16, angles formed in
-bfloat16/float16. Each is rounded to the cache's storage grid and compared with the cache
-element by element against a tolerance (`tolerance`) made of the storage rounding and the
-rounding freedom of the way that hypothesis forms its angle: another library's pow, product
-order or cos may move a float32 angle by a few float32 ulp of itself, a float64 one by a few
-float64 ulp. A hypothesis *explains* the cache when every element is within that tolerance and
-it takes away most of the error the exact values leave (docs/audit.md, "What explains means").
+bfloat16/float16, and angles formed the way llama.cpp forms them (`llama_cpp`). Each is rounded
+to the cache's storage grid and compared with the cache element by element against a tolerance
+(`tolerance`) made of the storage rounding and the rounding freedom of the way that hypothesis
+forms its angle (`angle_ulps`): another library's pow, product order or cos may move a float32
+angle by a few float32 ulp of itself; a float64 inv_freq computed the usual ways (pow, or exp of
+-ln(base) x) is off by up to ~3 |ln inv_freq| float64 ulp. Positions held in 16 bits are whichever
+neighbour on that grid the framework's rounding gave (`held_positions`). A hypothesis *explains*
+the cache when every element is within that tolerance and it takes away most of the error the
+exact values leave (docs/audit.md, "What explains means").
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import ml_dtypes
 import numpy as np
 
 from ..reference.rope import rope_cos_sin as reference_cos_sin
+from .ggml_rope import GgmlRope
 from .observe import GRIDS
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -31,6 +35,14 @@ U64, U32 = 2.0 ** -53, 2.0 ** -24
 #: computed with that dtype's pow and scaling arithmetic is a few ulp off (HF's float32 Llama-3 smoothing band:
 #: up to 3), and the product rounds once more.
 ANGLE_ULPS = 8.0
+#: float64 inv_freq_i = base^(-x_i) = exp(-L_i), L_i = |ln inv_freq_i|, computed as exp(-ln(base) * x_i) (or
+#: exp(i * (-ln(base) / d))) rounds three quantities of size up to L_i in the exponent (ln(base), x_i and their
+#: product; or ln(base), the quotient and the product), each moving inv_freq by up to L_i ulp relative; pow(base,
+#: -x_i) rounds only x_i. So a correct float64 angle may be off by EXPONENT_ULPS * L_i ulp more than ANGLE_ULPS.
+EXPONENT_ULPS = 3.0
+#: Ulps per frequency index of llama.cpp's angle: theta_scale = powf(base, -2/n_dims) from another libm may be
+#: an ulp off (up to 2u relative), and frequency i multiplies it in i times.
+RECURRENCE_ULPS = 2.0
 #: A cause explains only when its simulation leaves at most this fraction of the exact values' error.
 EXPLAINED_FRACTION = 0.5
 #: ... and "high" confidence when it leaves at most this fraction.
@@ -70,6 +82,7 @@ class Hypothesis:
 HYPOTHESES = (
     Hypothesis("correct", "float64 angles (exact)", U64, U64),
     Hypothesis("float32_angles", "float32 angles", U32, U32),
+    Hypothesis("llama_cpp_angles", "float32 angles (llama.cpp)", U32, U32),
     Hypothesis("bf16_inv_freq", "bfloat16 inv_freq", U32, U32),
     Hypothesis("fp16_inv_freq", "float16 inv_freq", U32, U32),
     Hypothesis("bf16_positions", "bfloat16 positions", U32, U32),
@@ -78,6 +91,31 @@ HYPOTHESES = (
     Hypothesis("fp16_angles", "float16 angles", U32, U32),
 )
 BY_CAUSE = {h.cause: h for h in HYPOTHESES}
+#: The grid each positions hypothesis holds positions on, and its significant bits.
+POSITION_GRIDS = {"bf16_positions": (BF16, 8), "fp16_positions": (F16, 11)}
+
+
+def angle_ulps(cause: str, inv: np.ndarray) -> np.ndarray:
+    """[n_freq]: ulps of its own angle each frequency's angle may be off by under the hypothesis (see the
+    constants above: the rounding freedom of the ways it is commonly computed)."""
+    if cause == "correct":
+        return ANGLE_ULPS + EXPONENT_ULPS * np.abs(np.log(inv))
+    if cause == "llama_cpp_angles":
+        return ANGLE_ULPS + RECURRENCE_ULPS * np.arange(inv.shape[0], dtype=np.float64)
+    return np.full(inv.shape[0], ANGLE_ULPS)
+
+
+def held_positions(cause: str, positions: np.ndarray) -> list[np.ndarray]:
+    """The positions a hypothesis may hold each row at. Positions held in 16 bits are on that grid, but not
+    always the nearest value: a cast rounds to nearest, torch.arange(n, dtype=torch.bfloat16) adds the index
+    within a vector to a rounded vector start. So: the grid values just below and just above each position
+    (equal where the position is on the grid); for every other hypothesis the positions themselves."""
+    if cause not in POSITION_GRIDS:
+        return [positions]
+    _, bits = POSITION_GRIDS[cause]
+    mantissa, exponent = np.frexp(positions)
+    scale = np.ldexp(1.0, exponent - bits)
+    return [np.floor(mantissa * 2.0 ** bits) * scale, np.ceil(mantissa * 2.0 ** bits) * scale]
 
 
 def exact_cos_sin(positions: np.ndarray, inv: np.ndarray, attention: float) -> tuple[np.ndarray, np.ndarray]:
@@ -86,14 +124,18 @@ def exact_cos_sin(positions: np.ndarray, inv: np.ndarray, attention: float) -> t
 
 
 def simulate(cause: str, positions: np.ndarray, inv: np.ndarray, inv32: np.ndarray,
-             attention: float) -> tuple[np.ndarray, np.ndarray]:
-    """(cos, sin) float64 [n, n_freq] as the hypothesis computes them (before storage rounding)."""
+             attention: float, ggml: GgmlRope | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(cos, sin) float64 [n, n_freq] as the hypothesis computes them (before storage rounding); positions held
+    in 16 bits are the given ones rounded to nearest (`held_positions` names the other neighbour);
+    llama_cpp_angles needs `ggml` (NaN without it: llama.cpp has no such rope)."""
     p = positions.astype(np.float64)
     if cause == "correct":
         return exact_cos_sin(p, inv, attention)
     with np.errstate(over="ignore", invalid="ignore"):
         if cause == "float32_angles":
             angle = np.outer(p.astype(F32), inv32).astype(F32)
+        elif cause == "llama_cpp_angles":
+            angle = ggml.angles(p) if ggml is not None else np.full((p.shape[0], inv.shape[0]), np.nan, F32)
         elif cause in ("bf16_inv_freq", "fp16_inv_freq"):
             grid = BF16 if cause == "bf16_inv_freq" else F16
             angle = np.outer(p.astype(F32), inv32.astype(grid).astype(F32)).astype(F32)
@@ -111,11 +153,11 @@ def simulate(cause: str, positions: np.ndarray, inv: np.ndarray, inv32: np.ndarr
 def tolerance(hyp: Hypothesis, positions: np.ndarray, inv: np.ndarray, attention: float,
               floor: float) -> np.ndarray:
     """[n, n_freq]: how far a cache built the hypothesis' way may lie from its simulation: the storage
-    rounding `floor`, plus ANGLE_ULPS ulps of the angle p * inv_i in the dtype it is formed in, plus two
+    rounding `floor`, plus `angle_ulps` ulps of the angle p * inv_i in the dtype it is formed in, plus two
     roundings of cos/sin in the dtype they are computed in."""
     a = abs(attention)
     angle = np.abs(np.asarray(positions, dtype=np.float64))[:, None] * np.abs(inv)[None, :]
-    return floor + a * (ANGLE_ULPS * hyp.angle_unit * angle + 2 * hyp.value_unit)
+    return floor + a * (angle_ulps(hyp.cause, inv)[None, :] * hyp.angle_unit * angle + 2 * hyp.value_unit)
 
 
 def elementwise(cos, sin, ref_cos, ref_sin) -> np.ndarray:
@@ -159,6 +201,26 @@ class Grounds:
     attention: float
     grid: str
     floor: float
+    ggml: GgmlRope | None = None  # how llama.cpp would compute these frequencies (None: it has no such rope)
+
+    def stored(self, cause: str, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The hypothesis' (cos, sin) at `positions`, rounded to the cache's storage grid."""
+        values = simulate(cause, positions, self.inv, self.inv32, self.attention, self.ggml)
+        storage = storage_dtype(self.grid)
+        return round_to(values[0], storage), round_to(values[1], storage)
+
+    def residual(self, cause: str, positions: np.ndarray, error_of) -> np.ndarray:
+        """[n, k] |cache - simulation| element by element (error_of(cos, sin) computes it for one simulation),
+        each row at whichever of `held_positions` fits it best."""
+        best = None
+        for held in held_positions(cause, positions):
+            err = error_of(*self.stored(cause, held))
+            if best is None:
+                best = err.copy() if cause in POSITION_GRIDS else err
+            else:
+                better = err.max(axis=1) < best.max(axis=1)
+                best[better] = err[better]
+        return best
 
 
 def judge(cos: np.ndarray, sin: np.ndarray, positions: np.ndarray, grounds: Grounds,
@@ -174,11 +236,11 @@ def judge(cos: np.ndarray, sin: np.ndarray, positions: np.ndarray, grounds: Grou
     for hyp in HYPOTHESES:
         if hyp.cause == "correct":  # against the unrounded values: `floor` covers the storage rounding
             c, s = raw_c, raw_s
+            resid = elementwise(cos, sin, c, s)[keep]
         else:
-            c, s = (round_to(x, storage) for x in
-                    simulate(hyp.cause, positions, grounds.inv, grounds.inv32, grounds.attention))
+            c, s = grounds.stored(hyp.cause, positions)
+            resid = grounds.residual(hyp.cause, positions, lambda c2, s2: elementwise(cos, sin, c2, s2))[keep]
         simulated[hyp.label] = elementwise(c, s, exact_c, exact_s).max(axis=1)
-        resid = elementwise(cos, sin, c, s)[keep]
         tol = tolerance(hyp, positions[keep], grounds.inv, grounds.attention, grounds.floor)
         residual[hyp.cause] = float(resid.max()) if resid.size else 0.0
         over[hyp.cause] = float((resid / tol).max()) if resid.size else 0.0

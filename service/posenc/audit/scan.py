@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .observe import Cache, Observation
-from .precision import BY_CAUSE, Grounds, exact_cos_sin, round_to, simulate, storage_dtype, tolerance
+from .precision import BY_CAUSE, Grounds, exact_cos_sin, tolerance
 
 #: Values per array a chunk holds (float64): 4 MiB each, a handful alive at a time.
 CHUNK_ELEMENTS = 1 << 19
@@ -102,7 +102,6 @@ def scan(cache: Cache, obs: Observation, grounds: Grounds, offset: float, cause:
     (None: the reference's exact values)."""
     n, width = cache.cos.shape
     cols = column_map(obs)
-    storage = storage_dtype(grounds.grid)
     hyp = BY_CAUSE[cause]
     a = abs(grounds.attention)
     same_against = against is None or (offset == 0 and against[0] is grounds.inv and against[1] == grounds.attention)
@@ -141,8 +140,7 @@ def scan(cache: Cache, obs: Observation, grounds: Grounds, offset: float, cause:
             if same_against:
                 against_error[lo:hi] = exact_error[lo:hi]
             if cause != "correct":  # the exact values' error is in t1 already; else the simulation's
-                sim = simulate(cause, positions, grounds.inv, grounds.inv32, grounds.attention)
-                resid = work.error(*(round_to(x, storage) for x in sim), cols, r)
+                resid = grounds.residual(cause, positions, lambda c2, s2, r=r: work.error(c2, s2, cols, r))
             else:
                 resid = work.t1[:r]
             if good.any():
