@@ -508,3 +508,28 @@ def test_a_float64_cache_from_a_float32_inv_freq_is_not_correct():
     angle = np.arange(LONG, dtype=np.float64)[:, None] * inv[None, :]
     report = audit_arrays({"cos": half(np.cos(angle)), "sin": half(np.sin(angle))}, cfg)
     assert report["status"] == "broken" and "correct" not in causes(report), report["findings"]
+
+
+@pytest.mark.parametrize("build, expected", [("exact", ["transposed"]), ("hf", ["float32_angles", "transposed"]),
+                                             ("bf16_positions", ["bf16_positions", "transposed"])])
+def test_a_transposed_cache_says_so(build, expected):
+    """cos and sin stored [dim, n] (as `torch.outer(inv_freq, t)` builds them): the rows are frequencies, which
+    no cause explains; the audit says the arrays are transposed and audits them [n, dim]."""
+    n = 4096
+    cfg = config("llama-3.1-8b", max_position_embeddings=n)
+    spec = posenc.RopeSpec.from_hf_config(cfg)
+    cache = {"exact": lambda: exact(spec, np.arange(n)), "hf": lambda: hf_llama(cfg, n),
+             "bf16_positions": lambda: bf16_positions(spec, n)}[build]()
+    stacked = np.stack([cache["cos"].T, cache["sin"].T])  # [2, dim, n], one .npy as a framework saves it
+    report = audit_bytes(_npy(stacked), config=cfg)
+    assert causes(report) == expected, report["findings"]
+    assert "[128, 4096]" in next(f["evidence"] for f in report["findings"] if f["cause"] == "transposed")
+    assert report["cache"]["rows"] == n and report["cache"]["source"].endswith("transposed")
+
+
+def test_random_values_are_not_called_transposed():
+    from audit_recipes import random_angles
+
+    cache = random_angles(64, 2048)  # [64, 4096]: wider than long, like a transposed cache, but no cache either way
+    report = audit_arrays({k: v for k, v in cache.items()})
+    assert causes(report) == ["no_known_cause"], report["findings"]

@@ -236,6 +236,43 @@ def explained_findings(obs: Observation, cache: Cache, ref: Reference, expected:
 
 
 def audit_cache(cache: Cache, config: dict | None = None, *, layer_type: str | None = None) -> AuditResult:
+    """The audit of `cache` as given or, when that explains nothing and its transpose is a cache whose values a
+    cause explains, of its transpose with a `transposed` finding (a [dim, n] cache's rows are frequencies)."""
+    try:
+        result, refused = _audit(cache, config, layer_type), None
+    except PosencError as error:
+        result, refused = None, error
+    if result is None or any(f.cause == "no_known_cause" for f in result.findings):
+        flipped = _audit_transposed(cache, config, layer_type)
+        if flipped is not None:
+            return flipped
+    if refused is not None:
+        raise refused
+    return result
+
+
+def _audit_transposed(cache: Cache, config: dict | None, layer_type: str | None) -> AuditResult | None:
+    """The audit of cos.T / sin.T with a `transposed` finding first among its warnings, when the arrays have more
+    columns than rows (a [dim, n] cache of n > dim positions) and a cause explains the transpose; else None."""
+    rows, width = cache.cos.shape if cache.cos.ndim == 2 else (0, 0)
+    if cache.noise is not None or cache.layout is not None or width <= rows:
+        return None
+    flipped = Cache(cache.cos.T, cache.sin.T, cache.dtype, f"{cache.source}, transposed", cache.start)
+    try:
+        result = _audit(flipped, config, layer_type)
+    except PosencError:
+        return None
+    if any(f.cause == "no_known_cause" for f in result.findings):
+        return None
+    obs = result.obs
+    result.findings[:] = sorted([f for f in result.findings if f.cause != "correct"] + [Finding(
+        "transposed", f"the arrays are [{rows}, {width}]: each row holds one frequency ({obs.layout} layout, "
+        f"{obs.n_freq} frequencies) over {width} positions, each column one position; read as "
+        f"[{width}, {rows}] they are a cache, audited as such", severity="warning")], key=lambda f: f.rank)
+    return result
+
+
+def _audit(cache: Cache, config: dict | None, layer_type: str | None) -> AuditResult:
     obs = observe(cache)
     inferred = infer_spec(obs.omega, obs.omega_tol)
     claimed = float(cache.start + obs.rows)  # the length the cache stands for (HF: max(position_ids) + 1)

@@ -101,6 +101,11 @@ CAUSES: dict[str, tuple[str, str]] = {
         "rows that are not the cos and sin of any angle",
         "Rebuild the cache: some rows hold NaN/infinite values, values beyond the attention factor, or cos^2 + sin^2 "
         "off the attention factor squared (memory corruption, a bad slice or write, an uninitialised buffer)."),
+    "transposed": (
+        "cache stored transposed ([dim, n])",
+        ("Keep the cache [position, dim] (row p holds position p): build it as outer(positions, inv_freq), not "
+         "outer(inv_freq, positions), or transpose it where it is stored; nothing to fix if your kernel reads "
+         "it [dim, n] on purpose.")),
     "truncated": (
         "cache shorter than max_position_embeddings",
         "Build the cache for max_position_embeddings rows (or grow it on demand) so long prompts do not index "
