@@ -274,3 +274,62 @@ def test_posenc_explore_prints_the_page(server, capsys):
     assert main(["explore", "--url", server.url, "--no-browser"]) == 0
     assert capsys.readouterr().out.strip() == f"{server.url}/explore"
     assert main(["explore", "--url", f"http://127.0.0.1:{free_port()}", "--no-browser"]) == 1
+
+
+FIT = """view => [...document.querySelectorAll(`.view[data-figure=${view}] .slot[data-state=drawn]`)].map(slot => {
+  const chart = slot.querySelector('.chart').getBoundingClientRect();
+  const figure = slot.querySelector('.chart canvas').getBoundingClientRect();
+  return {slot: slot.dataset.slot, chart: [chart.left, chart.right], figure: [figure.left, figure.right]};
+})"""
+
+
+def test_every_panel_fits_its_box(server, context):
+    """Gemma-3's two layer types are two panels (a heatmap's each with its colour legend) in A, next to a
+    Qwen2-YaRN config in B: every figure's drawing lies within its slot's box (bounding boxes, to the pixel),
+    the second panel too."""
+    browser = Browser(context, server.url)
+    browser.open()
+    browser.page.check("input[name=source-a][value=config]")
+    browser.page.fill(".source[data-slot=a] .config", json.dumps(GEMMA3))
+    browser.draw()
+    browser.page.fill(".source[data-slot=b] .config", json.dumps(CONFIGS["qwen2-yarn"]))
+    browser.page.check("input[name=source-b][value=config]")
+    browser.page.wait_for_selector("body[data-state=drawn]", timeout=TIMEOUT_MS)
+    browser.page.locator(".view[data-figure=precision] .slot[data-slot=b] canvas").wait_for(timeout=TIMEOUT_MS)
+    for view in ("heatmap", "spectrum", "decay", "precision"):
+        boxes = browser.page.evaluate(FIT, view)
+        assert [b["slot"] for b in boxes] == ["a", "b"], (view, boxes)
+        for b in boxes:
+            assert b["chart"][0] - 0.5 <= b["figure"][0] and b["figure"][1] <= b["chart"][1] + 0.5, (view, b)
+    browser.shot("panels-fit", ".view[data-figure=heatmap]")
+    browser.assert_clean(nothing_to_draw=3)  # ALiBi: A's first drawing, then A's and B's
+
+
+def canvases(browser: Browser) -> int:
+    return browser.page.locator(".view[data-figure] canvas").count()
+
+
+def test_a_source_error_leaves_no_figure(server, context):
+    """Figures of the last good source go when the source turns bad, whether Draw, a source change or a
+    parameter's redraw finds it out: never an error above the previous source's figures."""
+    browser = Browser(context, server.url)
+    browser.open()
+    browser.draw()
+    assert canvases(browser) == 4
+    browser.page.fill(".source[data-slot=a] .config", "{not json")
+    browser.page.check("input[name=source-a][value=config]")  # a change draws at once: the JSON is refused
+    assert "not valid JSON" in browser.page.inner_text("#source-error")
+    assert canvases(browser) == 0 and browser.view_states() == {v: "error" for v in VIEWS}
+    browser.shot("error-no-figure")
+    browser.page.fill(".source[data-slot=a] .config", json.dumps(config("llama-3.1-8b")))
+    browser.draw()
+    assert canvases(browser) == 4 and browser.page.inner_text("#source-error") == ""
+    # The service refuses the config: a parameter's redraw of one view clears every view.
+    browser.page.fill(".source[data-slot=a] .config", json.dumps({"model_type": "llama", "rope_theta": -5}))
+    browser.page.fill(".view[data-figure=heatmap] input[name=positions]", "128")
+    browser.page.wait_for_selector(".view[data-figure=spectrum] canvas", state="detached", timeout=TIMEOUT_MS)
+    assert canvases(browser) == 0 and "rope_theta" in browser.page.inner_text("#source-error")
+    # Chromium's notes on the 422s: ALiBi's "nothing to draw" of each drawing, and the refused config, once.
+    assert len(browser.console_errors) == 3 and all("status of 422" in e for e in browser.console_errors)
+    browser.console_errors.clear()
+    browser.assert_clean()

@@ -85,13 +85,39 @@ function summaryText(summary) {
   return (summary.panels || []).map((p) => p.text).join("\n");
 }
 
+function drawnWidth(chart) {
+  const canvas = $("canvas", chart);
+  return canvas ? canvas.getBoundingClientRect().width : 0;
+}
+
+// Draws the figure's panels side by side within the slot's box. What a panel needs besides its plot (axes,
+// a heatmap's colour legend, the spacing) differs by figure, so it is measured: a first drawing at a guessed
+// width tells the overhead, and the panels are redrawn to fill the box exactly (titles cut at their panel's
+// width, so they do not widen it). Panels that would be narrower than MIN_PANEL wrap onto more rows instead.
+const MIN_PANEL = 200;
 async function embed(el, drawn, kind) {
-  const spec = drawn.vega;
-  const width = Math.max(320, $(".chart", el).clientWidth || el.clientWidth || 600);
-  const n = spec.hconcat.length;
-  spec.hconcat.forEach((panel) => { panel.width = Math.max(200, Math.floor((width - 30) / n) - 130); });
-  const result = await vegaEmbed($(".chart", el), spec, { ...EMBED, expr: vega.expressionInterpreter });
-  el.vegaView = result.view;
+  const chart = $(".chart", el);
+  const box = Math.max(320, chart.clientWidth || el.clientWidth || 600);
+  const spec = drawn.vega, panels = spec.hconcat, n = panels.length;
+  const render = async (width) => {
+    if (el.vegaView) { el.vegaView.finalize(); el.vegaView = null; }
+    panels.forEach((panel) => { // a title longer than its panel would widen it: cut at the panel's width
+      panel.width = width;
+      if (panel.title && typeof panel.title === "object") panel.title.limit = width;
+    });
+    el.vegaView = (await vegaEmbed(chart, spec, { ...EMBED, expr: vega.expressionInterpreter })).view;
+  };
+  const guess = Math.max(MIN_PANEL, Math.floor(box / n) - 130);
+  await render(guess);
+  const overhead = (drawnWidth(chart) - n * guess) / n; // per panel
+  const columns = Math.max(1, Math.min(n, Math.floor(box / (MIN_PANEL + overhead))));
+  if (columns < n) { delete spec.hconcat; spec.concat = panels; spec.columns = columns; }
+  let width = Math.max(MIN_PANEL, Math.floor(box / columns - overhead));
+  if (width !== guess || columns < n) await render(width);
+  for (let tries = 0; tries < 2 && drawnWidth(chart) > box && width > MIN_PANEL; tries++) { // axes that grew
+    width = Math.max(MIN_PANEL, width - Math.ceil((drawnWidth(chart) - box) / columns));
+    await render(width);
+  }
   el.figure = { kind, data: drawn.data };
 }
 
@@ -131,18 +157,23 @@ function readSources() {
   return sources;
 }
 
+// A source that cannot be drawn leaves no figure on screen: every figure drawn before is of another source.
+function clearViews() {
+  $$(".view[data-figure]").forEach((v) => { $$(".slot", v).forEach((el) => clearSlot(el, "error")); v.dataset.state = "error"; });
+}
+
 async function drawAll() {
   const error = $("#source-error");
   error.textContent = "";
   let sources;
-  try { sources = readSources(); } catch (e) { error.textContent = e.message; return; }
+  try { sources = readSources(); } catch (e) { error.textContent = e.message; clearViews(); return; }
   saveState();
   document.body.dataset.state = "drawing";
   for (const view of $$(".view[data-figure]")) {
     try { await drawView(view, sources); } catch (e) {
       const slot = SLOTS.find((s) => sources[s] !== null && $$(`.slot[data-slot=${s}][data-state=error]`, view).length);
       error.textContent = `${(slot || "a").toUpperCase()}: ${e.message}`; // one error per request, shown once
-      $$(".view[data-figure]").forEach((v) => { $$(".slot", v).forEach((el) => clearSlot(el, "error")); v.dataset.state = "error"; });
+      clearViews();
       break;
     }
   }
@@ -152,9 +183,9 @@ async function drawAll() {
 async function redrawView(view) {
   $("#source-error").textContent = "";
   let sources;
-  try { sources = readSources(); } catch (e) { $("#source-error").textContent = e.message; return; }
+  try { sources = readSources(); } catch (e) { $("#source-error").textContent = e.message; clearViews(); return; }
   saveState();
-  try { await drawView(view, sources); } catch (e) { $("#source-error").textContent = e.message; settle(view); }
+  try { await drawView(view, sources); } catch (e) { $("#source-error").textContent = e.message; clearViews(); }
 }
 
 // --- exports -------------------------------------------------------------------------------------------------
