@@ -533,3 +533,24 @@ def test_random_values_are_not_called_transposed():
     cache = random_angles(64, 2048)  # [64, 4096]: wider than long, like a transposed cache, but no cache either way
     report = audit_arrays({k: v for k, v in cache.items()})
     assert causes(report) == ["no_known_cause"], report["findings"]
+
+
+def test_more_frequencies_than_any_spec_is_a_posenc_error():
+    """[16, 70000] values in a half layout are 35000 frequencies per row: no spec has that many (it was a
+    ValueError out of the spec inference: a 500 over HTTP)."""
+    from audit_recipes import random_angles
+
+    with pytest.raises(PosencError) as info:
+        audit_arrays(random_angles(16, 35000))
+    assert info.value.field == "cache" and "35000 frequencies" in str(info.value)
+
+
+def test_a_transposed_cache_wider_than_any_spec_is_read_transposed(monkeypatch):
+    """Columns beyond 2 x max_dim are refused before anything is read; the transpose is then audited."""
+    from posenc.limits import LIMITS
+
+    monkeypatch.setattr(LIMITS, "max_dim", 1024)  # a [128, 4096] cache: 4096 columns > 2 x 1024
+    cache = exact(LLAMA_SPEC, np.arange(4096))
+    report = audit_arrays({"cos": cache["cos"].T, "sin": cache["sin"].T}, config("llama-3.1-8b",
+                                                                            max_position_embeddings=4096))
+    assert causes(report) == ["transposed"], report["findings"]

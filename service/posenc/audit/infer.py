@@ -100,6 +100,8 @@ def infer_spec(omega: np.ndarray, tol: np.ndarray) -> Inferred:
                                         {"rope_type": "llama3", "factor": f, "low_freq_factor": low,
                                          "high_freq_factor": high}, length))
     tried = [t for t in tried if t is not None]
+    if not tried:
+        raise PosencError("cache", f"{k} frequencies per row: no RoPE spec has that many (head_dim {head_dim})")
     best = min(tried, key=lambda t: t.score)
     if best.score <= 1:
         return best

@@ -15,6 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import PosencError
+from ..limits import LIMITS
 
 MIN_ROWS = 8
 #: Columns that agree to this are copies of one frequency (a layout's duplicate), however they got noisy.
@@ -184,6 +185,9 @@ def observe(cache: Cache) -> Observation:
     n, width = cos.shape
     if n < MIN_ROWS or width < 1:
         raise PosencError("cache", f"needs at least {MIN_ROWS} rows and one column, got shape {cos.shape}")
+    if width > 2 * LIMITS.max_dim:  # before anything is read: no spec has these frequencies
+        raise PosencError("cache", f"{width} columns: a RoPE cache has at most 2 x head_dim ({2 * LIMITS.max_dim}); "
+                          "rows are positions and columns dims ([n, d])")
     rows = sample_rows(n)
     layout, c, s, mismatch = _compact(np.asarray(cos[rows], dtype=np.float64), np.asarray(sin[rows], dtype=np.float64),
                                       cache.layout)
