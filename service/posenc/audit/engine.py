@@ -25,8 +25,8 @@ from ..errors import PosencError
 from ..models import from_hf_config
 from . import structure
 from .findings import TOOL_ARITHMETIC, Finding
-from .infer import Inferred, fit_base, infer_spec, match_score
 from .ggml_rope import GgmlRope
+from .infer import Inferred, fit_base, infer_spec, match_score
 from .observe import Cache, Observation, held_offset, observe
 from .precision import Grounds, Precision, float32_inv_freq, judge, range_max
 from .scan import Scan, scan, shown
@@ -252,7 +252,7 @@ def audit_cache(cache: Cache, config: dict | None = None, *, layer_type: str | N
 
 
 def _audit_transposed(cache: Cache, config: dict | None, layer_type: str | None) -> AuditResult | None:
-    """The audit of cos.T / sin.T with a `transposed` finding first among its warnings, when the arrays have more
+    """The audit of cos.T / sin.T with a `transposed` warning added, when the arrays have more
     columns than rows (a [dim, n] cache of n > dim positions) and a cause explains the transpose; else None."""
     rows, width = cache.cos.shape if cache.cos.ndim == 2 else (0, 0)
     if cache.noise is not None or cache.layout is not None or width <= rows:

@@ -91,8 +91,8 @@ HYPOTHESES = (
     Hypothesis("fp16_angles", "float16 angles", U32, U32),
 )
 BY_CAUSE = {h.cause: h for h in HYPOTHESES}
-#: The grid each positions hypothesis holds positions on, and its significant bits.
-POSITION_GRIDS = {"bf16_positions": (BF16, 8), "fp16_positions": (F16, 11)}
+#: The significant bits of the grid each positions hypothesis holds positions on.
+POSITION_BITS = {"bf16_positions": 8, "fp16_positions": 11}
 
 
 def angle_ulps(cause: str, inv: np.ndarray) -> np.ndarray:
@@ -105,17 +105,13 @@ def angle_ulps(cause: str, inv: np.ndarray) -> np.ndarray:
     return np.full(inv.shape[0], ANGLE_ULPS)
 
 
-def held_positions(cause: str, positions: np.ndarray) -> list[np.ndarray]:
-    """The positions a hypothesis may hold each row at. Positions held in 16 bits are on that grid, but not
-    always the nearest value: a cast rounds to nearest, torch.arange(n, dtype=torch.bfloat16) adds the index
-    within a vector to a rounded vector start. So: the grid values just below and just above each position
-    (equal where the position is on the grid); for every other hypothesis the positions themselves."""
-    if cause not in POSITION_GRIDS:
-        return [positions]
-    _, bits = POSITION_GRIDS[cause]
+def held_positions(bits: int, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The values just below and just above each position on a grid of `bits` significant bits (equal where the
+    position is on it). Positions held in 16 bits are one of the two, not always the nearest: a cast rounds to
+    nearest, torch.arange(n, dtype=torch.bfloat16) adds the index within a vector to a rounded vector start."""
     mantissa, exponent = np.frexp(positions)
     scale = np.ldexp(1.0, exponent - bits)
-    return [np.floor(mantissa * 2.0 ** bits) * scale, np.ceil(mantissa * 2.0 ** bits) * scale]
+    return np.floor(mantissa * 2.0 ** bits) * scale, np.ceil(mantissa * 2.0 ** bits) * scale
 
 
 def exact_cos_sin(positions: np.ndarray, inv: np.ndarray, attention: float) -> tuple[np.ndarray, np.ndarray]:
@@ -126,7 +122,7 @@ def exact_cos_sin(positions: np.ndarray, inv: np.ndarray, attention: float) -> t
 def simulate(cause: str, positions: np.ndarray, inv: np.ndarray, inv32: np.ndarray,
              attention: float, ggml: GgmlRope | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(cos, sin) float64 [n, n_freq] as the hypothesis computes them (before storage rounding); positions held
-    in 16 bits are the given ones rounded to nearest (`held_positions` names the other neighbour);
+    in 16 bits are the given ones rounded to nearest (`held_positions` gives the other neighbour too);
     llama_cpp_angles needs `ggml` (NaN without it: llama.cpp has no such rope)."""
     p = positions.astype(np.float64)
     if cause == "correct":
@@ -209,17 +205,17 @@ class Grounds:
         storage = storage_dtype(self.grid)
         return round_to(values[0], storage), round_to(values[1], storage)
 
-    def residual(self, cause: str, positions: np.ndarray, error_of) -> np.ndarray:
-        """[n, k] |cache - simulation| element by element (error_of(cos, sin) computes it for one simulation),
-        each row at whichever of `held_positions` fits it best."""
-        best = None
-        for held in held_positions(cause, positions):
-            err = error_of(*self.stored(cause, held))
-            if best is None:
-                best = err.copy() if cause in POSITION_GRIDS else err
-            else:
-                better = err.max(axis=1) < best.max(axis=1)
-                best[better] = err[better]
+    def residual(self, cause: str, positions: np.ndarray, error_of, simulated=None) -> np.ndarray:
+        """[n, k] |cache - simulation| element by element (error_of(cos, sin) computes it for one simulation;
+        `simulated`: the stored simulation at `positions`, when the caller has it). Positions held in 16 bits:
+        each row at whichever of its two `held_positions` fits it best."""
+        if cause not in POSITION_BITS:
+            return error_of(*(simulated or self.stored(cause, positions)))
+        below, above = held_positions(POSITION_BITS[cause], positions)
+        best = error_of(*self.stored(cause, below)).copy()  # error_of may hand back a buffer it reuses
+        err = error_of(*self.stored(cause, above))
+        better = err.max(axis=1) < best.max(axis=1)
+        best[better] = err[better]
         return best
 
 
@@ -239,7 +235,8 @@ def judge(cos: np.ndarray, sin: np.ndarray, positions: np.ndarray, grounds: Grou
             resid = elementwise(cos, sin, c, s)[keep]
         else:
             c, s = grounds.stored(hyp.cause, positions)
-            resid = grounds.residual(hyp.cause, positions, lambda c2, s2: elementwise(cos, sin, c2, s2))[keep]
+            resid = grounds.residual(hyp.cause, positions, lambda c2, s2: elementwise(cos, sin, c2, s2),
+                                     (c, s))[keep]
         simulated[hyp.label] = elementwise(c, s, exact_c, exact_s).max(axis=1)
         tol = tolerance(hyp, positions[keep], grounds.inv, grounds.attention, grounds.floor)
         residual[hyp.cause] = float(resid.max()) if resid.size else 0.0
