@@ -30,17 +30,13 @@ from ..encodings import RopeSpec
 F32 = np.float32
 
 
-def _f32(x) -> np.float32:
-    return F32(x)
-
-
 def correction_dims(n_dims: int, n_ctx_orig: int, base: float, beta_fast: float, beta_slow: float) -> tuple:
     """ggml_rope_yarn_corr_dims: the [low, high] ramp band, every step in float32 (floor/ceil, clamped)."""
     def dim(rotations: float) -> np.float32:
-        turns = _f32(_f32(n_ctx_orig) / (_f32(rotations) * _f32(2) * _f32(math.pi)))
-        return _f32(_f32(n_dims) * _f32(math.log(turns)) / (_f32(2) * _f32(math.log(_f32(base)))))
+        turns = F32(F32(n_ctx_orig) / (F32(rotations) * F32(2) * F32(math.pi)))
+        return F32(F32(n_dims) * F32(math.log(turns)) / (F32(2) * F32(math.log(F32(base)))))
     low, high = math.floor(dim(beta_fast)), math.ceil(dim(beta_slow))
-    return _f32(max(0, low)), _f32(min(n_dims - 1, high))
+    return F32(max(0, low)), F32(min(n_dims - 1, high))
 
 
 @dataclass(frozen=True)
@@ -65,15 +61,15 @@ class GgmlRope:
         base = spec.base
         if spec.rope_type in ("ntk", "dynamic"):  # a plain power of the grown base: read it back from inv
             base = float(inv[1]) ** (-n_dims / 2.0) if k > 1 else base
-        theta_scale = _f32(math.pow(float(_f32(base)), float(_f32(-2.0) / _f32(n_dims))))
-        freq_scale, ramp_mix, factors = _f32(1.0), None, None
+        theta_scale = F32(math.pow(float(F32(base)), float(F32(-2.0) / F32(n_dims))))
+        freq_scale, ramp_mix, factors = F32(1.0), None, None
         if spec.rope_type in ("linear", "yarn"):
-            freq_scale = _f32(1.0 / params["factor"])
+            freq_scale = F32(1.0 / params["factor"])
         if spec.rope_type == "yarn":
             low, high = correction_dims(n_dims, spec.original_max_position_embeddings or spec.max_position_embeddings,
                                         base, params["beta_fast"], params["beta_slow"])
-            y = (np.arange(k, dtype=F32) - low) / max(_f32(0.001), _f32(high - low))
-            ramp_mix = (_f32(1) - np.minimum(_f32(1), np.maximum(_f32(0), y))).astype(F32)
+            y = (np.arange(k, dtype=F32) - low) / max(F32(0.001), F32(high - low))
+            ramp_mix = (F32(1) - np.minimum(F32(1), np.maximum(F32(0), y))).astype(F32)
         elif spec.rope_type not in ("default", "linear", "ntk", "dynamic"):
             plain = base ** -(np.arange(k, dtype=np.float64) / k)
             factors = (plain / inv).astype(F32)
