@@ -286,6 +286,75 @@ def test_frequency_bytes_do_not_follow_glibcs_dispatch(mask):
     assert not differing(digest["parts"]), f"hwcaps {mask} differs from the host in {differing(digest['parts'])}"
 
 
+#: posenc_crmath.h's inputs for the C matrix: frequency exponents, random arguments and hard cases
+#: (tests/test_crmath.py has more, against mpmath). One "OP X Y" line each (tests/c/crmath_check.c).
+def crmath_lines() -> list[str]:
+    rng = np.random.default_rng(17)
+    lines = [f"pow {b.hex()} {(i / d).hex()}" for b in (1e4, 5e5, 5e6, 1e6) for d in (128, 8192) for i in range(0, d, 7)]
+    for x, y, z in zip(np.exp(rng.uniform(-40, 40, 400)), rng.uniform(-25, 25, 400), rng.uniform(-745, 709, 400)):
+        lines += [f"pow {float(x).hex()} {float(y).hex()}", f"exp {float(z).hex()} 0", f"log {float(x).hex()} 0",
+                  f"powf {float(np.float32(x % 1e4)).hex()} {float(np.float32(y / 4)).hex()}",
+                  f"logf {float(np.float32(x)).hex()} 0"]
+    hard = ["pow 0x1.ffffffffffffcp-1 0x1.fffffffffffffp-2", "pow 0x1.ffffffffffff8p-1 -0x1.ffffffffffffbp-3",
+            "pow 0x1.2p+3 0x1.1p+4", "pow 0x1p+1 -0x1.0c9p+10", "exp 0x1.00d48a707b93ep-1 0", "log 0x1.a6ae5142326b5p+0 0"]
+    return lines + hard + [line.replace(" ", "! ", 1) for line in hard + lines[::97]]  # "!": the accurate path alone
+
+
+@functools.cache
+def crmath_program(out_dir: Path, cc: str, *flags: str) -> Path:
+    target = out_dir / f"crmath_check-{Path(cc).name}{''.join(flags)}"
+    subprocess.run([cc, "-std=c11", "-O2", "-Wall", "-Werror", *flags, f"-I{ROOT / 'native' / 'include'}",
+                    str(ROOT / "tests" / "c" / "crmath_check.c"), "-lm", "-o", str(target)], check=True)
+    return target
+
+
+def crmath_outputs(cpu, program: Path) -> list[str]:
+    result = subprocess.run(cpu[1] + [str(program)], input="\n".join(crmath_lines()) + "\n", capture_output=True,
+                            text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+@pytest.fixture(scope="session")
+def crmath_host(tmp_path_factory) -> tuple[Path, list[str]]:
+    """The baseline build of crmath_check and its answers on this machine, which must be posenc.crmath's."""
+    from posenc import crmath
+    from posenc.crmath import _exact
+
+    out = tmp_path_factory.mktemp("crmath")
+    program = crmath_program(out, "cc")
+    answers = crmath_outputs(HOST_CPU, program)
+    ops = {"pow": crmath.pow_value, "exp": crmath.exp_value, "log": crmath.log_value, "powf": crmath.powf,
+           "logf": crmath.logf, "pow!": _exact.pow_exact, "exp!": _exact.exp_exact, "log!": _exact.log_exact,
+           "powf!": lambda x, y: _exact.pow_exact(x, y, 24), "logf!": lambda x: _exact.log_exact(x, 24)}
+    for line, answer in zip(crmath_lines(), answers):
+        op, x, y = line.split()
+        args = (float.fromhex(x), float.fromhex(y)) if op.startswith("pow") else (float.fromhex(x),)
+        assert float.fromhex(answer) == ops[op](*args), line
+    return out, answers
+
+
+@pytest.mark.parametrize("cpu", X86_CPUS, ids=cpu_id)
+def test_crmath_c_gives_the_hosts_numbers_on_every_x86_level(cpu, crmath_host):
+    """posenc_crmath.h in a baseline build (Dekker products) on each CPU; on the FMA CPUs also built
+    with -mfma (fused products, FP_FAST_FMA): the same answers, posenc.crmath's."""
+    if cpu[1]:
+        need(cpu[1][0])
+    out, answers = crmath_host
+    assert crmath_outputs(cpu, crmath_program(out, "cc")) == answers
+    if cpu[3] != "scalar":
+        assert crmath_outputs(cpu, crmath_program(out, "cc", "-mfma")) == answers
+
+
+def test_crmath_c_gives_the_hosts_numbers_on_aarch64(crmath_host, tmp_path):
+    cc = "cc" if HOST == "aarch64" else CROSS_CC
+    need(cc)
+    if AARCH64_RUN:
+        need(AARCH64_RUN[0])
+    out, answers = crmath_host
+    assert crmath_outputs(("aarch64", AARCH64_RUN), crmath_program(tmp_path, cc)) == answers
+
+
 def test_frequency_bytes_are_the_same_on_numba():
     digest = frequency_digest(HOST_CPU, env={"POSENC_NATIVE": "0"})
     assert digest["path"] == "numba"

@@ -23,10 +23,11 @@
  *   land on a rounding boundary (Lindemann); whether x^y is a midpoint is decided exactly with
  *   integers (pcr_is_power), so the loop ends.
  *
- * Only exact operations come from <math.h>: fma (one rounding, required exact by C99; glibc
- * emulates it exactly without an FMA unit), frexp, ldexp, sqrt (IEEE correctly rounded). A
- * compiler that contracts a*b+c into an fma keeps every bound here (one rounding fewer), but
- * double arithmetic must be double (FLT_EVAL_METHOD 0: x86-64 SSE2, aarch64). Link with -lm. */
+ * Only exact operations come from <math.h>: fma where the target has the instruction
+ * (FP_FAST_FMA; elsewhere exact products come from Dekker's algorithm, which nothing can contract),
+ * frexp, ldexp, floor, sqrt (IEEE correctly rounded). A compiler that contracts a*b+c into an fma
+ * keeps every bound here (one rounding fewer), but double arithmetic must be double
+ * (FLT_EVAL_METHOD 0: x86-64 SSE2, aarch64). Link with -lm. */
 #ifndef POSENC_CRMATH_H
 #define POSENC_CRMATH_H
 
