@@ -40,7 +40,6 @@ def _compiled(module, names, given):
 
 
 _FAST = _compiled(_fast, _fast.JIT_ORDER, {"two_prod": _two_prod})
-_pow_fast = _FAST["pow_fast"]
 _pow_from_log = _FAST["pow_from_log"]
 _log_fast = _FAST["log_fast"]
 #: log(x) as a double-double (posenc.crmath._fast.log_dd), for kernels that take a column's log once.
@@ -55,13 +54,6 @@ def _exact(x, y, which, bits):
         value = (crmath.pow_value(x, y, bits) if which == 0 else crmath.log_value(x, bits) if which == 1
                  else crmath.pow(x, y))
     return value
-
-
-@nb.njit(nogil=True, cache=True)
-def cr_pow(x, y):
-    """x ** y correctly rounded, finite x > 0 and finite y (inf on overflow)."""
-    value, ok = _pow_fast(x, y, 53)
-    return value if ok else _exact(x, y, 0, 53)
 
 
 @nb.njit(nogil=True, cache=True)
