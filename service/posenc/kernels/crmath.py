@@ -4,8 +4,9 @@ The fast path is posenc/crmath/_fast.py itself, compiled: each function there is
 here over a namespace in which its callees are the compiled ones, so numba runs the same
 operations as the library (plain float64 arithmetic: numba adds no fast-math and LLVM fuses no
 multiply-add), except two_prod, which is one fused multiply-add here (trig.fma) where the library
-splits the factors (Dekker): both are the exact product. When the fast path cannot prove its rounding (about once in 2^25 calls, or a
-subnormal result) the kernel calls the library's exact path in object mode.
+splits the factors (Dekker): both are the exact product. When the fast path cannot prove its
+rounding (about once in 2^25 calls, or a subnormal result) the kernel calls the library's exact
+path in object mode.
 """
 
 from types import FunctionType
