@@ -14,6 +14,7 @@ import pytest
 from binary_support import (  # noqa: F401 (fixtures)
     ROOT, Raw, frame, positions_bytes, running_server, server, server_io, store_and_root, table_store, tables)
 from conftest import DTYPES, assert_matches_oracle, compile_c_test
+from crmath_oracle import cr_exp, cr_log, cr_pow
 from posenc.client import Client, ServerError, Status
 from posenc.client.inline import sinusoidal_aux
 from posenc.client.protocol import SPEC_PREFIX, Opcode, PositionKind, SpecFlag, WireDtype
@@ -83,20 +84,24 @@ def test_a_frame_level_error_is_the_same_however_tcp_splits_the_bytes(server, ba
 # --- frequencies and rounding ---------------------------------------------------------------
 
 def test_vaswani_frequencies_follow_the_documented_operation_order():
-    for dim in (1, 2, 7, 64, 100, 128, 1000):
+    for dim in (1, 2, 7, 64, 100, 128, 1000, 8192):
         spec = posenc.SinusoidalSpec(dim)
-        documented = [1.0 / math.pow(10000.0, (2.0 * i) / dim) for i in range(spec.n_sin)]
+        documented = [1.0 / cr_pow(10000.0, (2.0 * i) / dim) for i in range(spec.n_sin)]
         assert spec.freqs.tolist() == documented
-    assert "1.0 / math.pow(base, (2.0 * i) / d)" in DOC
+    assert "1.0 / crmath.pow(base, (2.0 * i) / d)" in DOC
     # why the order is spelled out: the algebraically equal 10000^(-2i/d) is another float64
-    other = [math.pow(10000.0, -(2.0 * i) / 128) for i in range(64)]
+    other = [cr_pow(10000.0, -(2.0 * i) / 128) for i in range(64)]
     assert sum(a != b for a, b in zip(other, posenc.SinusoidalSpec(128).freqs.tolist())) == 25
+    # and why correctly rounded: the C library's pow is another function (docs/protocol.md)
+    libm = [1.0 / math.pow(10000.0, (2.0 * i) / 8192) for i in range(4096)]
+    assert "3 of the 4096 frequencies" in DOC
+    assert sum(a != b for a, b in zip(libm, posenc.SinusoidalSpec(8192).freqs.tolist())) <= 8
 
 
 def test_t2t_frequencies_follow_the_documented_operation_order():
     spec = posenc.SinusoidalSpec(33, layout="t2t", min_timescale=2.0, max_timescale=1e5)
-    log_inc = math.log(1e5 / 2.0) / max(16 - 1, 1)
-    assert spec.freqs.tolist() == [2.0 * math.exp(i * -log_inc) for i in range(16)]
+    log_inc = cr_log(1e5 / 2.0) / max(16 - 1, 1)
+    assert spec.freqs.tolist() == [2.0 * cr_exp(i * -log_inc) for i in range(16)]
 
 
 @pytest.fixture(scope="module")

@@ -204,20 +204,21 @@ static inline void posenc_spec_prefix_encode(uint8_t *p, const struct posenc_spe
 }
 
 /* The frequencies posenc's sinusoidal specs send (docs/protocol.md, "Frequencies"), in the
- * library's operation order: the exponent (2i)/dim rounded to float64 first, then the C
- * library's pow (Python's math.pow is the same call), then 1.0 divided by it. Needs <math.h>
- * and -lm. */
+ * library's operation order: the exponent (2i)/dim rounded to float64 first, then pow correctly
+ * rounded (posenc_crmath.h, as posenc.crmath: not the C library's pow, which differs between
+ * CPUs), then 1.0 divided by it. Needs posenc_crmath.h beside this header, and -lm. */
 #ifdef POSENC_PROTO_WANT_FREQS
-#include <math.h>
+#include "posenc_crmath.h"
 static inline double posenc_vaswani_freq(double base, uint32_t i, uint32_t dim) {
-    return 1.0 / pow(base, (2.0 * (double)i) / (double)dim);
+    return 1.0 / posenc_cr_pow(base, (2.0 * (double)i) / (double)dim);
 }
 
-/* tensor2tensor timescales: log_inc = log(max_ts / min_ts) / max(n - 1, 1), n = dim / 2. */
+/* tensor2tensor timescales: log_inc = log(max_ts / min_ts) / max(n - 1, 1), n = dim / 2, with
+ * log and exp correctly rounded. */
 static inline double posenc_t2t_freq(double min_ts, double max_ts, uint32_t i, uint32_t dim) {
     uint32_t n = dim / 2;
-    double log_inc = log(max_ts / min_ts) / (double)(n > 1 ? n - 1 : 1);
-    return min_ts * exp((double)i * -log_inc);
+    double log_inc = posenc_cr_log(max_ts / min_ts) / (double)(n > 1 ? n - 1 : 1);
+    return min_ts * posenc_cr_exp((double)i * -log_inc);
 }
 #endif
 

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "posenc.h"
+#include "posenc_crmath.h"
 #include "posenc_shm.h"
 
 /* Below this many output elements a call keeps the GIL: releasing and taking it back costs
@@ -409,7 +410,7 @@ done:
     return result;
 }
 
-/* ---- small kernels that are not in libposenc's tables (integer or libm work) ------------ */
+/* ---- small kernels that are not in libposenc's tables (integer or pow/log work) ---------- */
 
 /* index_span(values) -> (least, greatest) of a non-empty int64 array, in one pass. */
 static PyObject *index_span(PyObject *self, PyObject *values)
@@ -492,7 +493,8 @@ static PyObject *t5_buckets(PyObject *self, PyObject *const *args, Py_ssize_t na
     int64_t max_exact = n / 2;
     if (require(max_exact >= 1 && max_distance > max_exact, "num_buckets, max_distance: need max_distance > buckets/4"))
         goto done;
-    const float denom = (float)log((double)max_distance / (double)max_exact);
+    /* T5's float32 logs, correctly rounded (posenc_crmath.h), as kernels/t5.py */
+    const float denom = (float)posenc_cr_log((double)max_distance / (double)max_exact);
     const float span = (float)(n - max_exact);
     const int64_t *rel = a[0].view.buf;
     int64_t *out = a[1].view.buf;
@@ -507,7 +509,7 @@ static PyObject *t5_buckets(PyObject *self, PyObject *const *args, Py_ssize_t na
         if (r < max_exact) {
             out[k] = bucket + r;
         } else {
-            float scaled = logf((float)r / (float)max_exact) / denom * span;
+            float scaled = posenc_cr_logf((float)r / (float)max_exact) / denom * span;
             int64_t step = max_exact + (int64_t)scaled;
             out[k] = bucket + (step < n - 1 ? step : n - 1);
         }
@@ -518,16 +520,27 @@ done:
     return result;
 }
 
-/* Rows lo..hi of the xPos decay, out[r, i] = pow(zeta[i], power[r]): a kernel call for RUN. */
+/* Rows lo..hi of the xPos decay, out[r, i] = zeta[i]^power[r] correctly rounded: a kernel call for RUN.
+ * Each column's log once (zeta in (0, 1)), then exp(power log zeta) per element; posenc_cr_pow where
+ * the fast path cannot prove its rounding or the power is not finite. */
 static int xpos_rows(const double *zeta, int64_t width, const double *power, double *out, int64_t lo, int64_t hi)
 {
-    for (int64_t r = lo; r < hi; r++)
-        for (int64_t i = 0; i < width; i++) out[r * width + i] = pow(zeta[i], power[r]);
+    double *logs = malloc((size_t)(width > 0 ? width : 1) * 2 * sizeof(double));
+    if (!logs) return POSENC_ENOMEM;
+    for (int64_t i = 0; i < width; i++) pcr_log_dd(zeta[i], &logs[2 * i], &logs[2 * i + 1]);
+    for (int64_t r = lo; r < hi; r++) {
+        double y = power[r];
+        for (int64_t i = 0; i < width; i++) {
+            double *v = &out[r * width + i];
+            if (!isfinite(y) || !pcr_pow_from_log(logs[2 * i], logs[2 * i + 1], y, 53, v)) *v = posenc_cr_pow(zeta[i], y);
+        }
+    }
+    free(logs);
     return POSENC_OK;
 }
 
-/* xpos_decay_rows(zeta, power, out, lo, hi): out[r, i] = pow(zeta[i], power[r]) through libm,
- * as kernels/rope.py (numpy's ** runs SVML on some CPUs). */
+/* xpos_decay_rows(zeta, power, out, lo, hi): out[r, i] = zeta[i]^power[r] correctly rounded
+ * (posenc_crmath.h), as kernels/rope.py: libm's pow differs between CPUs, numpy's ** between ISAs. */
 static PyObject *xpos_decay_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
@@ -546,6 +559,45 @@ static PyObject *xpos_decay_rows(PyObject *self, PyObject *const *args, Py_ssize
     result = kernel_result(rc, "xpos_decay");
 done:
     release_all(a, 3);
+    return result;
+}
+
+/* cr_pow_each(base, exponents, out): out[i] = base ** exponents[i]; cr_exp_each(x, out): out[i] = exp(x[i]);
+ * correctly rounded (posenc_crmath.h): posenc.crmath.pow_each / exp_each on this binding. */
+static PyObject *cr_pow_each(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    array_arg a[2] = {0};
+    PyObject *result = NULL;
+    double base;
+    if (nargs_is(nargs, 3, "cr_pow_each")) return NULL;
+    base = PyFloat_AsDouble(args[0]);
+    if ((base == -1.0 && PyErr_Occurred()) || take(&a[0], args[1], "exponents", 1, F64, 0)
+        || take(&a[1], args[2], "out", 1, F64, 1) || require(count(&a[0]) == count(&a[1]), "out: one per exponent"))
+        goto done;
+    const double *e = a[0].view.buf;
+    double *out = a[1].view.buf;
+    for (int64_t i = 0; i < count(&a[0]); i++) out[i] = posenc_cr_pow(base, e[i]);
+    result = Py_NewRef(Py_None);
+done:
+    release_all(a, 2);
+    return result;
+}
+
+static PyObject *cr_exp_each(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    array_arg a[2] = {0};
+    PyObject *result = NULL;
+    if (nargs_is(nargs, 2, "cr_exp_each") || take(&a[0], args[0], "x", 1, F64, 0) || take(&a[1], args[1], "out", 1, F64, 1)
+        || require(count(&a[0]) == count(&a[1]), "out: one per x"))
+        goto done;
+    const double *x = a[0].view.buf;
+    double *out = a[1].view.buf;
+    for (int64_t i = 0; i < count(&a[0]); i++) out[i] = posenc_cr_exp(x[i]);
+    result = Py_NewRef(Py_None);
+done:
+    release_all(a, 2);
     return result;
 }
 
@@ -692,7 +744,9 @@ static PyMethodDef methods[] = {
     {"index_span", index_span, METH_O, "index_span(values) -> (least, greatest) of a non-empty int64 array"},
     FAST(half_midpoint_rows, "half_midpoint_rows(bits, mant, emin, out) -> rows with a 16-bit midpoint"),
     FAST(t5_buckets, "t5_buckets(rel, bidirectional, num_buckets, max_distance, out, lo, hi) (kernels/t5.py)"),
-    FAST(xpos_decay_rows, "xpos_decay_rows(zeta, power, out, lo, hi): out[r, i] = zeta[i] ** power[r] (libm)"),
+    FAST(xpos_decay_rows, "xpos_decay_rows(zeta, power, out, lo, hi): out[r, i] = zeta[i] ** power[r] (correctly rounded)"),
+    FAST(cr_pow_each, "cr_pow_each(base, exponents, out): out[i] = base ** exponents[i], correctly rounded"),
+    FAST(cr_exp_each, "cr_exp_each(x, out): out[i] = exp(x[i]), correctly rounded"),
     FAST(registry_find, "registry_find(words, name_words) -> (slot, generation); slot -1 none, -2 busy"),
     FAST(registry_snapshot, "registry_snapshot(words, out) -> whether every slot was read"),
     FAST(registry_write_slot, "registry_write_slot(words, slot, generation, name_words): seqlock write"),

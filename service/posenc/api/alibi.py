@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import crmath
 from ..args import as_choice, as_float, as_int, as_vector
 from ..dtypes import cast_output, kernel_dtype, output_dtype
 from ..kernels import MODES
@@ -23,6 +24,8 @@ def alibi_slopes(n_heads, *, variant="paper", alibi_bias_max=8) -> np.ndarray:
     alibi_bias_max), "falcon" (bloom rounded to bfloat16), "baichuan" (paper rounded to float32)."""
     return _slopes(n_heads, variant, alibi_bias_max)
 
+
+LN2 = 0.6931471805599453  # ln 2 rounded to float64
 
 #: Largest |gamma|: slope * gamma * distance stays finite in float32 for any allowed offsets.
 MAX_GAMMA = 1e6
@@ -77,24 +80,25 @@ class QuantizedSlopes:
     ALiBi slopes are powers of two spread over exponents (0, e_max], so a linear code of the
     exponent spends its 256 levels evenly over every head. The rounding moves the exponent by
     at most step/2, so the relative error of a slope is at most 2**(step/2) - 1
-    (`max_relative_error`): 1.09% for the default e_max = 8, step = 8/255.
+    (`max_relative_error`): 1.09% for the default e_max = 8, step = 8/255. The exponents and
+    powers go through posenc.crmath, so codes and decoded slopes are the same on every CPU.
     """
 
     codes: np.ndarray
     step: float
 
     def dequantize(self) -> np.ndarray:
-        return 2.0 ** (-self.codes.astype(np.float64) * self.step)
+        return crmath.pow_each(2.0, -self.codes.astype(np.float64) * self.step)
 
     @property
     def max_relative_error(self) -> float:
-        return 2.0 ** (self.step / 2) - 1.0
+        return crmath.pow(2.0, self.step / 2) - 1.0
 
 
 def alibi_slopes_uint8(n_heads, *, variant="paper", alibi_bias_max=8) -> QuantizedSlopes:
     """uint8-quantised slopes (see QuantizedSlopes for the decoding and its error bound)."""
     slopes = alibi_slopes(n_heads, variant=variant, alibi_bias_max=alibi_bias_max)
-    exponents = -np.log2(slopes)
+    exponents = np.array([-crmath.log(s) / LN2 for s in slopes.tolist()])
     e_max = max(float(exponents.max()), 8.0 if variant != "mpt" else float(alibi_bias_max))
     step = e_max / 255.0
     codes = np.clip(np.rint(exponents / step), 0, 255).astype(np.uint8)

@@ -4,6 +4,8 @@
   (float64, the paper's Python floats).
 * bloom: the same rule in float32 `pow` (differs from float32(paper) by an ulp for n >= 12).
 * mpt: next power of two P, 2^(-k*alibi_bias_max/P) in float32, odd-then-even reorder.
+Every pow is correctly rounded (posenc.crmath; the float32 ones rounded once from the exact
+value), so the slopes are the same bits on every CPU and C library.
 * falcon: bloom's slopes rounded to bfloat16 (Falcon multiplies in bf16).
 * baichuan: the paper's float64 slopes rounded to float32 (Baichuan's remote code builds
   `torch.Tensor(_get_interleave(n))`), so `slope * position` is one float32 rounding of the
@@ -12,17 +14,16 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
 
+from .. import crmath
 from ..args import as_choice, as_float, as_int
 from ..errors import PosencError
 from ..limits import LIMITS
 from .canonical import Canonical
-from .libm import pow_each
 
 VARIANTS = ("paper", "bloom", "mpt", "falcon", "baichuan")
 #: Largest alibi_bias_max: MPT forms 2^(k*alibi_bias_max/P) in float32, finite and normal below 2^127.
@@ -30,27 +31,32 @@ MAX_BIAS_MAX = 126.0
 
 
 def _paper(n: int) -> np.ndarray:
-    p = 2 ** math.floor(math.log2(n))
-    first = pow_each(2.0, -8.0 * np.arange(1, p + 1) / p)  # libm, not numpy's SIMD pow (libm.py)
-    extra = pow_each(2.0, -4.0 * (2 * np.arange(1, n - p + 1) - 1) / p)
+    p = 1 << (n.bit_length() - 1)  # 2^floor(log2 n)
+    first = crmath.pow_each(2.0, -8.0 * np.arange(1, p + 1) / p)
+    extra = crmath.pow_each(2.0, -4.0 * (2 * np.arange(1, n - p + 1) - 1) / p)
     return np.concatenate([first, extra])
 
 
+def _powf_each(base: np.float32, exponents: np.ndarray) -> np.ndarray:
+    """float32 base ** e for each float32 e, each rounded once to float32 (torch's float32 pow)."""
+    return np.array([crmath.powf(base, e) for e in exponents.tolist()], dtype=np.float32)
+
+
 def _bloom(n: int) -> np.ndarray:
-    p = 2 ** math.floor(math.log2(n))
-    base = np.float32(2 ** (-(2 ** -(math.log2(p) - 3))))
-    slopes = np.power(base, np.arange(1, p + 1, dtype=np.float32), dtype=np.float32)
+    p = 1 << (n.bit_length() - 1)
+    base = np.float32(crmath.pow(2.0, -8.0 / p))  # BLOOM: 2 ** (-(2 ** -(log2(p) - 3))) in Python floats
+    slopes = _powf_each(base, np.arange(1, p + 1, dtype=np.float32))
     if p != n:
-        extra_base = np.float32(2 ** (-(2 ** -(math.log2(2 * p) - 3))))
+        extra_base = np.float32(crmath.pow(2.0, -4.0 / p))
         odd = np.arange(1, 2 * min(p, n - p), 2, dtype=np.float32)
-        slopes = np.concatenate([slopes, np.power(extra_base, odd, dtype=np.float32)])
+        slopes = np.concatenate([slopes, _powf_each(extra_base, odd)])
     return slopes.astype(np.float64)
 
 
 def _mpt(n: int, bias_max: float) -> np.ndarray:
-    p = 2 ** math.ceil(math.log2(n))
+    p = 1 << (n - 1).bit_length()  # 2^ceil(log2 n)
     exponent = np.arange(1, p + 1, dtype=np.float32) * np.float32(bias_max / p)
-    slopes = np.float32(1.0) / np.power(np.float32(2.0), exponent, dtype=np.float32)
+    slopes = np.float32(1.0) / _powf_each(np.float32(2.0), exponent)
     if p != n:
         slopes = np.concatenate([slopes[1::2], slopes[0::2]])[:n]
     return slopes.astype(np.float64)

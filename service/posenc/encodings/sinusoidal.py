@@ -8,12 +8,12 @@ from functools import cached_property
 
 import numpy as np
 
+from .. import crmath
 from ..args import as_choice, as_dim, as_float, as_int, as_vector
 from ..errors import PosencError
 from ..limits import LIMITS
 from .canonical import Canonical
 from .columns import ColumnPlan
-from .libm import exp_each, pow_each
 
 LAYOUTS = ("interleaved", "halves", "t2t")
 #: Largest per-column `scale` / `target_std`: they multiply values in [-1, 1], and the product must
@@ -100,15 +100,16 @@ class SinusoidalSpec(Canonical):
 
     @cached_property
     def freqs(self) -> np.ndarray:
-        """Angular frequencies for the n_sin (>= n_cos) sin columns, float64."""
+        """Angular frequencies for the n_sin (>= n_cos) sin columns, float64: each pow, exp and log
+        correctly rounded (posenc.crmath), so the same bits on every CPU."""
         with np.errstate(all="ignore"):  # extreme timescales give inf/0 here, refused in __init__
             if self.layout == "t2t":
                 num = self.dim // 2
                 max_ts = self.base if self.max_timescale is None else self.max_timescale
-                log_inc = math.log(max_ts / self.min_timescale) / max(num - 1, 1)
-                freqs = self.min_timescale * exp_each(np.arange(num, dtype=np.float64) * -log_inc)
+                log_inc = crmath.log(max_ts / self.min_timescale) / max(num - 1, 1)
+                freqs = self.min_timescale * crmath.exp_each(np.arange(num, dtype=np.float64) * -log_inc)
             else:
-                freqs = 1.0 / pow_each(self.base, 2.0 * np.arange(self.n_sin, dtype=np.float64) / self.dim)
+                freqs = 1.0 / crmath.pow_each(self.base, 2.0 * np.arange(self.n_sin, dtype=np.float64) / self.dim)
         freqs.flags.writeable = False
         return freqs
 

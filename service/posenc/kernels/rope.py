@@ -3,11 +3,12 @@
 Rounded exactly as the native rope_rotate (fma(-b, sin, a*cos), fma(a, sin, b*cos)), so a
 call gives the same bits on numba and every native path."""
 
-import math
-
 from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 import numba as nb
 
+import numpy as np
+
+from .crmath import cr_log_dd, cr_pow_from_log
 from .trig import fma
 
 
@@ -32,8 +33,12 @@ def rope_rotate_rows(x, cos, sin, interleaved, out, lo, hi):
 
 @nb.njit(nogil=True, cache=True)
 def xpos_decay_rows(zeta, power, out, lo, hi):
-    """out[r, i] = zeta_i ** power_r for rows lo..hi, through libm's pow: numpy's `**` runs
-    SVML on AVX-512 CPUs and libm on others, so the decay would differ between nodes."""
+    """out[r, i] = zeta_i ** power_r for rows lo..hi, correctly rounded (posenc.crmath): numpy's
+    `**` runs SVML on AVX-512 CPUs and libm elsewhere, and glibc's pow differs between CPUs with
+    and without FMA, so with either the decay would differ between nodes."""
+    logs = np.empty((zeta.shape[0], 2))  # each column's log once, as the native kernel
+    for i in range(zeta.shape[0]):
+        logs[i, 0], logs[i, 1] = cr_log_dd(zeta[i])
     for r in range(lo, hi):
         for i in range(zeta.shape[0]):
-            out[r, i] = math.pow(zeta[i], power[r])
+            out[r, i] = cr_pow_from_log(logs[i, 0], logs[i, 1], zeta[i], power[r])

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ... import crmath
 from ...args import as_float, as_vector
 from ...errors import PosencError
 from ._common import check_attention_factor, default_inv_freq, require
@@ -63,4 +64,4 @@ def _attention_factor(dims, params) -> float:
     if params.get("attention_factor") is not None:
         return params["attention_factor"]
     factor = params["factor"]
-    return 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(dims.original_or_max))
+    return 1.0 if factor <= 1 else math.sqrt(1 + crmath.log(factor) / crmath.log(dims.original_or_max))

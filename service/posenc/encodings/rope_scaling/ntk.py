@@ -2,10 +2,16 @@
 
 import math
 
+from ... import crmath
 from ...errors import PosencError
 from ._common import default_inv_freq, factor_at_least_one
 
 KEYS = {"required": ("factor",), "optional": ()}
+
+
+def _stretched(base: float, factor: float, d: int) -> float:
+    """base * factor^(d/(d-2)), the power correctly rounded (posenc.crmath); OverflowError as `**`."""
+    return base * crmath.pow(factor, d / (d - 2))
 
 
 def validate(params, dims):
@@ -13,7 +19,7 @@ def validate(params, dims):
         raise PosencError("head_dim", f"NTK scaling needs a rotary dim > 2, got {dims.rotary_dim}")
     factor = factor_at_least_one(params)
     try:
-        stretched = dims.base * factor ** (dims.rotary_dim / (dims.rotary_dim - 2))
+        stretched = _stretched(dims.base, factor, dims.rotary_dim)
     except OverflowError:
         stretched = math.inf
     if not math.isfinite(stretched):  # a spec whose frequencies cannot be computed is refused when made
@@ -23,6 +29,4 @@ def validate(params, dims):
 
 
 def inv_freq(dims, params, seq_len):
-    d = dims.rotary_dim
-    base = dims.base * params["factor"] ** (d / (d - 2))
-    return default_inv_freq(base, d), 1.0
+    return default_inv_freq(_stretched(dims.base, params["factor"], dims.rotary_dim), dims.rotary_dim), 1.0

@@ -3,8 +3,8 @@ first int(prf*head_dim//2) rotate, the rest are exactly 0; all divided by `facto
 
 import numpy as np
 
+from ... import crmath
 from ...args import as_float
-from ..libm import pow_each
 
 KEYS = {"required": (), "optional": ("factor",)}
 
@@ -17,5 +17,5 @@ def inv_freq(dims, params, seq_len):
     D = dims.head_dim
     rotated = int(dims.partial_rotary_factor * D // 2)
     inv = np.zeros(D // 2, dtype=np.float64)
-    inv[:rotated] = 1.0 / pow_each(dims.base, 2.0 * np.arange(rotated, dtype=np.float64) / D)
+    inv[:rotated] = 1.0 / crmath.pow_each(dims.base, 2.0 * np.arange(rotated, dtype=np.float64) / D)
     return inv / params["factor"], 1.0

@@ -1,10 +1,12 @@
 """YaRN (Peng et al. 2023): interpolate low frequencies, keep high ones, ramp in between,
-and scale attention by mscale. Follows HF `_compute_yarn_parameters` (FORMULAS.md section 1)."""
+and scale attention by mscale. Follows HF `_compute_yarn_parameters` (FORMULAS.md section 1), its
+logarithms correctly rounded (posenc.crmath)."""
 
 import math
 
 import numpy as np
 
+from ... import crmath
 from ...args import as_bool, as_float
 from ...errors import PosencError
 from ._common import check_attention_factor, default_inv_freq, require
@@ -52,7 +54,7 @@ def validate(params, dims):
 
 
 def get_mscale(scale: float, mscale: float = 1.0) -> float:
-    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+    return 1.0 if scale <= 1 else 0.1 * mscale * crmath.log(scale) + 1.0
 
 
 def attention_factor(params) -> float:
@@ -66,7 +68,8 @@ def attention_factor(params) -> float:
 
 def _correction_dim(dims, rotations: float) -> float:
     """The frequency index that turns `rotations` times over the original context (HF's formula)."""
-    return dims.rotary_dim * math.log(dims.original_or_max / (rotations * 2 * math.pi)) / (2 * math.log(dims.base))
+    return (dims.rotary_dim * crmath.log(dims.original_or_max / (rotations * 2 * math.pi))
+            / (2 * crmath.log(dims.base)))
 
 
 def correction_range(dims, params) -> tuple[float, float]:
