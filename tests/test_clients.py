@@ -27,14 +27,15 @@ import numpy as np
 import posenc
 import pytest
 from binary_support import running_server, table_store
-from clients import cases as case_list
-from posenc.client import Client, ServerError, fetch_stats
+from posenc.client import Client, ServerError, fetch_stats, start_server
 from posenc.client.calls import Call
 from posenc.client.protocol import Opcode, Reply, wire_dtype
 from posenc.shm import TableStore, attach
 from posenc.shm.paths import segment_file
 from posenc.tables import TableSpec
 from shm_support import CORRUPTIONS, header_of
+
+from clients import cases as case_list
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENTS = ROOT / "clients"
@@ -296,7 +297,8 @@ def test_the_client_reconnects_after_an_idle_close_and_a_restart(language, shm_d
         port = int(first.address.rpartition(":")[2])
         scenario = Scenario(language, "reconnect", first.address, shm_dir)
         scenario.wait_event("ready")
-    with running_server(shm_dir, port=port) as second:
+        assert fetch_stats(first.address)["connections"]["idle_closed"] >= 1
+    with start_server(port=port, shm_dir=str(shm_dir), threads=2) as second:
         resolve_others_first(second.address)
         scenario.send()
         result = scenario.result()
