@@ -8,9 +8,10 @@
 //
 // Without -rate it is a closed loop (each worker sends its next request when its last is answered);
 // with -rate R an open loop: request k is due at start + k/R, taken by the next free worker, and its
-// latency counts from when it was due (queueing included). It prints one JSON object: rps (completed
-// in the measured seconds, per second), completed, errors, p50_us, p99_us, p999_us (exact, from every
-// latency of the measured seconds) and max_us.
+// latency counts from when it was due (queueing included). It prints one JSON object: rps and
+// completed (the replies that arrived in the measured seconds), errors, and p50_us, p99_us, p999_us,
+// max_us: exact percentiles of the latencies of every request sent (closed loop) or due (open loop)
+// in the measured seconds.
 package main
 
 import (
@@ -93,26 +94,33 @@ func (l *load) drive(workers int, seed int64) map[string]any {
 		due = make(chan time.Time, workers)
 		go l.pace(due)
 	}
-	latencies := make([][]time.Duration, workers)
-	errs := make([]int, workers)
+	results := make([]tally, workers)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			latencies[w], errs[w] = l.worker(rand.New(rand.NewSource(seed*1_000_003+int64(w))), due)
+			results[w] = l.worker(rand.New(rand.NewSource(seed*1_000_003+int64(w))), due)
 		}(w)
 	}
 	wg.Wait()
 	var all []time.Duration
-	failed := 0
-	for w := range latencies {
-		all = append(all, latencies[w]...)
-		failed += errs[w]
+	completed, failed := 0, 0
+	for _, r := range results {
+		all = append(all, r.latencies...)
+		completed += r.completed
+		failed += r.failed
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	return map[string]any{"completed": len(all), "errors": failed, "p50_us": percentile(all, 50),
+	return map[string]any{"completed": completed, "errors": failed, "p50_us": percentile(all, 50),
 		"p99_us": percentile(all, 99), "p999_us": percentile(all, 99.9), "max_us": percentile(all, 100)}
+}
+
+// tally is one worker's count: the latencies of the requests sent (closed loop) or due (open loop) in
+// the measured window, the replies that arrived in it, and the calls that failed.
+type tally struct {
+	latencies         []time.Duration
+	completed, failed int
 }
 
 // pace sends request k's due time, start + k/rate, when it has come, until the window ends.
@@ -134,9 +142,8 @@ func (l *load) pace(due chan<- time.Time) {
 }
 
 // worker calls the client: closed loop, at once after each reply; open loop, for each due time.
-func (l *load) worker(rng *rand.Rand, due <-chan time.Time) ([]time.Duration, int) {
-	var latencies []time.Duration
-	failed := 0
+func (l *load) worker(rng *rand.Rand, due <-chan time.Time) tally {
+	var t tally
 	ctx := context.Background()
 	time.Sleep(time.Until(l.start))
 	for {
@@ -144,19 +151,22 @@ func (l *load) worker(rng *rand.Rand, due <-chan time.Time) ([]time.Duration, in
 		if due != nil {
 			var open bool
 			if at, open = <-due; !open {
-				return latencies, failed
+				return t
 			}
 		} else if !at.Before(l.until) {
-			return latencies, failed
+			return t
 		}
 		position := l.lo + rng.Int63n(l.hi-l.lo)
 		_, err := l.client.Encode(ctx, l.table, posenc.Int64s{position}, posenc.Float32)
-		switch {
-		case at.Before(l.from):
-		case err != nil:
-			failed++
-		default:
-			latencies = append(latencies, time.Since(at))
+		done := time.Now()
+		if err != nil && !at.Before(l.from) {
+			t.failed++
+		}
+		if err == nil && !done.Before(l.from) && done.Before(l.until) {
+			t.completed++
+		}
+		if err == nil && !at.Before(l.from) {
+			t.latencies = append(t.latencies, done.Sub(at))
 		}
 	}
 }
