@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.posenc-installed
 # Reinstall when packaging or native sources change (editable install: Python edits need nothing).
 INSTALL_INPUTS := pyproject.toml $(wildcard setup.py native/src/*.c native/src/*.h native/include/*.h native/python/*.c)
 
-.PHONY: run test install server-deps bench clean wheel native-server bench-qps bench-deps loadtest bench-http browser platform-tools
+.PHONY: run test install server-deps bench clean wheel native-server bench-qps bench-deps loadtest bench-http browser platform-tools client-tools
 
 $(STAMP): $(INSTALL_INPUTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -57,7 +57,15 @@ platform-tools:
 	for tool in $(PLATFORM_TOOLS); do command -v $$tool >/dev/null || missing=1; done; \
 	[ -z "$$missing" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PLATFORM_PACKAGES) >/dev/null; }
 
-test: install browser platform-tools
+# The language clients' toolchains: tests/test_clients.py builds and runs clients/go (Debian's Go 1.19,
+# standard library only) and clients/java (JDK 17; Maven builds it offline, -o, from what the machine has).
+CLIENT_TOOLS := go javac mvn
+CLIENT_PACKAGES := golang-go default-jdk-headless maven
+client-tools:
+	for tool in $(CLIENT_TOOLS); do command -v $$tool >/dev/null || missing=1; done; \
+	[ -z "$$missing" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(CLIENT_PACKAGES) >/dev/null; }
+
+test: install browser platform-tools client-tools
 	$(BIN)/python -m pytest
 
 bench: install

@@ -8,9 +8,11 @@ Each fenced block has a language, and the language says what is done with it:
   ``curl``, ``python3 -c`` or a variable assignment; ``console``: each ``$`` line is run and what it
   prints must be the block's output below it;
 * ``c``: compiled as C11 and as C++17 (``-I native/include -lm``), both run;
+* ``go``: a ``package main`` run with ``go run`` in a module of its own whose ``posenc.dev/posenc`` is
+  ``clients/go`` (a ``replace``; ``GOPROXY=off``: nothing is fetched);
 * ``toml``, ``json``, ``yaml``: parsed; ``text``: diagrams, formulas and output, not run.
 
-Python, shell and C run against one live ``posenc serve`` started here (what ``make run`` serves, on free
+Python, shell, C and Go run against one live ``posenc serve`` started here (what ``make run`` serves, on free
 ports): the documented ports 8000/8001 are rewritten to the test's, ``/dev/shm`` to a private directory,
 which is also ``POSENC_SHM_DIR``. A block that cannot run here is preceded by
 ``<!-- example: skip — REASON -->``; an unmarked block that this file cannot run is a failure.
@@ -41,7 +43,7 @@ from posenc.http.runtime.launch import ServerProcess, free_port
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "tests" / "fixtures" / "hf_configs"
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").rglob("*.md"))
-LANGUAGES = {"python", "sh", "console", "c", "toml", "json", "yaml", "text"}
+LANGUAGES = {"python", "sh", "console", "c", "go", "toml", "json", "yaml", "text"}
 SKIP = re.compile(r"^<!-- example: skip (?:—|--|-) (?P<reason>\S.*\S) -->$")
 FENCE = re.compile(r"^```(?P<lang>[\w+-]*)\s*$")
 SHELL_COMMANDS = ("posenc ", "curl ", "python3 -c ", "B=")
@@ -227,6 +229,17 @@ def run_c(block: Block, text: str, cwd: Path, env: dict) -> None:
         assert done.returncode == 0, f"{block.where} ({compiler}): exit {done.returncode}\n{done.stdout}{done.stderr}"
 
 
+def run_go(block: Block, text: str, cwd: Path, env: dict) -> None:
+    module = cwd / f"go_example_{block.line}"
+    module.mkdir(exist_ok=True)
+    (module / "go.mod").write_text("module example\n\ngo 1.19\n\nrequire posenc.dev/posenc v0.0.0\n\n"
+                                   f"replace posenc.dev/posenc => {ROOT / 'clients' / 'go'}\n")
+    (module / "main.go").write_text(text)
+    done = subprocess.run(["go", "run", "."], check=False, cwd=module, env={**env, "GOPROXY": "off"}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, f"{block.where}: exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+
+
 def parse_data(block: Block, text: str) -> None:
     {"toml": tomllib.loads, "json": json.loads, "yaml": yaml.safe_load}[block.lang](text)
 
@@ -250,5 +263,7 @@ def test_the_examples_of_a_page_run(page, live, shm_dir, workdir, monkeypatch):
             run_console(block, text, workdir, env)
         elif block.lang == "c":
             run_c(block, text, workdir, env)
+        elif block.lang == "go":
+            run_go(block, text, workdir, env)
         else:
             parse_data(block, text)

@@ -10,6 +10,8 @@ SUITES = {
     "qps": "binary-protocol server requests/s and open-loop P99 vs redis (pinned cores)",
     "payments": "the payments user's calls (a connection pool, timestamp positions): ENCODE_SPEC vs a "
                 "computed table vs stored rows and redis, saturation then open-loop P99",
+    "clients": "the payments scenario through the language clients (clients/<lang>/run-payments) beside "
+               "posenc-load: closed-loop req/s, then P50/P99 at the same offered rates",
     "scale": "binary-protocol server requests/s and efficiency per server thread count (load on the other cores)",
     "json": "float32 arrays printed as JSON: libposenc's printer (each writer) vs orjson, the same bytes",
     "startup": "posenc serve from exec to a 200 from /readyz, by phase (median of several starts)",

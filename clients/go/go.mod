@@ -1,0 +1,3 @@
+module posenc.dev/posenc
+
+go 1.19
