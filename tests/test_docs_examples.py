@@ -10,9 +10,11 @@ Each fenced block has a language, and the language says what is done with it:
 * ``c``: compiled as C11 and as C++17 (``-I native/include -lm``), both run;
 * ``go``: a ``package main`` run with ``go run`` in a module of its own whose ``posenc.dev/posenc`` is
   ``clients/go`` (a ``replace``; ``GOPROXY=off``: nothing is fetched);
+* ``java``: run as a single-file program (``java -cp CLASSES File.java``) against the Java client
+  (``clients/java``, compiled by its ``build-harness``);
 * ``toml``, ``json``, ``yaml``: parsed; ``text``: diagrams, formulas and output, not run.
 
-Python, shell, C and Go run against one live ``posenc serve`` started here (what ``make run`` serves, on free
+Python, shell, C, Go and Java run against one live ``posenc serve`` started here (what ``make run`` serves, on free
 ports): the documented ports 8000/8001 are rewritten to the test's, ``/dev/shm`` to a private directory,
 which is also ``POSENC_SHM_DIR``. A block that cannot run here is preceded by
 ``<!-- example: skip — REASON -->``; an unmarked block that this file cannot run is a failure.
@@ -43,7 +45,7 @@ from posenc.http.runtime.launch import ServerProcess, free_port
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "tests" / "fixtures" / "hf_configs"
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").rglob("*.md"))
-LANGUAGES = {"python", "sh", "console", "c", "go", "toml", "json", "yaml", "text"}
+LANGUAGES = {"python", "sh", "console", "c", "go", "java", "toml", "json", "yaml", "text"}
 SKIP = re.compile(r"^<!-- example: skip (?:—|--|-) (?P<reason>\S.*\S) -->$")
 FENCE = re.compile(r"^```(?P<lang>[\w+-]*)\s*$")
 SHELL_COMMANDS = ("posenc ", "curl ", "python3 -c ", "B=")
@@ -240,6 +242,17 @@ def run_go(block: Block, text: str, cwd: Path, env: dict) -> None:
     assert done.returncode == 0, f"{block.where}: exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
 
 
+def run_java(block: Block, text: str, cwd: Path, env: dict) -> None:
+    built = subprocess.run([str(ROOT / "clients" / "java" / "build-harness")], check=False, capture_output=True,
+                           text=True)
+    assert built.returncode == 0, f"{block.where}: building the Java client failed:\n{built.stderr[-4000:]}"
+    source = cwd / f"Example{block.line}.java"
+    source.write_text(text)
+    done = subprocess.run(["java", "-cp", built.stdout.strip(), str(source)], check=False, cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"{block.where}: exit {done.returncode}\n{done.stdout}{done.stderr[-4000:]}"
+
+
 def parse_data(block: Block, text: str) -> None:
     {"toml": tomllib.loads, "json": json.loads, "yaml": yaml.safe_load}[block.lang](text)
 
@@ -265,5 +278,7 @@ def test_the_examples_of_a_page_run(page, live, shm_dir, workdir, monkeypatch):
             run_c(block, text, workdir, env)
         elif block.lang == "go":
             run_go(block, text, workdir, env)
+        elif block.lang == "java":
+            run_java(block, text, workdir, env)
         else:
             parse_data(block, text)
