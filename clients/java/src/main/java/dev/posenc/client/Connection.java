@@ -6,6 +6,7 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -187,7 +188,7 @@ final class Connection {
     /** Complete the request a reply answers; false after an error that closes the stream. */
     private boolean dispatch(Protocol.ReplyHeader h, byte[] payload) {
         if (h.status != Status.OK.code()) {
-            String text = new String(payload, 0, (int) h.auxLen, java.nio.charset.StandardCharsets.UTF_8);
+            String text = new String(payload, 0, (int) h.auxLen, StandardCharsets.UTF_8);
             ServerException error = ServerException.of(h.status, text, h.requestId);
             if (error.closesConnection()) {
                 endWith(error);

@@ -9,6 +9,7 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ForkJoinPool;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -30,7 +31,10 @@ import java.util.function.Function;
  *
  * <ul>
  * <li>Every operation has a blocking form and an {@code ...Async} form returning a
- *     {@link CompletableFuture}; both are thread-safe.</li>
+ *     {@link CompletableFuture}; both are thread-safe. A future completes on the connection's
+ *     reader thread, and so do the stages chained to it with {@code thenApply}, {@code whenComplete}
+ *     ...: never make a blocking call there (it would wait for a reply that thread has to read);
+ *     chain {@code ...Async} calls, or use the {@code ...Async} stages with an executor.</li>
  * <li>Table names are resolved once per connection (RESOLVE), by whichever call needs the id
  *     first. Ids belong to the server process, so a connection opened after the server restarted
  *     resolves again.</li>
@@ -202,10 +206,17 @@ public final class PosencClient implements AutoCloseable {
         return requestTimeout;
     }
 
-    /** ENCODE_TABLE of {@code table} on connection {@code c}: resolve (once), then the rows. */
+    /**
+     * ENCODE_TABLE of {@code table} on connection {@code c}: resolve (once), then the rows. When the
+     * RESOLVE is still under way, the request is sent from another thread once it is answered, not
+     * from the reader thread that completes it: a reader blocked writing a big frame would stop
+     * reading the replies the server is waiting to send.
+     */
     private CompletableFuture<Rows> encodeOn(Connection c, String table, byte[] frame) {
-        return c.table(table, requestTimeout)
-                .thenCompose(info -> c.send(Requests.withTableId(frame, info.id()), requestTimeout))
+        CompletableFuture<TableInfo> info = c.table(table, requestTimeout);
+        Function<TableInfo, CompletableFuture<Reply>> send = t -> c.send(Requests.withTableId(frame, t.id()),
+                requestTimeout);
+        return (info.isDone() ? info.thenCompose(send) : info.thenComposeAsync(send, ForkJoinPool.commonPool()))
                 .whenComplete((reply, error) -> c.forgetIfUnknown(table, error))
                 .thenApply(Reply::rows);
     }

@@ -2,6 +2,7 @@ package dev.posenc.client;
 
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 
@@ -16,7 +17,7 @@ final class Reply {
     }
 
     byte[] aux() {
-        return java.util.Arrays.copyOf(payload, (int) header.auxLen);
+        return Arrays.copyOf(payload, (int) header.auxLen);
     }
 
     String auxText() {
