@@ -6,10 +6,12 @@ import java.io.IOException;
 import java.nio.ByteOrder;
 import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.BasicFileAttributes;
 
 /**
  * A shm directory of posenc tables ({@code $POSENC_SHM_DIR}, else /dev/shm), read as
@@ -29,6 +31,19 @@ public final class ShmDirectory {
     private static final int ATTEMPTS = 32;
 
     private final Path dir;
+    /** The registry's mapping, and the identity (device, inode) of the file it maps. */
+    private volatile Mapped registry;
+
+    /** A registry mapping and the file key it was looked up under. */
+    private static final class Mapped {
+        final Registry registry;
+        final Object key;
+
+        Mapped(Registry registry, Object key) {
+            this.registry = registry;
+            this.key = key;
+        }
+    }
 
     public ShmDirectory(Path dir) {
         this.dir = dir;
@@ -56,7 +71,7 @@ public final class ShmDirectory {
     public ShmTable attach(String name, boolean verify) {
         requireValidName(name);
         for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
-            long generation = Registry.open(dir, name).generation(name);
+            long generation = registry(name).generation(name);
             if (generation == 0) {
                 throw new ShmException(ShmException.Code.NOT_FOUND, "name", dir + ": no table named '" + name + "'");
             }
@@ -87,13 +102,34 @@ public final class ShmDirectory {
     public long generation(String name) {
         requireValidName(name);
         try {
-            return Registry.open(dir, name).generation(name);
+            return registry(name).generation(name);
         } catch (ShmException e) {
             if (e.code() == ShmException.Code.NOT_FOUND) {
                 return 0;
             }
             throw e;
         }
+    }
+
+    /**
+     * The registry, mapped once and reused while the file is the same one (a stat a call): Java
+     * cannot unmap, so mapping it for every lookup would pile up mappings until a GC. A registry
+     * deleted and created again is mapped again.
+     */
+    private Registry registry(String name) {
+        Object key;
+        try {
+            key = Files.readAttributes(dir.resolve(Registry.FILE), BasicFileAttributes.class).fileKey();
+        } catch (IOException e) {
+            key = null; // absent or unreadable: Registry.open says which, in the doc's words
+        }
+        Mapped known = registry;
+        if (known != null && key != null && key.equals(known.key)) {
+            return known.registry;
+        }
+        Registry opened = Registry.open(dir, name);
+        registry = new Mapped(opened, key);
+        return opened;
     }
 
     private static void requireValidName(String name) {

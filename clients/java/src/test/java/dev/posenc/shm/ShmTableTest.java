@@ -136,6 +136,17 @@ class ShmTableTest {
     }
 
     @Test
+    void aRegistryCreatedAgainIsMappedAgain() throws Exception {
+        publish("t", 1, 0, 1, 1, 1.0f);
+        ShmDirectory d = new ShmDirectory(dir);
+        assertEquals(1, d.attach("t").generation());
+        Files.delete(dir.resolve("posenc-registry")); // an operator deleted it; a writer made a new one
+        publish("t", 2, 0, 1, 1, 1.0f);
+        assertEquals(2, d.generation("t"));
+        assertEquals(2, d.attach("t").generation());
+    }
+
+    @Test
     void aChangedDataByteFailsVerificationOnly() throws Exception {
         publish("t", 1, 0, 2, 2, 1.0f);
         Path file = dir.resolve("posenc.t.1");
