@@ -2,7 +2,6 @@ package dev.posenc.client;
 
 import dev.posenc.PosencException;
 
-import java.io.EOFException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;
@@ -14,18 +13,23 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.Consumer;
 
 /**
- * One connection: any thread may send (frames are written whole, under a lock), one reader thread
- * receives the replies and completes each request's future by its request id, so requests from
- * many threads are pipelined on one socket without waiting for each other's round trips.
+ * One connection: any thread may send (frames are written whole, under a lock); the client's
+ * {@link IoLoop} reads the replies and completes each request's future by its request id, so
+ * requests from many threads are pipelined on one socket without waiting for each other's round
+ * trips. The socket is non-blocking: the loop reads whatever arrived, a writer whose frames do not
+ * fit the socket's buffer waits for room.
  *
  * <p>Table ids belong to the server process, and a connection talks to one process: the RESOLVE
  * cache lives here, so a connection opened after a server restart resolves every name again.
  */
 final class Connection {
     private static final int READ_BUFFER = 1 << 16;
+    /** How long a writer waits for room in the socket's buffer before it looks again. */
+    private static final long WRITE_WAIT_NANOS = 20_000;
 
     private final Address address;
     private final SocketChannel channel;
@@ -35,6 +39,11 @@ final class Connection {
     private final Map<String, CompletableFuture<TableInfo>> tables = new ConcurrentHashMap<>();
     private final AtomicReference<PosencException> closedBy = new AtomicReference<>();
     private final Consumer<PosencException> onEnd;
+    /** The reply being read (touched by the loop's thread only): bytes received, a header, its payload. */
+    private final ByteBuffer in = ByteBuffer.allocate(READ_BUFFER);
+    private Protocol.ReplyHeader header;
+    private byte[] payload;
+    private int filled;
 
     /** A request waiting for its reply, and when it times out (System.nanoTime). */
     private static final class Pending {
@@ -52,13 +61,21 @@ final class Connection {
         this.onEnd = onEnd;
     }
 
-    /** A connected connection with its reader running; {@code onEnd} hears once why it ended. */
-    static Connection open(Address address, Duration connectTimeout, Consumer<PosencException> onEnd) {
-        Connection c = new Connection(address, address.connect(connectTimeout), onEnd);
-        Thread reader = new Thread(c::readReplies, "posenc-reader " + address);
-        reader.setDaemon(true);
-        reader.start();
+    /** A connected connection whose replies {@code loop} reads; {@code onEnd} hears once why it ended. */
+    static Connection open(Address address, Duration connectTimeout, Consumer<PosencException> onEnd, IoLoop loop) {
+        SocketChannel channel = address.connect(connectTimeout);
+        try {
+            channel.configureBlocking(false);
+        } catch (IOException e) {
+            throw new ConnectionException("cannot use the connection to " + address + ": " + e.getMessage(), e);
+        }
+        Connection c = new Connection(address, channel, onEnd);
+        loop.add(c);
         return c;
+    }
+
+    SocketChannel channel() {
+        return channel;
     }
 
     /** False once the connection has ended (its replacement is opened on the next request). */
@@ -96,14 +113,32 @@ final class Connection {
                     failPending(why);
                     return futures;
                 }
-                while (buffers[buffers.length - 1].hasRemaining()) {
-                    channel.write(buffers);
-                }
+                writeAll(buffers, deadline);
             }
         } catch (IOException e) {
             fail(new ConnectionException("cannot send to " + address + ": " + e.getMessage(), e));
         }
         return futures;
+    }
+
+    /**
+     * Write every buffer. When the socket's buffer is full (the server has not read yet), wait for
+     * room a few microseconds at a time; past the requests' deadline the connection is given up.
+     */
+    private void writeAll(ByteBuffer[] buffers, long deadline) throws IOException {
+        ByteBuffer last = buffers[buffers.length - 1];
+        while (last.hasRemaining()) {
+            if (channel.write(buffers) > 0) {
+                continue;
+            }
+            if (closedBy.get() != null) {
+                throw new IOException("the connection ended while a frame was being written");
+            }
+            if (System.nanoTime() - deadline > 0) {
+                throw new IOException("the server read nothing for as long as the request timeout");
+            }
+            LockSupport.parkNanos(WRITE_WAIT_NANOS);
+        }
     }
 
     /** The table behind {@code name}: resolved once per connection, even by concurrent callers. */
@@ -159,29 +194,60 @@ final class Connection {
         fail(new ConnectionException("the client closed its connection to " + address));
     }
 
-    private void readReplies() {
-        ByteBuffer in = ByteBuffer.allocate(READ_BUFFER).flip();
+    /**
+     * Read what arrived and complete the requests it answers (on the loop's thread, when the socket
+     * is readable); the end of the stream or a bad reply ends the connection.
+     */
+    void readReplies() {
         try {
-            while (true) {
-                byte[] head = new byte[Protocol.HEADER_SIZE];
-                if (!readFully(in, head, true)) {
-                    fail(new ServerClosedException("the server closed the connection to " + address
-                            + unanswered()));
+            int n;
+            do {
+                n = channel.read(in);
+                in.flip();
+                boolean open = consume();
+                in.compact();
+                if (!open) {
                     return;
                 }
-                Protocol.ReplyHeader h = Protocol.ReplyHeader.decode(ByteBuffer.wrap(head));
-                byte[] payload = new byte[h.payloadLength()];
-                readFully(in, payload, false);
-                if (!dispatch(h, payload)) {
-                    return;
-                }
+            } while (n > 0);
+            if (n < 0) {
+                boolean inside = payload != null || in.position() > 0;
+                fail(inside ? new ProtocolException("the server closed the connection to " + address
+                        + " inside a reply") : new ServerClosedException("the server closed the connection to "
+                        + address + unanswered()));
             }
         } catch (PosencException e) {
             fail(e);
-        } catch (EOFException e) {
-            fail(new ProtocolException("the server closed the connection to " + address + " inside a reply"));
         } catch (IOException e) {
             fail(new ConnectionException("the connection to " + address + " failed: " + e.getMessage(), e));
+        }
+    }
+
+    /** Take whole replies out of {@code in}; false after an error that closed the stream. */
+    private boolean consume() {
+        while (true) {
+            if (payload == null) {
+                if (in.remaining() < Protocol.HEADER_SIZE) {
+                    return true;
+                }
+                header = Protocol.ReplyHeader.decode(in);
+                in.position(in.position() + Protocol.HEADER_SIZE);
+                payload = new byte[header.payloadLength()];
+                filled = 0;
+            }
+            int n = Math.min(in.remaining(), payload.length - filled);
+            in.get(payload, filled, n);
+            filled += n;
+            if (filled < payload.length) {
+                return true;
+            }
+            Protocol.ReplyHeader h = header;
+            byte[] body = payload;
+            header = null;
+            payload = null;
+            if (!dispatch(h, body)) {
+                return false;
+            }
         }
     }
 
@@ -203,35 +269,6 @@ final class Connection {
         Pending p = pending.remove(h.requestId); // absent: a request that timed out, answered late
         if (p != null) {
             p.future.complete(new Reply(h, payload));
-        }
-        return true;
-    }
-
-    /** Fill dst from the buffer and the channel; false on EOF before the first byte when allowed. */
-    private boolean readFully(ByteBuffer in, byte[] dst, boolean eofBeforeFirstByte) throws IOException {
-        int got = 0;
-        while (got < dst.length) {
-            if (in.hasRemaining()) {
-                int n = Math.min(in.remaining(), dst.length - got);
-                in.get(dst, got, n);
-                got += n;
-                continue;
-            }
-            int n;
-            if (dst.length - got >= in.capacity()) { // a big reply: straight into its array
-                n = channel.read(ByteBuffer.wrap(dst, got, dst.length - got));
-                got += Math.max(n, 0);
-            } else {
-                in.clear();
-                n = channel.read(in);
-                in.flip();
-            }
-            if (n < 0) {
-                if (got == 0 && eofBeforeFirstByte) {
-                    return false;
-                }
-                throw new EOFException();
-            }
         }
         return true;
     }

@@ -20,7 +20,8 @@ import java.util.function.Function;
 /**
  * A client of posenc-server's binary protocol (docs/protocol.md): a pool of connections shared by
  * any number of threads, each connection pipelined (requests go out without waiting for earlier
- * replies, replies are matched by request id).
+ * replies, replies are matched by request id), their replies read by one I/O thread
+ * ({@link Builder#ioThreads}) that completes the requests' futures.
  *
  * <pre>{@code
  * try (PosencClient client = PosencClient.connect("127.0.0.1:8001")) {
@@ -31,10 +32,11 @@ import java.util.function.Function;
  *
  * <ul>
  * <li>Every operation has a blocking form and an {@code ...Async} form returning a
- *     {@link CompletableFuture}; both are thread-safe. A future completes on the connection's
- *     reader thread, and so do the stages chained to it with {@code thenApply}, {@code whenComplete}
- *     ...: never make a blocking call there (it would wait for a reply that thread has to read);
- *     chain {@code ...Async} calls, or use the {@code ...Async} stages with an executor.</li>
+ *     {@link CompletableFuture}; both are thread-safe. A future completes on the I/O thread that
+ *     read its reply, and so do the stages chained to it with {@code thenApply},
+ *     {@code whenComplete} ...: never make a blocking call there (it would wait for a reply that
+ *     thread has to read); chain {@code ...Async} calls, or use the {@code ...Async} stages with
+ *     an executor.</li>
  * <li>Table names are resolved once per connection (RESOLVE), by whichever call needs the id
  *     first. Ids belong to the server process, so a connection opened after the server restarted
  *     resolves again.</li>
@@ -57,6 +59,7 @@ public final class PosencClient implements AutoCloseable {
     private final Object[] slotLocks;
     private final AtomicInteger next = new AtomicInteger();
     private final ScheduledExecutorService sweeper;
+    private final IoLoop[] loops;
     private volatile boolean closed;
 
     private PosencClient(Builder b) {
@@ -69,6 +72,10 @@ public final class PosencClient implements AutoCloseable {
         this.slotLocks = new Object[b.poolSize];
         for (int i = 0; i < slotLocks.length; i++) {
             slotLocks[i] = new Object();
+        }
+        this.loops = new IoLoop[b.ioThreads];
+        for (int i = 0; i < loops.length; i++) {
+            loops[i] = new IoLoop("posenc-io-" + i + " " + address);
         }
         this.sweeper = Executors.newSingleThreadScheduledExecutor(task -> {
             Thread t = new Thread(task, "posenc-timeouts " + address);
@@ -198,6 +205,9 @@ public final class PosencClient implements AutoCloseable {
                 }
             }
         }
+        for (IoLoop loop : loops) {
+            loop.close();
+        }
     }
 
     // --- the pool ----------------------------------------------------------------------------
@@ -209,7 +219,7 @@ public final class PosencClient implements AutoCloseable {
     /**
      * ENCODE_TABLE of {@code table} on connection {@code c}: resolve (once), then the rows. When the
      * RESOLVE is still under way, the request is sent from another thread once it is answered, not
-     * from the reader thread that completes it: a reader blocked writing a big frame would stop
+     * from the I/O thread that completes it: an I/O thread waiting to write a big frame would stop
      * reading the replies the server is waiting to send.
      */
     private CompletableFuture<Rows> encodeOn(Connection c, String table, byte[] frame) {
@@ -237,7 +247,7 @@ public final class PosencClient implements AutoCloseable {
             }
             c = pool.get(slot);
             if (c == null || !c.usable()) {
-                c = Connection.open(address, connectTimeout, onConnectionEnd);
+                c = Connection.open(address, connectTimeout, onConnectionEnd, loops[slot % loops.length]);
                 pool.set(slot, c);
             }
             return c;
@@ -316,6 +326,7 @@ public final class PosencClient implements AutoCloseable {
         private Duration connectTimeout = Duration.ofSeconds(5);
         private Duration requestTimeout = Duration.ofSeconds(30);
         private int retries = 1;
+        private int ioThreads = 1;
         private Consumer<PosencException> onConnectionEnd = why -> { };
 
         private Builder(Address address) {
@@ -328,6 +339,20 @@ public final class PosencClient implements AutoCloseable {
                 throw new InvalidInputException("pool_size", "must be >= 1, got " + poolSize);
             }
             this.poolSize = poolSize;
+            return this;
+        }
+
+        /**
+         * Threads that read the pool's replies (default 1; connections are spread over them). One
+         * thread reads every connection that has something to read at each wake-up, so on few
+         * CPUs one is best; give more where one thread's reading, decoding and callbacks become
+         * the limit.
+         */
+        public Builder ioThreads(int ioThreads) {
+            if (ioThreads < 1) {
+                throw new InvalidInputException("io_threads", "must be >= 1, got " + ioThreads);
+            }
+            this.ioThreads = ioThreads;
             return this;
         }
 
@@ -357,8 +382,7 @@ public final class PosencClient implements AutoCloseable {
          * {@link ServerClosedException} for a clean close by the server (a drain, a restart), a
          * {@link ServerException} for an error that closes (IDLE_TIMEOUT, SHUTTING_DOWN, ...), a
          * {@link ConnectionException} for the rest (the client's own close included). It runs on
-         * the thread that saw the end, usually the connection's reader: keep it short (log,
-         * count). The next call opens a new connection in that slot.
+         * the thread that saw the end, usually the I/O thread: keep it short (log, count). The next call opens a new connection in that slot.
          */
         public Builder onConnectionEnd(Consumer<PosencException> listener) {
             if (listener == null) {

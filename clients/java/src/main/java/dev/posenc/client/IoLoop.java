@@ -1,0 +1,79 @@
+package dev.posenc.client;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
+import java.util.Queue;
+import java.util.concurrent.ConcurrentLinkedQueue;
+
+/**
+ * One thread that reads the replies of many connections: a Selector over their non-blocking
+ * sockets. A connection's replies are parsed and its requests' futures completed here, in the
+ * order they arrive, so one wake-up serves every reply that came in meanwhile, on every
+ * connection: on a few busy CPUs that is what keeps a pool of hundreds of connections from
+ * costing a thread switch per reply.
+ */
+final class IoLoop implements Runnable {
+    private final Selector selector;
+    private final Queue<Connection> joining = new ConcurrentLinkedQueue<>();
+    private final Thread thread;
+    private volatile boolean closed;
+
+    IoLoop(String name) {
+        try {
+            this.selector = Selector.open();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        this.thread = new Thread(this, name);
+        thread.setDaemon(true);
+        thread.start();
+    }
+
+    /** Start reading {@code c}'s replies (registration happens on the loop's thread). */
+    void add(Connection c) {
+        joining.add(c);
+        selector.wakeup();
+    }
+
+    /** True when the caller runs on this loop's thread (a future's callback). */
+    boolean isLoopThread() {
+        return Thread.currentThread() == thread;
+    }
+
+    @Override
+    public void run() {
+        try {
+            while (!closed) {
+                selector.select();
+                for (Connection c; (c = joining.poll()) != null;) {
+                    try {
+                        c.channel().register(selector, SelectionKey.OP_READ, c);
+                    } catch (ClosedChannelException alreadyEnded) {
+                        // closed before it joined: its requests were failed by whoever closed it
+                    }
+                }
+                for (SelectionKey key : selector.selectedKeys()) {
+                    ((Connection) key.attachment()).readReplies();
+                }
+                selector.selectedKeys().clear();
+            }
+        } catch (IOException | RuntimeException e) {
+            // the selector itself failed: nothing more can be read; the connections' requests time out
+            e.printStackTrace();
+        } finally {
+            try {
+                selector.close();
+            } catch (IOException ignored) {
+                // closing: nothing left to read
+            }
+        }
+    }
+
+    void close() {
+        closed = true;
+        selector.wakeup();
+    }
+}
