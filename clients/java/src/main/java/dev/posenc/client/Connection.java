@@ -218,8 +218,8 @@ final class Connection {
             }
         } catch (PosencException e) {
             fail(e);
-        } catch (IOException e) {
-            fail(new ConnectionException("the connection to " + address + " failed: " + e.getMessage(), e));
+        } catch (IOException | RuntimeException e) { // a RuntimeException here is a bug: end this connection, not the loop
+            fail(new ConnectionException("the connection to " + address + " failed: " + e, e));
         }
     }
 
