@@ -7,34 +7,43 @@ import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.concurrent.locks.LockSupport;
 import java.util.function.Consumer;
 
 /**
- * One connection: any thread may send (frames are written whole, under a lock); the client's
- * {@link IoLoop} reads the replies and completes each request's future by its request id, so
- * requests from many threads are pipelined on one socket without waiting for each other's round
- * trips. The socket is non-blocking: the loop reads whatever arrived, a writer whose frames do not
- * fit the socket's buffer waits for room.
+ * One connection: any thread may send (its frames are queued in order and written whole, several
+ * per system call when they come together); the client's {@link IoLoop} reads the replies and
+ * completes each request's future by its request id, so requests from many threads are pipelined
+ * on one socket without waiting for each other's round trips. The socket is non-blocking: the
+ * loop reads whatever arrived, and writes what did not fit the socket's buffer once it has room.
  *
  * <p>Table ids belong to the server process, and a connection talks to one process: the RESOLVE
  * cache lives here, so a connection opened after a server restart resolves every name again.
  */
 final class Connection {
     private static final int READ_BUFFER = 1 << 16;
-    /** How long a writer waits for room in the socket's buffer before it looks again. */
-    private static final long WRITE_WAIT_NANOS = 20_000;
+    /** Frames one gathering write takes at most. */
+    private static final int WRITE_BATCH = 1024;
 
     private final Address address;
     private final SocketChannel channel;
-    private final Object writeLock = new Object();
-    private long lastId; // guarded by writeLock
+    private final IoLoop loop;
+    /** Guards the request ids, the outbox and who writes it: frames leave in id order. */
+    private final Object sendLock = new Object();
+    private long lastId;
+    private final ArrayDeque<ByteBuffer> outbox = new ArrayDeque<>();
+    /** A thread is writing the outbox (only one at a time). */
+    private boolean writing;
+    /** The socket's buffer was full: the loop writes the outbox when it has room again. */
+    private boolean waitingForRoom;
+    /** The loop flushes this connection at the end of its iteration (loop thread only). */
+    boolean dirty;
     private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
     private final Map<String, CompletableFuture<TableInfo>> tables = new ConcurrentHashMap<>();
     private final AtomicReference<PosencException> closedBy = new AtomicReference<>();
@@ -55,10 +64,11 @@ final class Connection {
         }
     }
 
-    private Connection(Address address, SocketChannel channel, Consumer<PosencException> onEnd) {
+    private Connection(Address address, SocketChannel channel, Consumer<PosencException> onEnd, IoLoop loop) {
         this.address = address;
         this.channel = channel;
         this.onEnd = onEnd;
+        this.loop = loop;
     }
 
     /** A connected connection whose replies {@code loop} reads; {@code onEnd} hears once why it ended. */
@@ -69,7 +79,7 @@ final class Connection {
         } catch (IOException e) {
             throw new ConnectionException("cannot use the connection to " + address + ": " + e.getMessage(), e);
         }
-        Connection c = new Connection(address, channel, onEnd);
+        Connection c = new Connection(address, channel, onEnd, loop);
         loop.add(c);
         return c;
     }
@@ -89,55 +99,101 @@ final class Connection {
     }
 
     /**
-     * Send frames in one write (a pipeline); one future per frame, in order. Ids are given under
-     * the write lock, so the server receives a connection's requests in id order: after a
-     * frame-level error the failing frame is the lowest id still waiting (docs/protocol.md).
+     * Queue frames to be written in order (a pipeline's go out together); one future per frame.
+     * Ids are given as the frames are queued, so the server receives a connection's requests in id
+     * order: after a frame-level error the failing frame is the lowest id still waiting
+     * (docs/protocol.md). Frames queued while another thread writes go out with its write; frames
+     * queued by the loop's own thread (a callback sending the next request) go out together when
+     * the loop has read everything that arrived. No caller ever waits for the socket.
      */
     List<CompletableFuture<Reply>> sendAll(List<byte[]> frames, Duration timeout) {
         long deadline = System.nanoTime() + timeout.toNanos();
         List<CompletableFuture<Reply>> futures = new ArrayList<>(frames.size());
-        ByteBuffer[] buffers = new ByteBuffer[frames.size()];
-        try {
-            synchronized (writeLock) {
-                for (int i = 0; i < buffers.length; i++) {
-                    long id = ++lastId;
-                    byte[] frame = frames.get(i);
-                    Protocol.setRequestId(frame, id);
-                    Pending p = new Pending(deadline);
-                    pending.put(id, p);
-                    futures.add(p.future);
-                    buffers[i] = ByteBuffer.wrap(frame);
-                }
-                PosencException why = closedBy.get();
-                if (why != null) { // ended before these were registered: fail() may not have seen them
-                    failPending(why);
-                    return futures;
-                }
-                writeAll(buffers, deadline);
+        boolean writeNow;
+        synchronized (sendLock) {
+            for (byte[] frame : frames) {
+                long id = ++lastId;
+                Protocol.setRequestId(frame, id);
+                Pending p = new Pending(deadline);
+                pending.put(id, p);
+                futures.add(p.future);
+                outbox.add(ByteBuffer.wrap(frame));
             }
-        } catch (IOException e) {
-            fail(new ConnectionException("cannot send to " + address + ": " + e.getMessage(), e));
+            PosencException why = closedBy.get();
+            if (why != null) { // ended before these were registered: fail() may not have seen them
+                outbox.clear();
+                failPending(why);
+                return futures;
+            }
+            writeNow = !writing && !waitingForRoom && !loop.isLoopThread();
+            writing |= writeNow;
+        }
+        if (writeNow) {
+            writeOutbox();
+        } else if (loop.isLoopThread()) {
+            loop.flushLater(this);
         }
         return futures;
     }
 
+    /** At the end of a loop iteration: write what callbacks queued, unless a writer has it already. */
+    void flushFromLoop() {
+        synchronized (sendLock) {
+            if (writing || waitingForRoom || outbox.isEmpty()) {
+                return;
+            }
+            writing = true;
+        }
+        writeOutbox();
+    }
+
+    /** The socket has room again (the loop saw it writable). */
+    void onWritable() {
+        synchronized (sendLock) {
+            waitingForRoom = false;
+            if (writing) {
+                return;
+            }
+            writing = true;
+        }
+        writeOutbox();
+    }
+
     /**
-     * Write every buffer. When the socket's buffer is full (the server has not read yet), wait for
-     * room a few microseconds at a time; past the requests' deadline the connection is given up.
+     * Write the outbox until it is empty (the caller holds the writer's role): gathering writes of
+     * what is queued, including frames other threads add meanwhile. When the socket takes less
+     * than it was given (its buffer is full: the server has not read yet), stop, and let the loop
+     * finish once the socket is writable again.
      */
-    private void writeAll(ByteBuffer[] buffers, long deadline) throws IOException {
-        ByteBuffer last = buffers[buffers.length - 1];
-        while (last.hasRemaining()) {
-            if (channel.write(buffers) > 0) {
-                continue;
+    private void writeOutbox() {
+        try {
+            while (true) {
+                ByteBuffer[] batch;
+                synchronized (sendLock) {
+                    if (outbox.isEmpty() || closedBy.get() != null) {
+                        writing = false;
+                        return;
+                    }
+                    batch = outbox.stream().limit(WRITE_BATCH).toArray(ByteBuffer[]::new);
+                }
+                channel.write(batch);
+                synchronized (sendLock) {
+                    while (!outbox.isEmpty() && !outbox.peekFirst().hasRemaining()) {
+                        outbox.pollFirst();
+                    }
+                    if (batch[batch.length - 1].hasRemaining()) {
+                        writing = false;
+                        waitingForRoom = true;
+                        loop.wantWrite(this);
+                        return;
+                    }
+                }
             }
-            if (closedBy.get() != null) {
-                throw new IOException("the connection ended while a frame was being written");
+        } catch (IOException e) {
+            synchronized (sendLock) {
+                writing = false;
             }
-            if (System.nanoTime() - deadline > 0) {
-                throw new IOException("the server read nothing for as long as the request timeout");
-            }
-            LockSupport.parkNanos(WRITE_WAIT_NANOS);
+            fail(new ConnectionException("cannot send to " + address + ": " + e.getMessage(), e));
         }
     }
 
@@ -304,6 +360,9 @@ final class Connection {
     /** End the connection for `why`: close the socket and fail every request still waiting. */
     private void fail(PosencException why) {
         boolean first = closedBy.compareAndSet(null, why);
+        synchronized (sendLock) {
+            outbox.clear();
+        }
         try {
             channel.close();
         } catch (IOException ignored) {

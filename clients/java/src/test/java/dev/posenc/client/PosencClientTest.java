@@ -82,6 +82,27 @@ class PosencClientTest {
     }
 
     @Test
+    void framesLargerThanTheSocketBufferAreWrittenWholeAndInOrder() throws Exception {
+        try (Peer peer = new Peer((n, conn) -> {
+            while (true) {
+                conn.echo(conn.read());
+            }
+        }); PosencClient client = PosencClient.builder(peer.address()).poolSize(1).build()) {
+            byte[] big = new byte[16 << 20]; // far more than a loopback socket buffers: the loop finishes the write
+            new java.util.Random(36).nextBytes(big);
+            List<CompletableFuture<byte[]>> replies = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                replies.add(client.pingAsync(big));
+                replies.add(client.pingAsync(new byte[] {(byte) i}));
+            }
+            for (int i = 0; i < 3; i++) {
+                assertArrayEquals(big, replies.get(2 * i).get(30, TimeUnit.SECONDS));
+                assertArrayEquals(new byte[] {(byte) i}, replies.get(2 * i + 1).get(30, TimeUnit.SECONDS));
+            }
+        }
+    }
+
+    @Test
     void aFrameLevelErrorGoesToTheFirstUnansweredRequestAndTheOthersAreSentAgain() throws Exception {
         try (Peer peer = new Peer((n, conn) -> {
             if (n == 0) { // answer the first, refuse the second's frame, never read the third
