@@ -10,14 +10,16 @@ import java.util.Map;
  */
 public final class TableInfo {
     private final Map<String, Object> json;
+    private final int id;
 
     TableInfo(Map<String, Object> json) {
         this.json = Collections.unmodifiableMap(json);
+        this.id = (int) number("id");
     }
 
     /** The table id ENCODE_TABLE requests carry; it belongs to the server process that gave it. */
     public int id() {
-        return (int) number("id");
+        return id;
     }
 
     public String name() {
