@@ -1,184 +1,174 @@
 package dev.posenc.harness;
 
 import dev.posenc.client.Dtype;
-import dev.posenc.client.InlineSpec;
 import dev.posenc.client.PosencClient;
 import dev.posenc.client.Positions;
 import dev.posenc.client.Rows;
 
-import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicLongArray;
-import java.util.function.Function;
+import java.util.concurrent.locks.LockSupport;
 
 /**
- * The payments scenario's load driven through the Java client (docs/benchmarks.md, "The payments
- * scenario"), as posenc-load drives it in C: one 128-d float32 row a request, positions uniform
- * int64 in [LO, HI), a pool of CONNECTIONS with IN_FLIGHT requests outstanding in all (closed
- * loop), or RATE requests a second scheduled at fixed times (open loop, latency from the scheduled
- * time; the sending thread yields the CPU while it waits). Prints one JSON line: rps, completed,
- * errors, p50_us, p99_us, p999_us, max_us.
+ * {@code clients/java/run-payments ADDRESS TABLE [flags]}: the payments scenario's load through the
+ * Java client, as {@code posenc bench clients} runs every language's driver (docs/benchmarks.md):
+ * one PosencClient (a pool of {@code -pool} connections) shared by {@code -workers} threads, each
+ * asking the float32 row of one random position in [LO, HI) at a time, with the blocking
+ * {@code encode}, as a thread-per-request service calls it.
  *
  * <pre>
- * PaymentsLoad --address H:P (--table NAME | --spec-freqs HEX,...) --positions LO:HI --connections N
- *              [--in-flight N | --rate R] --seconds S --warmup S --seed N
+ * -seconds S -warmup S [-rate R] [-workers 256] [-pool 4] [-positions LO:HI] [-seed 1]
  * </pre>
+ *
+ * Without {@code -rate}, a closed loop (each worker sends its next request when its last is
+ * answered); with {@code -rate R}, an open loop: request k is due at start + k/R and taken by the next
+ * free worker, its latency counted from when it was due (queueing included). Prints one JSON object:
+ * rps and completed (the replies that arrived in the measured seconds), errors, and p50_us, p99_us,
+ * p999_us, max_us: exact percentiles of the latencies of every request sent (closed loop) or due
+ * (open loop) in the measured seconds. The same contract as clients/go/cmd/posenc-payments.
  */
 public final class PaymentsLoad {
-    /** Latency buckets of 0.1 us up to 100 ms; slower replies land in the last. */
-    private static final int BUCKETS = 1_000_000;
+    private final PosencClient client;
+    private final String table;
+    private final long lo;
+    private final long span;
+    private final long start;
+    private final long from;
+    private final long until;
 
-    private final AtomicLongArray histogram = new AtomicLongArray(BUCKETS);
-    private final AtomicLong completed = new AtomicLong();
-    private final AtomicLong errors = new AtomicLong();
-    private final AtomicLong outstanding = new AtomicLong();
-    private volatile long windowStart;
-    private volatile long windowEnd;
-    private volatile boolean running = true;
+    /** One worker's count: latencies (ns) of its requests in the window, replies that arrived in it, failures. */
+    private static final class Tally {
+        long[] latencies = new long[1024];
+        int measured;
+        long completed;
+        long failed;
 
-    private PaymentsLoad() {
+        void add(long latency) {
+            if (measured == latencies.length) {
+                latencies = Arrays.copyOf(latencies, 2 * measured);
+            }
+            latencies[measured++] = latency;
+        }
+    }
+
+    private PaymentsLoad(PosencClient client, String table, long lo, long span, double warmup, double seconds) {
+        this.client = client;
+        this.table = table;
+        this.lo = lo;
+        this.span = span;
+        this.start = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(50);
+        this.from = start + (long) (warmup * 1e9);
+        this.until = from + (long) (seconds * 1e9);
     }
 
     public static void main(String[] args) throws Exception {
         Map<String, String> opt = new HashMap<>();
-        for (int i = 0; i + 1 < args.length; i += 2) {
-            opt.put(args[i].substring(2), args[i + 1]);
+        for (int i = 2; i + 1 < args.length; i += 2) {
+            opt.put(args[i].replaceFirst("^-+", ""), args[i + 1]);
         }
-        String[] range = opt.get("positions").split(":");
+        String[] range = opt.getOrDefault("positions", "1700000000000:1800000000000").split(":");
         long lo = Long.parseLong(range[0]);
-        long span = Long.parseLong(range[1]) - lo;
-        int connections = Integer.parseInt(opt.get("connections"));
-        double seconds = Double.parseDouble(opt.get("seconds"));
-        double warmup = Double.parseDouble(opt.get("warmup"));
-        SplittableRandom random = new SplittableRandom(Long.parseLong(opt.getOrDefault("seed", "1")));
-        try (PosencClient client = PosencClient.builder(opt.get("address")).poolSize(connections).retries(0)
-                .requestTimeout(Duration.ofSeconds(10)).build()) {
-            Function<Long, CompletableFuture<Rows>> call = operation(client, opt);
-            List<CompletableFuture<Rows>> opening = new java.util.ArrayList<>();
-            for (int c = 0; c < connections; c++) { // every connection open (and every name resolved) before the clock starts
-                opening.add(call.apply(lo));
+        double seconds = Double.parseDouble(opt.getOrDefault("seconds", "2"));
+        int workers = Integer.parseInt(opt.getOrDefault("workers", "256"));
+        double rate = Double.parseDouble(opt.getOrDefault("rate", "0"));
+        try (PosencClient client = PosencClient.builder(args[0])
+                .poolSize(Integer.parseInt(opt.getOrDefault("pool", "4"))).build()) {
+            PaymentsLoad load = new PaymentsLoad(client, args[1], lo, Long.parseLong(range[1]) - lo,
+                    Double.parseDouble(opt.getOrDefault("warmup", "1")), seconds);
+            Tally all = load.drive(workers, rate, Long.parseLong(opt.getOrDefault("seed", "1")));
+            long[] sorted = Arrays.copyOf(all.latencies, all.measured);
+            Arrays.sort(sorted);
+            new JsonLine().put("rps", all.completed / seconds).put("completed", all.completed)
+                    .put("errors", all.failed).put("p50_us", percentile(sorted, 50))
+                    .put("p99_us", percentile(sorted, 99)).put("p999_us", percentile(sorted, 99.9))
+                    .put("max_us", percentile(sorted, 100)).print();
+        }
+    }
+
+    /** Run the workers until the window has passed; their counts together. */
+    private Tally drive(int workers, double rate, long seed) throws InterruptedException {
+        AtomicLong next = new AtomicLong();
+        List<Tally> tallies = new ArrayList<>();
+        List<Thread> threads = new ArrayList<>();
+        SplittableRandom seeds = new SplittableRandom(seed);
+        for (int w = 0; w < workers; w++) {
+            Tally t = new Tally();
+            SplittableRandom random = seeds.split();
+            tallies.add(t);
+            threads.add(new Thread(() -> work(t, random, rate, next), "worker-" + w));
+        }
+        threads.forEach(Thread::start);
+        Tally all = new Tally();
+        for (int w = 0; w < workers; w++) {
+            threads.get(w).join();
+            Tally t = tallies.get(w);
+            for (int i = 0; i < t.measured; i++) {
+                all.add(t.latencies[i]);
             }
-            CompletableFuture.allOf(opening.toArray(CompletableFuture[]::new)).join();
-            PaymentsLoad load = new PaymentsLoad();
-            long now = System.nanoTime();
-            load.windowStart = now + (long) (warmup * 1e9);
-            load.windowEnd = load.windowStart + (long) (seconds * 1e9);
-            if (opt.containsKey("rate")) {
-                load.openLoop(call, Double.parseDouble(opt.get("rate")), lo, span, random);
+            all.completed += t.completed;
+            all.failed += t.failed;
+        }
+        return all;
+    }
+
+    /**
+     * One worker: closed loop, a request as soon as the last is answered; open loop, the next request
+     * nobody has taken yet (k, due at start + k/rate), sent when it is due. A worker takes a request
+     * only when it is free, so when all are busy the due requests wait, and the wait counts. (A pacer
+     * thread handing due times to the workers, as the Go driver has, was starved of the CPU by the
+     * workers here: Java threads are the kernel's to schedule.)
+     */
+    private void work(Tally t, SplittableRandom random, double rate, AtomicLong next) {
+        sleepUntil(start);
+        while (true) {
+            long at = rate > 0 ? start + (long) (next.getAndIncrement() * 1e9 / rate) : System.nanoTime();
+            if (at >= until) {
+                return;
+            }
+            sleepUntil(at);
+            boolean ok;
+            try {
+                Rows rows = client.encode(table, Positions.of(lo + random.nextLong(span)), Dtype.FLOAT32);
+                ok = rows.rows() == 1 && rows.width() == 128;
+            } catch (RuntimeException e) {
+                ok = false;
+            }
+            long done = System.nanoTime();
+            if (!ok && at >= from) {
+                t.failed++;
+            }
+            if (ok && done >= from && done < until) {
+                t.completed++;
+            }
+            if (ok && at >= from) {
+                t.add(done - at);
+            }
+        }
+    }
+
+    /** Park until about 0.1 ms before {@code when}, then yield until it has come. */
+    private static void sleepUntil(long when) {
+        for (long wait; (wait = when - System.nanoTime()) > 0;) {
+            if (wait > 100_000) {
+                LockSupport.parkNanos(wait - 100_000);
             } else {
-                load.closedLoop(call, Integer.parseInt(opt.get("in-flight")), lo, span, random);
-            }
-            load.report(seconds);
-        }
-    }
-
-    private static Function<Long, CompletableFuture<Rows>> operation(PosencClient client, Map<String, String> opt) {
-        if (opt.containsKey("table")) {
-            String table = opt.get("table");
-            return p -> client.encodeAsync(table, Positions.of(p), Dtype.FLOAT32);
-        }
-        double[] freqs = Arrays.stream(opt.get("spec-freqs").split(",")).mapToDouble(Hex::float64).toArray();
-        InlineSpec spec = InlineSpec.interleaved(freqs, 2 * freqs.length);
-        return p -> client.encodeSpecAsync(spec, Positions.of(p), Dtype.FLOAT32);
-    }
-
-    /** IN_FLIGHT requests outstanding: each reply sends the next, until the window closes. */
-    private void closedLoop(Function<Long, CompletableFuture<Rows>> call, int inFlight, long lo, long span,
-            SplittableRandom random) throws InterruptedException {
-        for (int i = 0; i < inFlight; i++) {
-            send(call, lo, span, random.split());
-        }
-        sleepUntil(windowEnd);
-        running = false;
-        drain();
-    }
-
-    private void send(Function<Long, CompletableFuture<Rows>> call, long lo, long span, SplittableRandom random) {
-        long sent = System.nanoTime();
-        outstanding.incrementAndGet();
-        call.apply(lo + random.nextLong(span)).whenComplete((rows, error) -> {
-            record(sent, rows, error);
-            if (running) {
-                send(call, lo, span, random);
-            }
-        });
-    }
-
-    /** RATE requests a second at fixed times from one thread; latency counts from the scheduled time. */
-    private void openLoop(Function<Long, CompletableFuture<Rows>> call, double rate, long lo, long span,
-            SplittableRandom random) throws InterruptedException {
-        double period = 1e9 / rate;
-        long start = System.nanoTime();
-        for (long i = 0;; i++) {
-            long due = start + (long) (i * period);
-            if (due >= windowEnd) {
-                break;
-            }
-            while (System.nanoTime() < due) {
-                Thread.yield(); // the reader threads share the load CPU: let them run (posenc-load's --yield)
-            }
-            outstanding.incrementAndGet();
-            call.apply(lo + random.nextLong(span)).whenComplete((rows, error) -> record(due, rows, error));
-        }
-        running = false;
-        drain();
-    }
-
-    private void record(long since, Rows rows, Throwable error) {
-        long done = System.nanoTime();
-        if (since >= windowStart && since < windowEnd) {
-            if (error != null || rows.rows() != 1 || rows.width() != 128) {
-                errors.incrementAndGet();
-            } else {
-                completed.incrementAndGet();
-                histogram.incrementAndGet((int) Math.min(BUCKETS - 1, (done - since) / 100));
+                Thread.yield();
             }
         }
-        outstanding.decrementAndGet();
     }
 
-    private void drain() throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (outstanding.get() > 0 && System.nanoTime() < deadline) {
-            Thread.sleep(1);
+    /** The smallest latency (us) with at least p % of them at or below it (0 without any). */
+    private static double percentile(long[] sorted, double p) {
+        if (sorted.length == 0) {
+            return 0;
         }
-    }
-
-    private static void sleepUntil(long when) throws InterruptedException {
-        long left;
-        while ((left = when - System.nanoTime()) > 0) {
-            TimeUnit.NANOSECONDS.sleep(Math.min(left, 50_000_000L));
-        }
-    }
-
-    private double percentile(double percent) {
-        long total = completed.get();
-        long target = Math.max(1, (long) Math.ceil(percent / 100 * total));
-        long seen = 0;
-        for (int b = 0; b < BUCKETS; b++) {
-            seen += histogram.get(b);
-            if (seen >= target) {
-                return (b + 1) / 10.0;
-            }
-        }
-        return BUCKETS / 10.0;
-    }
-
-    private void report(double seconds) {
-        int top = BUCKETS - 1;
-        while (top > 0 && histogram.get(top) == 0) {
-            top--;
-        }
-        new JsonLine().put("rps", completed.get() / seconds).put("completed", completed.get())
-                .put("errors", errors.get() + outstanding.get()).put("p50_us", percentile(50))
-                .put("p99_us", percentile(99)).put("p999_us", percentile(99.9)).put("max_us", (top + 1) / 10.0)
-                .print();
+        int k = Math.min(sorted.length - 1, Math.max(0, (int) (p / 100 * sorted.length + 0.999999) - 1));
+        return sorted[k] / 1e3;
     }
 }
