@@ -102,14 +102,18 @@ final class Connection {
      * Queue frames to be written in order (a pipeline's go out together); one future per frame.
      * Ids are given as the frames are queued, so the server receives a connection's requests in id
      * order: after a frame-level error the failing frame is the lowest id still waiting
-     * (docs/protocol.md). Frames queued while another thread writes go out with its write; frames
-     * queued by the loop's own thread (a callback sending the next request) go out together when
-     * the loop has read everything that arrived. No caller ever waits for the socket.
+     * (docs/protocol.md). A caller on an idle connection writes its frames at once; one whose
+     * connection has requests waiting hands them to the I/O loop, which writes every frame handed to
+     * it with one system call a connection once it has read what arrived (replies are due anyway, so
+     * many callers share a write instead of each paying one); frames queued while another thread
+     * writes go out with its write, and frames a callback queues on the loop's own thread go out at
+     * the end of the loop's iteration. No caller ever waits for the socket.
      */
     List<CompletableFuture<Reply>> sendAll(List<byte[]> frames, Duration timeout) {
         long deadline = System.nanoTime() + timeout.toNanos();
         List<CompletableFuture<Reply>> futures = new ArrayList<>(frames.size());
         boolean writeNow;
+        boolean handOff;
         synchronized (sendLock) {
             for (byte[] frame : frames) {
                 long id = ++lastId;
@@ -125,13 +129,17 @@ final class Connection {
                 failPending(why);
                 return futures;
             }
-            writeNow = !writing && !waitingForRoom && !loop.isLoopThread();
+            boolean free = !writing && !waitingForRoom && !loop.isLoopThread();
+            handOff = free && pending.size() > frames.size();
+            writeNow = free && !handOff;
             writing |= writeNow;
         }
         if (writeNow) {
             writeOutbox();
         } else if (loop.isLoopThread()) {
             loop.flushLater(this);
+        } else if (handOff) {
+            loop.flushSoon(this);
         }
         return futures;
     }

@@ -16,13 +16,15 @@ import java.util.concurrent.ConcurrentLinkedQueue;
  * order they arrive, so one wake-up serves every reply that came in meanwhile, on every
  * connection: on a few busy CPUs that is what keeps a pool of hundreds of connections from
  * costing a thread switch per reply. Frames the callbacks send meanwhile (the next request of a
- * pipeline) go out at the end of the iteration, one write a connection; and the loop writes what a
- * full socket buffer left over once the socket is writable again.
+ * pipeline), and frames other threads hand over for a busy connection, go out at the end of the
+ * iteration, one write a connection; and the loop writes what a full socket buffer left over once
+ * the socket is writable again.
  */
 final class IoLoop implements Runnable {
     private final Selector selector;
     private final Queue<Connection> joining = new ConcurrentLinkedQueue<>();
     private final Queue<Connection> blocked = new ConcurrentLinkedQueue<>();
+    private final Queue<Connection> flushing = new ConcurrentLinkedQueue<>();
     /** Connections whose callbacks queued frames in this iteration (loop thread only). */
     private final List<Connection> dirty = new ArrayList<>();
     private final Thread thread;
@@ -59,6 +61,12 @@ final class IoLoop implements Runnable {
         }
     }
 
+    /** Write {@code c}'s outbox in the loop's next iteration (called by any other thread). */
+    void flushSoon(Connection c) {
+        flushing.add(c);
+        selector.wakeup();
+    }
+
     /** True when the caller runs on this loop's thread (a future's callback). */
     boolean isLoopThread() {
         return Thread.currentThread() == thread;
@@ -75,6 +83,9 @@ final class IoLoop implements Runnable {
                     } catch (ClosedChannelException alreadyEnded) {
                         // closed before it joined: its requests were failed by whoever closed it
                     }
+                }
+                for (Connection c; (c = flushing.poll()) != null;) {
+                    flushLater(c);
                 }
                 for (Connection c; (c = blocked.poll()) != null;) {
                     SelectionKey key = c.channel().keyFor(selector);
