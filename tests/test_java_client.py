@@ -4,10 +4,12 @@ widening over every bit pattern, rows of each dtype, the error classes of every 
 refusals, the pool against a scripted peer: replies out of order, a frame-level error, a clean close, a
 reply cut short, a timeout, RESOLVE per connection; the shared-memory reader on segments written by the
 doc's rules) and builds the jar a Java team publishes. Against a live server it runs the shared case
-list and scenarios in tests/test_clients.py, through clients/java/run-cases and run-scenario."""
+list and scenarios in tests/test_clients.py, through clients/java/run-cases and run-scenario; here, its
+payments driver (clients/java/run-payments, for `posenc bench clients`) reports as the bench reads it."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -16,7 +18,10 @@ import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
 
+import posenc
 import pytest
+from binary_support import running_server, table_store
+from posenc.tables import TableSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 JAVA = ROOT / "clients" / "java"
@@ -40,3 +45,18 @@ def test_maven_builds_tests_and_packages_the_client():
         names = set(jar.namelist())
     assert {"dev/posenc/client/PosencClient.class", "dev/posenc/shm/ShmDirectory.class"} <= names
     assert not any(name.startswith("dev/posenc/harness/") for name in names), "the harness is not published"
+
+
+@pytest.mark.parametrize("loop", [[], ["-rate", "2000"]], ids=["closed", "open"])
+def test_run_payments_reports_as_posenc_bench_clients_reads_it(loop):
+    """clients/java/run-payments, the Java driver of `posenc bench clients`: one JSON object with the rate,
+    the replies and exact percentiles of a short run against a named computed table."""
+    table = {"pay": TableSpec(posenc.SinusoidalSpec(128), 0, 1 << 53, computed=True)}
+    with table_store(table) as (_, root), running_server(root, threads=1) as server:
+        done = subprocess.run([str(JAVA / "run-payments"), server.address, "pay", "-seconds", "0.5", "-warmup", "0.3",
+                               "-workers", "8", "-pool", "2", *loop], check=False, capture_output=True, text=True,
+                              timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["errors"] == 0 and report["completed"] > 0 and report["rps"] == report["completed"] / 0.5
+    assert 0 < report["p50_us"] <= report["p99_us"] <= report["p999_us"] <= report["max_us"], report
