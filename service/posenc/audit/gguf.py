@@ -27,6 +27,7 @@ from ..errors import PosencError
 from ..models import from_hf_config
 from .engine import Expected, expected_entries
 from .findings import Finding
+from .ggml_rope import correction_dims
 from .gguf_file import MAGIC, GgufFile, open_gguf
 from .infer import Inferred, infer_spec, match_score
 from .llama_cpp import (
@@ -281,18 +282,12 @@ def llama_cpp_inv_freq(rope: GgufRope, seq_len: int, group: LayerGroup | None = 
     attention = yarn_attn_factor(rope)
     scaled = inv * group.freq_scale
     if rope.ext_factor != 0:
-        low, high = _yarn_corr_dims(n, rope.original_context, group.freq_base, rope.beta_fast, rope.beta_slow)
+        low, high = (float(d) for d in correction_dims(n, rope.original_context, group.freq_base, rope.beta_fast,
+                                                        rope.beta_slow))
         mix = (1 - np.clip((i - low) / max(0.001, high - low), 0, 1)) * rope.ext_factor
         scaled = scaled * (1 - mix) + inv * mix
         attention *= 1.0 + 0.1 * math.log(1.0 / group.freq_scale)
     return scaled, attention
-
-
-def _yarn_corr_dims(n_dims: int, original: int, base: float, beta_fast: float, beta_slow: float):
-    def corr(rot):
-        return n_dims * math.log(original / (rot * 2 * math.pi)) / (2 * math.log(base))
-
-    return max(0.0, math.floor(corr(beta_fast))), min(n_dims - 1.0, math.ceil(corr(beta_slow)))
 
 
 def softmax_mscale(rope: GgufRope) -> float | None:
