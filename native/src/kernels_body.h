@@ -101,8 +101,9 @@ static int valid_dtype(int dtype) { return dtype == POSENC_F32 || dtype == POSEN
  *                  out as one run; whole rows written directly with non-temporal stores
  *                  while also kept in the tile for the CRC were no faster for interleaved
  *                  rows and 2-10x slower for [sin | cos] rows); and, where the SIMD layer
- *                  sets V_TILE_BLOCK_ROWS, for whole [sin | cos] or [cos | sin] rows (RoPE
- *                  tables), which then also go out as one run: see simd_avx2.h */
+ *                  sets V_TILE_BLOCK_ROWS, for every dense layout (whole [sin | cos],
+ *                  [cos | sin] or interleaved rows), which then also go out as one run from
+ *                  the first cache-line boundary, whatever the buffer's offset: simd_avx2.h */
 enum { STREAM_OFF, STREAM_DIRECT, STREAM_TILE };
 #define STREAM_MIN_BYTES ((size_t)8 << 20)
 
@@ -415,7 +416,7 @@ static int sincos_stream_mode(const void *out, int64_t n_rows, int64_t n_sin, co
     size_t total = (size_t)(n_rows * (n_sin + lay->n_cos) * es);
     if (!can_stream(out, total, runs, lay->interleaved ? 1 : 5))
         return STREAM_OFF;
-    if (V_TILE_BLOCK_ROWS && !lay->interleaved && rows_dense(lay, n_sin))
+    if (V_TILE_BLOCK_ROWS && rows_dense(lay, n_sin))
         return STREAM_TILE;
     int in_row = lay->interleaved || (lay->sin_base + n_sin <= lay->row_stride && lay->cos_base + lay->n_cos <= lay->row_stride);
     return in_row ? STREAM_DIRECT : STREAM_TILE;

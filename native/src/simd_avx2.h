@@ -94,13 +94,12 @@ static inline void v_stream_copy(void *dst, const void *src, size_t nbytes) {
     for (; k < nbytes; k += 16)
         _mm_stream_ps((float *)(d + k), _mm_loadu_ps((const float *)(s + k)));
 }
-/* Whole [sin | cos] rows go through an L1 tile and out in one run (STREAM_TILE in
- * kernels_body.h) rather than straight out: the direct stores, 16 bytes each, feed 8 partial
- * cache lines at once (4 rows x 2 blocks), and where rows do not start on a 64-byte boundary
- * (numpy's big arrays start 16 bytes past one) the lines shared by neighbouring blocks are
- * flushed half written: RoPE 131072 x 64 x 2 float32 took 1.45x as long as into an aligned
- * buffer on Zen 2, and the tile beat direct stores at either alignment (bench numbers in
- * docs/benchmarks.md). Interleaved rows stay direct: through the tile they ran ~1.2x slower. */
+/* Whole rows (dense layouts: [sin | cos], [cos | sin] or interleaved) go through an L1 tile and
+ * out in one run (STREAM_TILE in kernels_body.h) rather than straight out: the direct stores,
+ * 16 bytes each, feed several partial cache lines at once, and where rows do not start on a
+ * 64-byte boundary (numpy's big arrays start 16 bytes past one) lines are flushed half written:
+ * RoPE 131072 x 64 x 2 float32 took 1.45x as long as into an aligned buffer on Zen 2, interleaved
+ * sinusoidal rows 1.6x on Zen 4; through the tile every offset runs alike (docs/benchmarks.md). */
 #define V_TILE_BLOCK_ROWS 1
 static inline void v_stream_fence(void) { _mm_sfence(); }
 

@@ -125,8 +125,10 @@ static inline void v_stream_copy(void *dst, const void *src, size_t nbytes) {
         stream_16(d + k, s + k);
 }
 static inline void v_stream_fence(void) { X(_mm_sfence)(); }
-/* Whole [sin | cos] rows are stored straight out here (see simd_avx2.h: not measured on an
- * AVX-512 machine, so left as it was). */
-#define V_TILE_BLOCK_ROWS 0
+/* Whole rows go through the L1 tile and out in one run from the first line boundary (see
+ * simd_avx2.h): stored straight out, 16 bytes at a time, into numpy's own buffers (16 bytes past
+ * a line) RoPE 131072 x 64 x 2 float32 took 34 ms against 4.0 ms aligned on Zen 4, sinusoidal
+ * rows 7.0 ms against 3.3; through the tile every offset 0/16/32/48 takes 3.9-4.4 ms. */
+#define V_TILE_BLOCK_ROWS 1
 
 #endif
