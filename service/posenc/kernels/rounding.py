@@ -1,0 +1,33 @@
+"""When a float64 sin/cos value decides its float32 (or 16-bit) rounding, and when it does not.
+
+Every sin/cos value the kernels compute in float64 (native/src/vsincos.h and kernels_body.h,
+kernels/trig.py: the same operations on every path) lies within SINCOS_ERROR * |amp| of the
+exact amp * sin(p * w) (docs/exactness.md, "Correct rounding", proves the bound). Rounding to
+nearest is monotonic, so where y - E and y + E (E that bound) round to the same float32, every
+number between them does, the exact value too: that float32 is the exact value rounded once. Where
+they do not (about 2^-21 of the values of a table, and every value within ~2^-22 of zero), the
+value is recomputed exactly (posenc.crmath.sincos_rounded in Python, posenc_crtrig.h in C).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: |y - amp * sin(p w)| <= SINCOS_ERROR * |amp| for every float64 sin/cos value y the kernels
+#: compute (the proven bound is 2^-49; the factor 8 absorbs the rounding of y +- E itself).
+SINCOS_ERROR = 2.0**-46
+
+
+def ambiguous(values: np.ndarray, amp: np.ndarray | float, dtype) -> np.ndarray:
+    """Which float64 kernel values `values` (amplitudes `amp`, broadcast against them) do not
+    decide their rounding to `dtype` (float32, float16 or bfloat16): y - E and y + E round apart."""
+    error = SINCOS_ERROR * np.abs(np.asarray(amp, dtype=np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        low, high = _round(values - error, dtype), _round(values + error, dtype)
+    return (low != high) & ~np.isnan(values)
+
+
+def _round(values: np.ndarray, dtype) -> np.ndarray:
+    from ..dtypes import cast_output, output_dtype  # noqa: PLC0415  dtypes imports the kernels
+
+    return cast_output(values, output_dtype(dtype)).astype(np.float64)
