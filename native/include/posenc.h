@@ -131,7 +131,15 @@ typedef struct posenc_kernels {
 } posenc_kernels;
 
 /* Bumped whenever a signature or struct above changes, or the values sincos_rows defines. */
-#define POSENC_ABI_VERSION 5
+#define POSENC_ABI_VERSION 6
+
+/* Correct rounding: every float32 value sincos_rows (and its crc and plan forms) writes is the
+ * exact amp*sin(p*w) (resp. cos; p, w, amp the float64 arguments as exact numbers) rounded once to
+ * nearest. The float64 value y defined above is within POSENC_SINCOS_ERROR*|amp| of the exact one
+ * (docs/library.md, "Correct rounding", proves 2^-49; the margin absorbs the rounding of y +- that
+ * bound), so where y - bound and y + bound round to the same float32, that is the answer; the few
+ * values where they do not are recomputed exactly (posenc_crtrig.h). float64 output is y. */
+#define POSENC_SINCOS_ERROR 0x1p-46
 
 /* The absolute split of integer positions (see posenc_sincos_rows_fn). */
 #define POSENC_SPLIT_COARSE 1024

@@ -13,6 +13,7 @@
 
 #include "posenc.h"
 #include "posenc_shm.h" /* the CRC-32C sincos_rows_crc folds rows into (included first by kernels_<isa>.c) */
+#include "posenc_crtrig.h"
 #include "vsincos.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -64,11 +65,8 @@ INLINE void load_pair_elems(const void *p, vd *a, vd *b, int f32) {
 }
 
 INLINE void store_pair_elems(void *p, vd a, vd b, int f32, int stream) {
-    if (f32) {
-        if (stream)
-            v_stream_pair_f32((float *)p, a, b);
-        else
-            v_store_pair_f32((float *)p, a, b);
+    if (f32) { /* never streamed: sin/cos rows store float32 through emit_f32 */
+        v_store_pair_f32((float *)p, a, b);
     } else {
         if (stream)
             v_stream_pair((double *)p, a, b);
@@ -146,9 +144,10 @@ typedef struct {
 
 /* Per-call scratch, padded to whole vectors: w and amp; sincos of the current coarse part
  * (cs, cc) and its coarse value; the amp-scaled (coarse + mid) anchor (as, ac) and its key;
- * the mid and fine caches; then the tile (streaming only), `tile_rows` compact rows. */
+ * err, each frequency's bound on a value's error (POSENC_SINCOS_ERROR |amp|); the mid and fine
+ * caches; then the tile (streaming only), `tile_rows` compact rows. */
 typedef struct {
-    double *w, *amp, *cs, *cc, *as, *ac;
+    double *w, *amp, *cs, *cc, *as, *ac, *err;
     int64_t n_vec, padded;
     double coarse_at, anchor_coarse;
     int64_t anchor_mid;
@@ -163,7 +162,7 @@ static int trig_state_init(trig_state *st, const double *freqs, const double *am
     int64_t padded = (n_sin + VW - 1) / VW * VW;
     int64_t mid_slots = n_sin <= CACHE_MAX_FREQS ? MID_ROWS : 1;
     int64_t fine_slots = n_sin <= CACHE_MAX_FREQS ? POSENC_SPLIT_FINE : 1;
-    size_t state_bytes = (size_t)((6 + 2 * (mid_slots + fine_slots)) * padded) * sizeof(double);
+    size_t state_bytes = (size_t)((7 + 2 * (mid_slots + fine_slots)) * padded) * sizeof(double);
     size_t tag_bytes = (size_t)(mid_slots + fine_slots) * sizeof(int64_t);
     st->tile_rows = 0;
     if (tile_row_bytes) /* TILE_BYTES, or at least tile_min_bytes, in whole rows */
@@ -176,18 +175,20 @@ static int trig_state_init(trig_state *st, const double *freqs, const double *am
         return POSENC_ENOMEM;
     double *p = (double *)st->block;
     st->w = p; st->amp = p + padded; st->cs = p + 2 * padded; st->cc = p + 3 * padded;
-    st->as = p + 4 * padded; st->ac = p + 5 * padded;
-    st->mid = (part_cache){p + 6 * padded, (int64_t *)((char *)st->block + state_bytes), mid_slots,
+    st->as = p + 4 * padded; st->ac = p + 5 * padded; st->err = p + 6 * padded;
+    st->mid = (part_cache){p + 7 * padded, (int64_t *)((char *)st->block + state_bytes), mid_slots,
                            (double)POSENC_SPLIT_FINE};
     st->fine = (part_cache){st->mid.data + 2 * mid_slots * padded, st->mid.tag + mid_slots, fine_slots, 1.0};
     st->n_vec = padded / VW;
     st->padded = padded;
     st->tile = (char *)st->block + state_bytes + tag_bytes;
-    memset(st->block, 0, 6 * (size_t)padded * sizeof(double)); /* padding lanes: w = amp = 0 */
+    memset(st->block, 0, 7 * (size_t)padded * sizeof(double)); /* padding lanes: w = amp = err = 0 */
     for (int64_t k = 0; k < mid_slots + fine_slots; k++)
         st->mid.tag[k] = -1;
     memcpy(st->w, freqs, (size_t)n_sin * sizeof(double));
     memcpy(st->amp, amp, (size_t)n_sin * sizeof(double));
+    for (int64_t i = 0; i < n_sin; i++)
+        st->err[i] = POSENC_SINCOS_ERROR * fabs(amp[i]);
     st->coarse_at = st->anchor_coarse = NAN; /* never equal: the first row computes them */
     st->anchor_mid = -1;
     return POSENC_OK;
@@ -254,26 +255,109 @@ INLINE void emit_tail(void *row, const posenc_layout *lay, int64_t n_sin, int64_
  * loop per combination and inner loops carry no branches on them. */
 #define ROW_ARGS const posenc_layout *lay, int64_t n_sin, int interleaved, int f32, int stream
 
-INLINE void emit(void *row, int64_t i0, vd s, vd c, ROW_ARGS) {
+/* Correct rounding (float32): each value y is within err = POSENC_SINCOS_ERROR |amp| of the
+ * exact amp sin(p w) (posenc.h); rounding is monotonic, so where y - err and y + err round to the
+ * same float32 the exact value does too, and that float32 is the exact value rounded once: it is
+ * what is stored. Lanes where they do not (about 2^-21 of a table's values, and exact zeros) are
+ * flagged; the loops then recompute those rows' values the same way (the same bits, the same
+ * flags) in a cold function that writes posenc_crtrig.h's exact values over the flagged ones, so
+ * the hot loops hold no call (a call there cost the anchors their registers: 1.35x the time). */
+INLINE int f32_undecided(const trig_state *st, int64_t i0, vd s, vd c, vf *fs, vf *fc) {
+    vd err = v_load(st->err + i0);
+    *fs = v_to_f32(v_sub(s, err));
+    *fc = v_to_f32(v_sub(c, err));
+    return vf_differ(*fs, v_to_f32(v_add(s, err))) | (vf_differ(*fc, v_to_f32(v_add(c, err))) << VW);
+}
+
+/* The flagged lanes' exact values (bit k: sin of frequency i0 + k; bit VW + k: its cos) into a
+ * float32 row laid out as `lay`. */
+static void write_exact_lanes(const trig_state *st, double p, float *row, int64_t i0, int lanes,
+                              const posenc_layout *lay, int64_t n_sin, int interleaved) {
+    for (int64_t lane = 0; lane < VW && i0 + lane < n_sin; lane++) {
+        int64_t i = i0 + lane;
+        if ((lanes >> lane) & 1)
+            row[interleaved ? 2 * i : lay->sin_base + i] =
+                (float)posenc_cr_sincos_rounded(p, st->w[i], st->amp[i], 0, PCT_FLOAT32);
+        if ((lanes >> (VW + lane)) & 1 && i < lay->n_cos)
+            row[interleaved ? 2 * i + 1 : lay->cos_base + i] =
+                (float)posenc_cr_sincos_rounded(p, st->w[i], st->amp[i], 1, PCT_FLOAT32);
+    }
+}
+
+/* Store s and c of frequencies i0.. into `row`; float32 rows store the rounding of y - err and
+ * return the undecided lanes (0 for float64). */
+INLINE int emit(const trig_state *st, void *row, int64_t i0, vd s, vd c, ROW_ARGS) {
     int direct = stream == STREAM_DIRECT;
-    if (i0 + VW > lay->n_cos) {
-        emit_tail(row, lay, n_sin, i0, s, c, interleaved, f32);
+    if (!f32) {
+        if (i0 + VW > lay->n_cos) {
+            emit_tail(row, lay, n_sin, i0, s, c, interleaved, 0);
+        } else if (interleaved) {
+            store_pair_elems((char *)row + (size_t)(2 * i0) * sizeof(double), s, c, 0, direct);
+        } else {
+            store_elems((char *)row + (size_t)(lay->sin_base + i0) * sizeof(double), s, 0, direct);
+            store_elems((char *)row + (size_t)(lay->cos_base + i0) * sizeof(double), c, 0, direct);
+        }
+        return 0;
+    }
+    vf fs, fc;
+    int lanes = f32_undecided(st, i0, s, c, &fs, &fc);
+    float *out = (float *)row;
+    if (i0 + VW > lay->n_cos) { /* frequencies past n_cos: element by element (float -> double -> float is exact) */
+        float sv[VW], cv[VW];
+        vf_store(sv, fs);
+        vf_store(cv, fc);
+        emit_tail(row, lay, n_sin, i0, v_load_f32(sv), v_load_f32(cv), interleaved, 1);
     } else if (interleaved) {
-        store_pair_elems((char *)row + (size_t)(2 * i0) * elem_size(f32), s, c, f32, direct);
+        if (direct)
+            vf_stream_pair(out + 2 * i0, fs, fc);
+        else
+            vf_store_pair(out + 2 * i0, fs, fc);
+    } else if (direct) {
+        vf_stream(out + lay->sin_base + i0, fs);
+        vf_stream(out + lay->cos_base + i0, fc);
     } else {
-        store_elems((char *)row + (size_t)(lay->sin_base + i0) * elem_size(f32), s, f32, direct);
-        store_elems((char *)row + (size_t)(lay->cos_base + i0) * elem_size(f32), c, f32, direct);
+        vf_store(out + lay->sin_base + i0, fs);
+        vf_store(out + lay->cos_base + i0, fc);
+    }
+    return lanes;
+}
+
+/* amp * sincos(p * w) of the frequencies of vector v, the product exact: the values of
+ * positions that are not split (fractional, huge). */
+INLINE void direct_values(const trig_state *st, vd pv, int64_t v, vd *s, vd *c) {
+    vd amp = v_load(st->amp + v * VW);
+    v_sincos_product(pv, v_load(st->w + v * VW), s, c);
+    *s = v_mul(*s, amp);
+    *c = v_mul(*c, amp);
+}
+
+/* A float32 row of direct values again, the undecided ones replaced by their exact values. */
+static __attribute__((noinline, cold)) void patch_direct_row(const trig_state *st, double p, float *row,
+                                                             const posenc_layout *lay, int64_t n_sin,
+                                                             int interleaved, int stream) {
+    if (stream == STREAM_DIRECT)
+        v_stream_fence(); /* the row's streamed stores before these ordinary ones */
+    for (int64_t v = 0; v < st->n_vec; v++) {
+        vd s, c;
+        vf fs, fc;
+        direct_values(st, v_set1(p), v, &s, &c);
+        int lanes = f32_undecided(st, v * VW, s, c, &fs, &fc);
+        if (lanes)
+            write_exact_lanes(st, p, row, v * VW, lanes, lay, n_sin, interleaved);
     }
 }
 
 /* Row = amp * sincos(p * w), the product exact: positions that are not split (fractional, huge). */
 INLINE void direct_row(const trig_state *st, double p, void *row, ROW_ARGS) {
     vd pv = v_set1(p);
+    int undecided = 0;
     for (int64_t v = 0; v < st->n_vec; v++) {
-        vd s, c, amp = v_load(st->amp + v * VW);
-        v_sincos_product(pv, v_load(st->w + v * VW), &s, &c);
-        emit(row, v * VW, v_mul(s, amp), v_mul(c, amp), lay, n_sin, interleaved, f32, stream);
+        vd s, c;
+        direct_values(st, pv, v, &s, &c);
+        undecided |= emit(st, row, v * VW, s, c, lay, n_sin, interleaved, f32, stream);
     }
+    if (f32 && __builtin_expect(undecided != 0, 0))
+        patch_direct_row(st, p, (float *)row, lay, n_sin, interleaved, stream);
 }
 
 /* The absolute parts of an integer position: p = coarse + 16*mid + fine. */
@@ -295,27 +379,59 @@ INLINE split_parts split_of(double p) {
  * once for all of them (the loop is bound by loads through L1). split_rows takes 1 to 4. */
 #define ROWS_PER_PASS 4
 
-/* `count` rows sharing one anchor: the (coarse + mid) anchor advanced by each row's fine
+/* The values of vector v of a row: the (coarse + mid) anchor (as, ac) advanced by the row's fine
  * part (one angle addition). */
-INLINE void split_row_at(const trig_state *st, const double *fine, int64_t v, vd as, vd ac, char *row, ROW_ARGS) {
+INLINE void split_values(const trig_state *st, const double *fine, int64_t v, vd as, vd ac, vd *s, vd *c) {
     vd fs = v_load(fine + v * VW), fc = v_load(fine + st->padded + v * VW);
-    emit(row, v * VW, v_fmadd(as, fc, v_mul(ac, fs)), v_fmsub(ac, fc, v_mul(as, fs)), lay, n_sin, interleaved, f32,
-         stream);
+    *s = v_fmadd(as, fc, v_mul(ac, fs));
+    *c = v_fmsub(ac, fc, v_mul(as, fs));
 }
 
-/* Written out row by row, not as a loop over rows: the compiler would interchange such a loop
- * with the one over frequencies and load the anchor once per row again. */
-INLINE void split_rows(trig_state *st, const double *const *fine, int count, char *row, size_t row_bytes, ROW_ARGS) {
+INLINE int split_row_at(const trig_state *st, const double *fine, int64_t v, vd as, vd ac, char *row, ROW_ARGS) {
+    vd s, c;
+    split_values(st, fine, v, as, ac, &s, &c);
+    return emit(st, row, v * VW, s, c, lay, n_sin, interleaved, f32, stream);
+}
+
+/* split_rows' float32 rows again, the undecided values replaced by their exact values. */
+static __attribute__((noinline, cold)) void patch_split_rows(const trig_state *st, double p,
+                                                             const double *const *fine, int count, char *row,
+                                                             size_t row_bytes, const posenc_layout *lay,
+                                                             int64_t n_sin, int interleaved, int stream) {
+    if (stream == STREAM_DIRECT)
+        v_stream_fence(); /* the rows' streamed stores before these ordinary ones */
+    for (int k = 0; k < count; k++)
+        for (int64_t v = 0; v < st->n_vec; v++) {
+            vd s, c;
+            vf fs, fc;
+            split_values(st, fine[k], v, v_load(st->as + v * VW), v_load(st->ac + v * VW), &s, &c);
+            int lanes = f32_undecided(st, v * VW, s, c, &fs, &fc);
+            if (lanes)
+                write_exact_lanes(st, p + k, (float *)(row + (size_t)k * row_bytes), v * VW, lanes, lay, n_sin,
+                                  interleaved);
+        }
+}
+
+/* `count` rows (positions p, p + 1, ...) sharing one anchor. Written out row by row, not as a
+ * loop over rows: the compiler would interchange such a loop with the one over frequencies and
+ * load the anchor once per row again. */
+INLINE void split_rows(trig_state *st, double p, const double *const *fine, int count, char *row, size_t row_bytes,
+                       ROW_ARGS) {
+    int undecided = 0;
     for (int64_t v = 0; v < st->n_vec; v++) {
         vd as = v_load(st->as + v * VW), ac = v_load(st->ac + v * VW);
-        split_row_at(st, fine[0], v, as, ac, row, lay, n_sin, interleaved, f32, stream);
+        undecided |= split_row_at(st, fine[0], v, as, ac, row, lay, n_sin, interleaved, f32, stream);
         if (count > 1)
-            split_row_at(st, fine[1], v, as, ac, row + row_bytes, lay, n_sin, interleaved, f32, stream);
+            undecided |= split_row_at(st, fine[1], v, as, ac, row + row_bytes, lay, n_sin, interleaved, f32, stream);
         if (count > 2)
-            split_row_at(st, fine[2], v, as, ac, row + 2 * row_bytes, lay, n_sin, interleaved, f32, stream);
+            undecided |= split_row_at(st, fine[2], v, as, ac, row + 2 * row_bytes, lay, n_sin, interleaved, f32,
+                                      stream);
         if (count > 3)
-            split_row_at(st, fine[3], v, as, ac, row + 3 * row_bytes, lay, n_sin, interleaved, f32, stream);
+            undecided |= split_row_at(st, fine[3], v, as, ac, row + 3 * row_bytes, lay, n_sin, interleaved, f32,
+                                      stream);
     }
+    if (f32 && __builtin_expect(undecided != 0, 0))
+        patch_split_rows(st, p, fine, count, row, row_bytes, lay, n_sin, interleaved, stream);
 }
 
 /* Positions split into parts: integers of magnitude below 2^53 (every integer float64 there). */
@@ -393,10 +509,11 @@ INLINE void sincos_loop(trig_state *st, const double *positions, int64_t n_rows,
                 fine[k] = part_row(st, &st->fine, sp.fine + k);
             int64_t k = 0;
             for (; k + ROWS_PER_PASS <= run; k += ROWS_PER_PASS)
-                split_rows(st, fine + k, ROWS_PER_PASS, row + k * row_bytes, row_bytes, row_lay, n_sin, interleaved,
-                           f32, stream);
+                split_rows(st, p + (double)k, fine + k, ROWS_PER_PASS, row + k * row_bytes, row_bytes, row_lay, n_sin,
+                           interleaved, f32, stream);
             for (; k < run; k++)
-                split_rows(st, fine + k, 1, row + k * row_bytes, row_bytes, row_lay, n_sin, interleaved, f32, stream);
+                split_rows(st, p + (double)k, fine + k, 1, row + k * row_bytes, row_bytes, row_lay, n_sin, interleaved,
+                           f32, stream);
             r += run;
         }
         if (crc)

@@ -34,6 +34,15 @@ static inline vd v_select_sign(vi m, vd if_set, vd if_clear) { return _mm256_ble
 static inline vd v_load_f32(const float *p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
 static inline void v_store_f32(float *p, vd x) { _mm_storeu_ps(p, _mm256_cvtpd_ps(x)); }
 
+/* Float32 vectors (VW floats) for the sin/cos rows' correct rounding: see simd_avx512.h. */
+typedef __m128 vf;
+static inline vf v_to_f32(vd x) { return _mm256_cvtpd_ps(x); }
+static inline int vf_differ(vf a, vf b) {
+    return ~_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_castps_si128(a), _mm_castps_si128(b)))) & 0xF;
+}
+static inline void vf_store(float *p, vf x) { _mm_storeu_ps(p, x); }
+static inline vf vf_load(const float *p) { return _mm_loadu_ps(p); }
+
 static inline void v_load_pair(const double *p, vd *a, vd *b) {
     vd lo = _mm256_loadu_pd(p), hi = _mm256_loadu_pd(p + 4);           /* a0 b0 a1 b1 | a2 b2 a3 b3 */
     vd t0 = _mm256_permute2f128_pd(lo, hi, 0x20), t1 = _mm256_permute2f128_pd(lo, hi, 0x31);
@@ -51,23 +60,23 @@ static inline void v_load_pair_f32(const float *p, vd *a, vd *b) {
     *a = _mm256_cvtps_pd(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
     *b = _mm256_cvtps_pd(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
 }
-static inline void v_store_pair_f32(float *p, vd a, vd b) {
-    __m128 fa = _mm256_cvtpd_ps(a), fb = _mm256_cvtpd_ps(b);
+static inline void vf_store_pair(float *p, vf fa, vf fb) {
     _mm256_storeu_ps(p, _mm256_set_m128(_mm_unpackhi_ps(fa, fb), _mm_unpacklo_ps(fa, fb)));
 }
+static inline void v_store_pair_f32(float *p, vd a, vd b) { vf_store_pair(p, v_to_f32(a), v_to_f32(b)); }
 
 /* Non-temporal (streaming) stores for outputs far bigger than the caches: no read-for-
  * ownership, so a byte written costs one memory transfer instead of two. All in 16-byte
  * pieces: destinations need only 16-byte alignment (what malloc and numpy give; the kernels
  * check). v_stream_copy: nbytes a multiple of 16. */
 #define V_STREAM 1
-static inline void v_stream_f32(float *p, vd x) { _mm_stream_ps(p, _mm256_cvtpd_ps(x)); }
+static inline void vf_stream(float *p, vf f) { _mm_stream_ps(p, f); }
+static inline void v_stream_f32(float *p, vd x) { vf_stream(p, v_to_f32(x)); }
 static inline void v_stream(double *p, vd x) {
     _mm_stream_pd(p, _mm256_castpd256_pd128(x));
     _mm_stream_pd(p + 2, _mm256_extractf128_pd(x, 1));
 }
-static inline void v_stream_pair_f32(float *p, vd a, vd b) {
-    __m128 fa = _mm256_cvtpd_ps(a), fb = _mm256_cvtpd_ps(b);
+static inline void vf_stream_pair(float *p, vf fa, vf fb) {
     _mm_stream_ps(p, _mm_unpacklo_ps(fa, fb));
     _mm_stream_ps(p + 4, _mm_unpackhi_ps(fa, fb));
 }

@@ -56,6 +56,18 @@ static inline vd v_select_sign(vi m, vd if_set, vd if_clear) {
 static inline vd v_load_f32(const float *p) { return X(_mm512_cvtps_pd)(X(_mm256_loadu_ps)(p)); }
 static inline void v_store_f32(float *p, vd x) { X(_mm256_storeu_ps)(p, X(_mm512_cvtpd_ps)(x)); }
 
+/* Float32 vectors (VW floats) for the sin/cos rows' correct rounding (kernels_body.h emit_f32):
+ * the rounding of x - err is what is stored, compared first with that of x + err. */
+typedef XT(__m256) vf;
+static inline vf v_to_f32(vd x) { return X(_mm512_cvtpd_ps)(x); }
+/* lanes where a and b differ, bit for bit (-0 and +0 differ) */
+static inline int vf_differ(vf a, vf b) {
+    return ~X(_mm256_movemask_ps)(X(_mm256_castsi256_ps)(
+               X(_mm256_cmpeq_epi32)(X(_mm256_castps_si256)(a), X(_mm256_castps_si256)(b)))) & 0xFF;
+}
+static inline void vf_store(float *p, vf x) { X(_mm256_storeu_ps)(p, x); }
+static inline vf vf_load(const float *p) { return X(_mm256_loadu_ps)(p); }
+
 static inline void v_load_pair(const double *p, vd *a, vd *b) {
     vd lo = X(_mm512_loadu_pd)(p), hi = X(_mm512_loadu_pd)(p + 8);
     *a = X(_mm512_permutex2var_pd)(lo, X(_mm512_set_epi64)(14, 12, 10, 8, 6, 4, 2, 0), hi);
@@ -77,13 +89,13 @@ static inline void v_load_pair_f32(const float *p, vd *a, vd *b) {
     *b = X(_mm512_cvtps_pd)(X(_mm256_castpd_ps)(X(_mm512_extractf64x4_pd)(halves, 1)));
 }
 /* float32 a0 b0 a1 b1 ... a7 b7 */
-static inline XT(__m512) interleave_f32(vd a, vd b) {
-    vd halves = X(_mm512_insertf64x4)(X(_mm512_castpd256_pd512)(X(_mm256_castps_pd)(X(_mm512_cvtpd_ps)(a))),
-                                      X(_mm256_castps_pd)(X(_mm512_cvtpd_ps)(b)), 1);
+static inline XT(__m512) interleave_vf(vf a, vf b) {
+    vd halves = X(_mm512_insertf64x4)(X(_mm512_castpd256_pd512)(X(_mm256_castps_pd)(a)), X(_mm256_castps_pd)(b), 1);
     return X(_mm512_permutexvar_ps)(X(_mm512_set_epi32)(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0),
                                     X(_mm512_castpd_ps)(halves));
 }
-static inline void v_store_pair_f32(float *p, vd a, vd b) { X(_mm512_storeu_ps)(p, interleave_f32(a, b)); }
+static inline void vf_store_pair(float *p, vf a, vf b) { X(_mm512_storeu_ps)(p, interleave_vf(a, b)); }
+static inline void v_store_pair_f32(float *p, vd a, vd b) { vf_store_pair(p, v_to_f32(a), v_to_f32(b)); }
 
 /* Non-temporal (streaming) stores, in 16-byte pieces (see simd_avx2.h). */
 #define V_STREAM 1
@@ -93,13 +105,13 @@ static inline void stream_4x16(float *p, XT(__m512) v) {
     X(_mm_stream_ps)(p + 8, X(_mm512_extractf32x4_ps)(v, 2));
     X(_mm_stream_ps)(p + 12, X(_mm512_extractf32x4_ps)(v, 3));
 }
-static inline void v_stream_f32(float *p, vd x) {
-    XT(__m256) f = X(_mm512_cvtpd_ps)(x);
+static inline void vf_stream(float *p, vf f) {
     X(_mm_stream_ps)(p, X(_mm256_castps256_ps128)(f));
     X(_mm_stream_ps)(p + 4, X(_mm256_extractf128_ps)(f, 1));
 }
+static inline void v_stream_f32(float *p, vd x) { vf_stream(p, v_to_f32(x)); }
 static inline void v_stream(double *p, vd x) { stream_4x16((float *)p, X(_mm512_castpd_ps)(x)); }
-static inline void v_stream_pair_f32(float *p, vd a, vd b) { stream_4x16(p, interleave_f32(a, b)); }
+static inline void vf_stream_pair(float *p, vf a, vf b) { stream_4x16(p, interleave_vf(a, b)); }
 static inline void v_stream_pair(double *p, vd a, vd b) {
     stream_4x16((float *)p, X(_mm512_castpd_ps)(X(_mm512_permutex2var_pd)(a, PAIR_LO, b)));
     stream_4x16((float *)(p + 8), X(_mm512_castpd_ps)(X(_mm512_permutex2var_pd)(a, PAIR_HI, b)));

@@ -37,6 +37,13 @@ static inline vd v_select_sign(vi m, vd if_set, vd if_clear) { return (m >> 63) 
 
 static inline vd v_load_f32(const float *p) { return (double)*p; }
 static inline void v_store_f32(float *p, vd x) { *p = (float)x; }
+/* Float32 "vectors" of one lane for the sin/cos rows' correct rounding: see simd_avx512.h. */
+typedef float vf;
+static inline vf v_to_f32(vd x) { return (float)x; }
+static inline int vf_differ(vf a, vf b) { return memcmp(&a, &b, sizeof a) != 0; }
+static inline void vf_store(float *p, vf x) { *p = x; }
+static inline vf vf_load(const float *p) { return *p; }
+static inline void vf_store_pair(float *p, vf a, vf b) { p[0] = a; p[1] = b; }
 static inline void v_load_pair(const double *p, vd *a, vd *b) { *a = p[0]; *b = p[1]; }
 static inline void v_store_pair(double *p, vd a, vd b) { p[0] = a; p[1] = b; }
 static inline void v_load_pair_f32(const float *p, vd *a, vd *b) { *a = p[0]; *b = p[1]; }
@@ -47,7 +54,8 @@ static inline void v_store_pair_f32(float *p, vd a, vd b) { p[0] = (float)a; p[1
 #define V_STREAM 0
 #define v_stream_f32 v_store_f32
 #define v_stream v_store
-#define v_stream_pair_f32 v_store_pair_f32
+#define vf_stream vf_store
+#define vf_stream_pair vf_store_pair
 #define v_stream_pair v_store_pair
 static inline void v_stream_copy(void *dst, const void *src, size_t nbytes) { memcpy(dst, src, nbytes); }
 static inline void v_stream_fence(void) {}

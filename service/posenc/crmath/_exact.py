@@ -17,8 +17,9 @@ import math
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
-#: bits -> (exponent of the smallest normal, exponent that overflows): double and float32.
-FORMATS = {53: (-1022, 1024), 24: (-126, 128)}
+#: bits -> (exponent of the smallest normal, exponent that overflows): double, float32, and the
+#: 16-bit formats the sin/cos tables round into (_trig.py): float16 and bfloat16.
+FORMATS = {53: (-1022, 1024), 24: (-126, 128), 11: (-14, 16), 8: (-126, 128)}
 START_DIGITS = 40
 #: |z| beyond which exp(z) is 0 or inf in any format (the fast path decides those itself).
 Z_LIMIT = 800

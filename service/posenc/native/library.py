@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import PosencError
 from ..encodings.columns import ColumnPlan
 
-ABI_VERSION = 5  # POSENC_ABI_VERSION in posenc.h
+ABI_VERSION = 6  # POSENC_ABI_VERSION in posenc.h
 
 OK, ENOMEM, EINVAL, ERANGE, ENOISA = 0, -1, -2, -3, -4
 DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
