@@ -138,7 +138,7 @@ def _row(table: str, t, textbook, fill, fresh_fill, error: str, fallback: str) -
 
 def _offset_rows(cases: dict, shape: tuple[int, int], fill, fresh_fill, repeats: int) -> tuple[list, str]:
     """Rows for each case into `out` at each of OFFSETS (buffers made once, every page touched),
-    and a line per case with the spread (slowest / fastest offset)."""
+    and one line with each case's spread (slowest / fastest offset)."""
     buffers = {offset: buffer_at(shape, np.float32, offset) for offset in OFFSETS}
     nbytes = buffers[0].nbytes
     rows, spreads = [], []
@@ -156,7 +156,8 @@ def _offset_rows(cases: dict, shape: tuple[int, int], fill, fresh_fill, repeats:
             rows.append([label, f"+{offset} bytes" + (" (numpy's own arrays)" if offset == 16 else ""),
                          f"{s * 1e3:.2f}", f"{nbytes / s / 1e9:.2f}", f"{seconds[0] / s:.0%}",
                          f"{fill.seconds / s:.0%}", f"{fresh_fill.seconds / s:.0%}", fallback])
-        spread = max(seconds.values()) / min(seconds.values())
-        spreads.append(f"- {label}: slowest offset / fastest = {spread:.2f} (target: within 1.10 of the aligned "
-                       f"case; slowest / aligned = {max(seconds.values()) / seconds[0]:.2f})")
-    return rows, "\n".join(spreads)
+        slowest = max(seconds.values())
+        spreads.append(f"{label.split(',')[0]} {slowest / min(seconds.values()):.2f} "
+                       f"({slowest / seconds[0]:.2f} of the aligned time)")
+    return rows, ("Spread over the offsets, slowest / fastest (target: within 1.10 of the aligned case): "
+                  + "; ".join(spreads) + ".")
