@@ -27,8 +27,9 @@ from ._memo import bytes_lru
 #: new array's pages as the rows first reach them (2 MiB at a time: numpy asks for huge pages), and
 #: ordinary stores overwrite those zeros while they are in cache. Measured on the block layouts,
 #: whose streaming goes through an L1 tile (RoPE's [cos | sin] rows and cos/sin pairs): a new 64
-#: MiB RoPE pair 12.7-12.9 ms against 13.6-14.3 streamed; interleaved rows (streamed directly) the
-#: same either way (docs/benchmarks.md, "New arrays"). Into a warm buffer streaming wins: no zeros.
+#: MiB RoPE pair 12.7-12.9 ms against 13.6-14.3 streamed; interleaved rows (then streamed directly,
+#: through the tile too since dff2940) the same either way (docs/benchmarks.md, "New arrays"). Into a
+#: warm buffer streaming wins: no zeros.
 FRESH_CALL_BYTES = 4 << 20
 
 
@@ -64,8 +65,8 @@ def fill_sincos_crc32c(positions: np.ndarray, freqs: np.ndarray, amplitude: np.n
 
 def checked_out(out, shape: tuple[int, int], dtype: np.dtype) -> np.ndarray:
     """`out` as the kernels take it: an ndarray of `shape` and the kernel dtype of `dtype`,
-    C-contiguous and writable; else PosencError naming `out`. Any start address is fine (the
-    kernels store from the first cache line in it at full speed). A view numpy cannot flatten in
+    C-contiguous and writable; else PosencError naming `out`. Any start address is fine: 16, 32 or
+    48 bytes past a cache line (numpy's own arrays: +16) as fast as aligned. A view numpy cannot flatten in
     place would be filled in a flattened copy, leaving the caller's array as it was, and a short one
     written past its end on the numba path: both are refused here, on every path alike."""
     want = kernel_dtype(dtype)
