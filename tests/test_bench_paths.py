@@ -61,7 +61,9 @@ def test_bench_tables_reports_each_path_measured_on_that_path(tmp_path):
     report = out.read_text()
     lines = report.splitlines()
     assert lines[0].startswith("| path | table | implementation |")
+    assert lines[0].endswith("| vs fill | vs fresh-page fill | max abs error vs float64 | exact fallback |")
+    assert "| path | table | `out` starts | ms (median) | GB/s | vs aligned | vs fill |" in report
     for path in runnable_paths():
         rows = [line for line in lines if line.startswith(f"| {path} | ")]
-        assert len(rows) == 10, (path, report)  # 5 sinusoidal and 5 RoPE rows, every path
+        assert len(rows) == 18, (path, report)  # 5 sinusoidal and 5 RoPE rows, 4 offsets of each into `out`
         assert f"- {path}: " in report and f"posenc kernel path: native {path} " in report

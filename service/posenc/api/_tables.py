@@ -14,6 +14,7 @@ import numpy as np
 from .. import native
 from ..dtypes import cast_output, kernel_dtype
 from ..encodings.columns import ColumnPlan
+from ..errors import PosencError
 from ..kernels.active import run_rows, sincos_rows
 from ..kernels.parallel import MIN_PARALLEL_ELEMENTS
 from ..limits import LIMITS
@@ -26,8 +27,9 @@ from ._memo import bytes_lru
 #: new array's pages as the rows first reach them (2 MiB at a time: numpy asks for huge pages), and
 #: ordinary stores overwrite those zeros while they are in cache. Measured on the block layouts,
 #: whose streaming goes through an L1 tile (RoPE's [cos | sin] rows and cos/sin pairs): a new 64
-#: MiB RoPE pair 12.7-12.9 ms against 13.6-14.3 streamed; interleaved rows (streamed directly) the
-#: same either way (docs/benchmarks.md, "New arrays"). Into a warm buffer streaming wins: no zeros.
+#: MiB RoPE pair 12.7-12.9 ms against 13.6-14.3 streamed; interleaved rows (then streamed directly,
+#: through the tile too since dff2940) the same either way (docs/benchmarks.md, "New arrays"). Into a
+#: warm buffer streaming wins: no zeros.
 FRESH_CALL_BYTES = 4 << 20
 
 
@@ -61,6 +63,23 @@ def fill_sincos_crc32c(positions: np.ndarray, freqs: np.ndarray, amplitude: np.n
     return native.ACTIVE.sincos_rows_crc(positions, freqs, amplitude, flat, plan, 0, positions.shape[0], crc)
 
 
+def checked_out(out, shape: tuple[int, int], dtype: np.dtype) -> np.ndarray:
+    """`out` as the kernels take it: an ndarray of `shape` and the kernel dtype of `dtype`,
+    C-contiguous and writable; else PosencError naming `out`. Any start address is fine: 16, 32 or
+    48 bytes past a cache line (numpy's own arrays: +16) as fast as aligned. A view numpy cannot flatten in
+    place would be filled in a flattened copy, leaving the caller's array as it was, and a short one
+    written past its end on the numba path: both are refused here, on every path alike."""
+    want = kernel_dtype(dtype)
+    if not isinstance(out, np.ndarray):
+        raise PosencError("out", f"must be a numpy array, got {type(out).__name__}")
+    if out.shape != shape or out.dtype != want:
+        raise PosencError("out", f"must have shape {list(shape)} and dtype {want}, got {list(out.shape)} {out.dtype}")
+    if not (out.flags.c_contiguous and out.flags.writeable):
+        raise PosencError("out", "must be C-contiguous and writable (a strided view: pass its base, or "
+                          "copy the result into it)")
+    return out
+
+
 class SincosRows:
     """fill_sincos into a fresh [n, width] array of `out_dtype`, with its frequencies, amplitude
     and column plan fixed: the rows function of one spec and dtype, called per request by the
@@ -83,6 +102,8 @@ class SincosRows:
         fresh = out is None
         if fresh:
             out = np.empty((n, self.width), dtype=self.kernel_dtype)
+        else:
+            checked_out(out, (n, self.width), self.out_dtype)
         flat = out.reshape(-1)
         if n * self.width < MIN_PARALLEL_ELEMENTS:
             sincos_rows(positions, self.freqs, self.amplitude, flat, *self.layout, 0, n)
@@ -123,6 +144,8 @@ class PlannedRows(SincosRows):
             return super().__call__(positions, out)
         if out is None:
             out = np.empty((n, self.width), dtype=self.kernel_dtype)
+        else:
+            checked_out(out, (n, self.width), self.out_dtype)
         native.BINDING.sincos_plan_rows(self.native_plan, positions, out.reshape(-1), *self.layout)
         return out if out.dtype is self.out_dtype else cast_output(out, self.out_dtype)
 

@@ -123,8 +123,9 @@ def arrange_rows(rows: np.ndarray, arrangement: str) -> np.ndarray:
 
 def rope_table(positions, spec, *, seq_len=None, dtype="float32", out=None) -> np.ndarray:
     """Rows [cos(p w_0..) | sin(p w_0..)] of width 2*n_freq: the layout of RoPE tables in
-    shared memory and on the wire. `out` (C-contiguous [n, 2*n_freq], float32 or float64) may
-    be preallocated, e.g. a shared-memory segment."""
+    shared memory and on the wire. `out` (C-contiguous [n, 2*n_freq] of `dtype`'s kernel dtype:
+    float32, or float64 for the others; at any address) may be preallocated, e.g. a shared-memory
+    segment; anything else is refused (PosencError naming `out`)."""
     spec = as_rope_spec(spec)
     positions = as_positions(positions)
     inv, attention = _frequencies(spec, positions, seq_len)

@@ -9,7 +9,7 @@ from ..dtypes import cast_output, kernel_dtype, output_dtype
 from ..errors import PositionBeyondLimit
 from ..limits import LIMITS
 from ..encodings import SinusoidalSpec
-from ._tables import constant_amplitude, fill_sincos, fill_sincos_crc32c
+from ._tables import checked_out, constant_amplitude, fill_sincos, fill_sincos_crc32c
 
 
 def sinusoidal(positions, dim, *, base=10000.0, layout="interleaved", min_timescale=1.0, max_timescale=None,
@@ -29,12 +29,15 @@ def sinusoidal(positions, dim, *, base=10000.0, layout="interleaved", min_timesc
 
 
 def sinusoidal_table(positions: np.ndarray, spec: SinusoidalSpec, dtype: np.dtype, out=None) -> np.ndarray:
-    """Rows of `spec` for validated float64 positions; `out` (C-contiguous, kernel dtype) may be preallocated."""
+    """Rows of `spec` for validated float64 positions; `out` (C-contiguous [n, dim] of the kernel
+    dtype, at any address: checked_out) may be preallocated."""
     LIMITS.check_output((positions.shape[0], spec.dim), dtype.itemsize)
     positions = shifted(positions, spec.offset)
     fresh = out is None
     if fresh:
         out = np.empty((positions.shape[0], spec.dim), dtype=kernel_dtype(dtype))
+    else:
+        checked_out(out, (positions.shape[0], spec.dim), dtype)
     fill_sincos(positions, spec.freqs, constant_amplitude(spec.n_sin, spec.amplitude), out.reshape(-1),
                 spec.column_plan(), fresh=fresh)
     if spec.layout == "t2t" and spec.dim % 2:

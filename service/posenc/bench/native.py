@@ -6,7 +6,9 @@ positions (angle addition from the absolute split of integer positions) and for 
 fractional positions (one vectorised sincos per value). Baselines in the same run: the numba
 kernel, the textbook numpy code and libc `memset` of the same bytes (the physical limit). Two bandwidths per row: into a
 pre-faulted buffer (the kernel itself) and into fresh pages (np.empty + kernel, what a
-new array costs: first-touch page faults are about as expensive as the compute).
+new array costs: first-touch page faults are about as expensive as the compute), each also as a
+fraction of memset into the same kind of pages. "exact fallback": the fraction of the table's
+float32 elements whose float64 value does not decide their rounding (the same on every path).
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import native, reference
-from ..kernels import sincos_rows
+from ..api.rope import rope_table
+from ..api.sinusoidal import sinusoidal_table
 from ..encodings import RopeSpec, SinusoidalSpec
 from ..encodings.columns import ColumnPlan
+from ..kernels import sincos_rows
 from .tables import textbook_rope, textbook_sinusoidal
-from .timing import machine_line, markdown_table
+from .timing import fallback_fraction, machine_line, markdown_table
 
 DIM = 128
 SAMPLE_ROWS = 4096  # rows checked against the float64 oracle (the whole 1M-row oracle would need GBs)
@@ -31,7 +35,8 @@ SAMPLE_ROWS = 4096  # rows checked against the float64 oracle (the whole 1M-row 
 
 @dataclass
 class Case:
-    """One table: its frequencies and layout, the textbook code and the float64 oracle."""
+    """One table: its frequencies and layout, the textbook code, the float64 oracle, and its rows
+    in float64 through the API with their amplitude (the exact-fallback fraction's input)."""
 
     label: str
     n: int
@@ -40,6 +45,8 @@ class Case:
     shape: tuple[int, ...]
     textbook: object
     oracle: object  # positions -> rows (float64) in the layout of the flat buffer, for sampled rows
+    rows64: object  # positions -> the same values as float64 table rows (posenc's kernels)
+    amp: float
 
     @property
     def nbytes(self) -> int:
@@ -49,11 +56,13 @@ class Case:
 def sinusoidal_case(n: int) -> Case:
     spec = SinusoidalSpec(DIM)
     return Case(f"sinusoidal {n}x{DIM}", n, spec.freqs, spec.column_plan(), (n, DIM),
-                lambda: textbook_sinusoidal(n, DIM), lambda p: reference.sinusoidal(p, DIM))
+                lambda: textbook_sinusoidal(n, DIM), lambda p: reference.sinusoidal(p, DIM),
+                lambda p: sinusoidal_table(p, spec, np.dtype(np.float64)), spec.amplitude)
 
 
 def rope_case(n: int) -> Case:
-    inv, _ = RopeSpec(DIM, base=500000.0).inv_freq()
+    spec = RopeSpec(DIM, base=500000.0)
+    inv, attention = spec.inv_freq()
     n_freq = inv.shape[0]
     plan = ColumnPlan(row_stride=n_freq, sin_base=n * n_freq, cos_base=0, interleaved=False, n_cos=n_freq)
 
@@ -61,7 +70,8 @@ def rope_case(n: int) -> Case:
         cos, sin = reference.rope_cos_sin(p, inv)
         return np.stack([cos, sin])
 
-    return Case(f"RoPE cos+sin {n}x{n_freq}x2", n, inv, plan, (2, n, n_freq), lambda: textbook_rope(n, inv), oracle)
+    return Case(f"RoPE cos+sin {n}x{n_freq}x2", n, inv, plan, (2, n, n_freq), lambda: textbook_rope(n, inv), oracle,
+                lambda p: rope_table(p, spec, dtype="float64"), attention)
 
 
 def add_arguments(parser) -> None:
@@ -146,7 +156,9 @@ def _measure(case: Case, repeats: int) -> tuple[list[list[str]], list[str]]:
     _interleaved(jobs, repeats)
 
     by_key = {(job.label, job.positions, job.pages): job for job in jobs}
-    limit, text = jobs[0], jobs[-1]
+    limit, fresh_limit, text = jobs[0], jobs[1], jobs[-1]
+    fallback = {kind: f"{fallback_fraction(case.rows64, p, case.amp):.2e}"
+                for kind, p in (("contiguous", positions), ("shuffled fractional", shuffled))}
     rows, best = [], {}
     for label, kind in dict.fromkeys((job.label, job.positions) for job in jobs):
         pre, new = by_key.get((label, kind, "pre-faulted")), by_key.get((label, kind, "fresh"))
@@ -159,7 +171,9 @@ def _measure(case: Case, repeats: int) -> tuple[list[list[str]], list[str]]:
         rows.append([case.label, label, kind, f"{shown.seconds * 1e3:.2f}",
                      f"{case.nbytes / pre.seconds / 1e9:.2f}" if pre else "—",
                      f"{case.nbytes / new.seconds / 1e9:.2f}" if new else "—", f"{limit.seconds / shown.seconds:.0%}",
-                     f"{text.seconds / shown.seconds:.0f}x", error])
+                     f"{fresh_limit.seconds / new.seconds:.0%}" if new else "—",
+                     f"{text.seconds / shown.seconds:.0f}x", error,
+                     fallback[kind] if label.startswith(("native", "numba")) else ""])
         if label.startswith("native") and gbps > best.get(kind, (0.0,))[0]:
             best[kind] = (gbps, label, limit.seconds / shown.seconds, text.seconds / shown.seconds)
     targets = []
@@ -185,9 +199,12 @@ def run(args) -> str:
         rows += case_rows
         targets += case_targets
     table = markdown_table(["table", "implementation", "positions", "ms (median)", "GB/s pre-faulted",
-                            "GB/s fresh pages", "vs memset", "vs textbook", "max abs error vs float64"], rows)
+                            "GB/s fresh pages", "vs memset", "vs fresh-page memset", "vs textbook",
+                            "max abs error vs float64", "exact fallback"], rows)
     summary = "\n".join(targets) or f"- native library unavailable: {native.STATUS}"
     return (f"{table}\n\n{summary}\n\nOne core, float32 output, one run, median of {args.repeats} rounds (shuffled "
             f"and textbook: {max(1, args.repeats // 2)}), every job timed once per round so all see the same "
-            "background load; 'vs' columns use the pre-faulted figure where there is one. "
+            "background load; 'vs memset' and 'vs textbook' use the pre-faulted figure where there is one, "
+            "'vs fresh-page memset' the fresh-pages one (a new array against memset into new pages). Exact "
+            "fallback: the fraction of float32 elements whose float64 value does not decide their rounding. "
             f"Machine: {machine_line()}; CPU features: {native.cpu_features() or 'unknown'}.\n")

@@ -8,6 +8,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass
 class Timing:
@@ -68,3 +70,26 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(out)
+
+
+def buffer_at(shape: tuple[int, ...], dtype, offset: int) -> np.ndarray:
+    """An array of `shape` whose data starts `offset` bytes past a 64-byte (cache-line) boundary,
+    every page touched once: numpy's own big arrays start 16 bytes past one, aligned ones at 0."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.ones(nbytes + 128, np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def fallback_fraction(rows64, positions: np.ndarray, amp: float, chunk: int = 1 << 15) -> float:
+    """The fraction of a float32 table's elements whose float64 value does not decide its rounding
+    (posenc.kernels.rounding.ambiguous: the elements an exact fallback recomputes), from rows64,
+    positions -> the same rows in float64, `chunk` positions at a time (a bounded working set)."""
+    from ..kernels.rounding import ambiguous  # noqa: PLC0415  loads the kernels: only the suites that time them
+
+    hits = total = 0
+    for lo in range(0, positions.shape[0], chunk):
+        values = rows64(positions[lo:lo + chunk])
+        hits += int(np.count_nonzero(ambiguous(values, amp, np.float32)))
+        total += values.size
+    return hits / max(total, 1)
