@@ -25,6 +25,7 @@ import numpy as np
 
 from .args import as_float, as_int
 from .dtypes import OUTPUT_DTYPES, cast_output, kernel_dtype, midpoint_rows, output_dtype
+from .kernels.rounding import ambiguous
 from .encodings import AlibiSpec, LearnedSpec, RopeSpec, SinusoidalSpec
 from .encodings.canonical import Canonical
 from .errors import PosencError
@@ -189,24 +190,45 @@ class TableSpec(Canonical):
         return self.dtype == "float64" or not (self.kind == "sinusoidal" and self.encoding.scale is not None)
 
     def cast_rows(self, rows: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        """Rows read from this table at `positions` as `dtype`, each value rounded once from its
-        float64 value, exactly as the computed answer (cast once, never f64 -> f32 -> f16).
+        """Rows read from this table at `positions` as `dtype`, each value the exact value rounded
+        once, exactly as the computed answer (cast once, never f64 -> f32 -> f16).
 
-        A float32 value y = round32(x) rounds to the same 16-bit value as x unless y is exactly
-        a midpoint of the 16-bit grid (every such midpoint is a float32, and rounding is
-        monotonic): then x's side of it is lost, so those rows alone are recomputed in float64
+        From float64 rows of sin/cos values: the cast decides the rounding of every value not
+        within 2^-46 of a rounding boundary (kernels/rounding.py); rows holding such a value (for
+        float32 about one in 600 at width 128, almost never for 16-bit types) are recomputed.
+        From float32 rows y = round32(x), x the exact value: y rounds to the same 16-bit value as x
+        unless y is exactly a midpoint of the 16-bit grid (every such midpoint is a float32, and
+        rounding is monotonic): then x's side of it is lost, so those rows alone are recomputed
         (about 1 row in 60 for float16 at width 128, 1 in 500 for bfloat16). A learned table's
-        stored rows are its values (copied from the checkpoint): they are cast directly."""
-        if rows.dtype == dtype or rows.dtype == np.float64 or dtype.itemsize != 2 or self.kind == "learned":
+        stored rows are its values (copied from the checkpoint): they are cast directly, as are
+        ALiBi's products and float64 rows with a per-column `scale` (rounded from float64)."""
+        if rows.dtype == dtype or self.kind == "learned":
             return cast_output(rows, dtype)
-        if not self.rounds_once:
-            raise PosencError("dtype", f"this float32 table cannot give single-rounded {dtype.name} rows")
         out = cast_output(rows, dtype)
-        flags, count = midpoint_rows(rows, dtype)
-        if count:
-            redo = np.flatnonzero(flags)
+        if rows.dtype == np.float64:
+            if self.kind == "alibi" or (self.kind == "sinusoidal" and self.encoding.scale is not None):
+                return out
+            values = rows[:, :-1] if self.kind == "sinusoidal" and self.encoding.layout == "t2t" and \
+                self.encoding.dim % 2 else rows  # not t2t's zero column: 0 is never decided
+            flags = ambiguous(values, self._amplitude_bound(), dtype).any(axis=1)
+        else:
+            if dtype.itemsize != 2:
+                return out
+            if not self.rounds_once:
+                raise PosencError("dtype", f"this float32 table cannot give single-rounded {dtype.name} rows")
+            flags, _ = midpoint_rows(rows, dtype)
+        redo = np.flatnonzero(flags)
+        if redo.size:
             out[redo] = self.compute(np.asarray(positions, dtype=np.float64).reshape(-1)[redo], dtype)
         return out
+
+    def _amplitude_bound(self) -> float:
+        """The largest |amplitude| of this sin/cos table's values (the attention factor of RoPE)."""
+        if self.kind == "sinusoidal":
+            return abs(self.encoding.amplitude)
+        from .api.rope import rope_rows_at
+
+        return float(np.abs(rope_rows_at(self.encoding, self.seq_len, np.dtype(np.float64)).amplitude).max())
 
     def serves_dtype(self, dtype: np.dtype) -> bool:
         """Whether rows in `dtype` come out rounded once: a computed table computes them in any

@@ -15,7 +15,9 @@ from .. import native
 from ..dtypes import cast_output, kernel_dtype
 from ..encodings.columns import ColumnPlan
 from ..errors import PosencError
+from ..crmath import sincos_rounded
 from ..kernels.active import run_rows, sincos_rows
+from ..kernels.rounding import ambiguous
 from ..kernels.parallel import MIN_PARALLEL_ELEMENTS
 from ..limits import LIMITS
 from ..native.library import plan_is_dense
@@ -80,13 +82,31 @@ def checked_out(out, shape: tuple[int, int], dtype: np.dtype) -> np.ndarray:
     return out
 
 
+def cast_exact(values: np.ndarray, dtype: np.dtype, freqs: np.ndarray, amplitude: np.ndarray,
+               columns: tuple[np.ndarray, np.ndarray], position_at) -> np.ndarray:
+    """float64 kernel sin/cos values [n, width] as `dtype`, each the exact value rounded once: the
+    cast of its float64 value wherever that decides the rounding (kernels/rounding.py), else
+    posenc.crmath.sincos_rounded (for 16-bit types, about one value in 2^34: values within 2^-46
+    of a rounding boundary). columns: ColumnPlan.sources; position_at(row, column) -> float."""
+    out = cast_output(values, dtype)
+    if out is values:
+        return out
+    freq, cosine = columns
+    amp = np.where(freq >= 0, amplitude[np.maximum(freq, 0)], 0.0)
+    for r, c in zip(*(axis.tolist() for axis in np.nonzero(ambiguous(values, amp, dtype)))):
+        if freq[c] >= 0:
+            out[r, c] = sincos_rounded(position_at(r, c), freqs[freq[c]], amp[c], "cos" if cosine[c] else "sin",
+                                       dtype.name)
+    return out
+
+
 class SincosRows:
     """fill_sincos into a fresh [n, width] array of `out_dtype`, with its frequencies, amplitude
     and column plan fixed: the rows function of one spec and dtype, called per request by the
     HTTP service's prepared plans. A job too small to split across threads calls the kernel
     directly: resolving the plan again each call cost more than computing a row."""
 
-    __slots__ = ("amplitude", "freqs", "kernel_dtype", "layout", "out_dtype", "plan", "row_bytes", "width")
+    __slots__ = ("amplitude", "columns", "freqs", "kernel_dtype", "layout", "out_dtype", "plan", "row_bytes", "width")
 
     def __init__(self, freqs: np.ndarray, amplitude: np.ndarray, plan: ColumnPlan, out_dtype: np.dtype):
         self.freqs, self.amplitude, self.plan, self.out_dtype = freqs, amplitude, plan, out_dtype
@@ -94,6 +114,14 @@ class SincosRows:
         self.row_bytes = self.width * out_dtype.itemsize
         self.kernel_dtype = kernel_dtype(out_dtype)
         self.layout = (plan.row_stride, plan.sin_base, plan.cos_base, plan.interleaved, plan.n_cos)
+        self.columns = plan.sources(freqs.shape[0], self.width)
+
+    def cast(self, values: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """The kernel's rows of `positions` as out_dtype (16-bit types: cast_exact)."""
+        if values.dtype is self.out_dtype:
+            return values
+        return cast_exact(values.reshape(-1, self.width), self.out_dtype, self.freqs, self.amplitude, self.columns,
+                          lambda r, c: float(positions[r])).reshape(values.shape)
 
     def __call__(self, positions: np.ndarray, out=None) -> np.ndarray:
         n = positions.shape[0]
@@ -109,7 +137,7 @@ class SincosRows:
             sincos_rows(positions, self.freqs, self.amplitude, flat, *self.layout, 0, n)
         else:
             fill_sincos(positions, self.freqs, self.amplitude, flat, self.plan, fresh=fresh)
-        return out if out.dtype is self.out_dtype else cast_output(out, self.out_dtype)
+        return self.cast(out, positions)
 
 
 class PlannedRows(SincosRows):
@@ -136,7 +164,7 @@ class PlannedRows(SincosRows):
             return self(np.array([position], dtype=np.float64))[0]
         self._position[0] = position
         native.BINDING.sincos_plan_rows(self.native_plan, self._position, self._row, *self.layout)
-        return self._row if self._row.dtype is self.out_dtype else cast_output(self._row, self.out_dtype)
+        return self.cast(self._row, self._position)
 
     def __call__(self, positions: np.ndarray, out=None) -> np.ndarray:
         n = positions.shape[0]
@@ -147,7 +175,7 @@ class PlannedRows(SincosRows):
         else:
             checked_out(out, (n, self.width), self.out_dtype)
         native.BINDING.sincos_plan_rows(self.native_plan, positions, out.reshape(-1), *self.layout)
-        return out if out.dtype is self.out_dtype else cast_output(out, self.out_dtype)
+        return self.cast(out, positions)
 
 
 @bytes_lru(8 << 20)

@@ -16,7 +16,7 @@ from ..errors import PosencError
 from ..kernels.active import rope_rotate_rows, run_rows, xpos_decay_rows
 from ..limits import LIMITS
 from ._memo import bytes_lru
-from ._tables import PlannedRows, SincosRows, constant_amplitude, fill_cos_sin_pair, fill_sincos_crc32c
+from ._tables import PlannedRows, SincosRows, cast_exact, constant_amplitude, fill_cos_sin_pair, fill_sincos_crc32c
 
 
 def as_rope_spec(spec, field: str = "spec") -> RopeSpec:
@@ -100,7 +100,22 @@ def rope_cos_sin(positions, spec, *, seq_len=None, dtype="float32", arrangement=
     n = positions.shape[-1]
     LIMITS.check_output((2, n, inv.shape[0] * ARRANGEMENTS[arrangement]), out_dtype.itemsize)
     cos, sin = _cos_sin(positions, spec, inv, attention, kernel_dtype(out_dtype))
-    return arrange(cast_output(cos, out_dtype), arrangement), arrange(cast_output(sin, out_dtype), arrangement)
+    return (arrange(_cast_exact(cos, out_dtype, positions, spec, inv, attention, True), arrangement),
+            arrange(_cast_exact(sin, out_dtype, positions, spec, inv, attention, False), arrangement))
+
+
+def _cast_exact(values: np.ndarray, dtype: np.dtype, positions: np.ndarray, spec: RopeSpec, inv: np.ndarray,
+                attention: float, cosine: bool) -> np.ndarray:
+    """rope_cos_sin's cos or sin [n, n_freq] as `dtype`, each value the exact one rounded once
+    (cast_exact); for M-RoPE, column i's positions are its chunk's axis."""
+    n_freq = inv.shape[0]
+    axis = np.zeros(n_freq, dtype=np.int64)
+    if positions.ndim == 2:
+        for first, end, chunk_axis in spec.mrope_chunks:
+            axis[first:end] = chunk_axis
+    rows = positions.reshape(-1, positions.shape[-1])
+    return cast_exact(values, dtype, inv, constant_amplitude(n_freq, attention),
+                      (np.arange(n_freq), np.full(n_freq, cosine)), lambda r, c: float(rows[axis[c], r]))
 
 
 def arrange(values: np.ndarray, arrangement: str) -> np.ndarray:

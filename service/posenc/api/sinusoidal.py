@@ -9,7 +9,7 @@ from ..dtypes import cast_output, kernel_dtype, output_dtype
 from ..errors import PositionBeyondLimit
 from ..limits import LIMITS
 from ..encodings import SinusoidalSpec
-from ._tables import checked_out, constant_amplitude, fill_sincos, fill_sincos_crc32c
+from ._tables import cast_exact, checked_out, constant_amplitude, fill_sincos, fill_sincos_crc32c
 
 
 def sinusoidal(positions, dim, *, base=10000.0, layout="interleaved", min_timescale=1.0, max_timescale=None,
@@ -38,13 +38,15 @@ def sinusoidal_table(positions: np.ndarray, spec: SinusoidalSpec, dtype: np.dtyp
         out = np.empty((positions.shape[0], spec.dim), dtype=kernel_dtype(dtype))
     else:
         checked_out(out, (positions.shape[0], spec.dim), dtype)
-    fill_sincos(positions, spec.freqs, constant_amplitude(spec.n_sin, spec.amplitude), out.reshape(-1),
-                spec.column_plan(), fresh=fresh)
+    amplitude, plan = constant_amplitude(spec.n_sin, spec.amplitude), spec.column_plan()
+    fill_sincos(positions, spec.freqs, amplitude, out.reshape(-1), plan, fresh=fresh)
     if spec.layout == "t2t" and spec.dim % 2:
         out[:, -1] = 0.0
-    if spec.scale is not None:  # per-column factors: a second pass, off the common path
+    if spec.scale is not None:  # per-column factors: a second pass, off the common path, rounded from float64
         out *= np.asarray(spec.scale, dtype=out.dtype)
-    return cast_output(out, dtype)
+        return cast_output(out, dtype)
+    return cast_exact(out, dtype, spec.freqs, amplitude, plan.sources(spec.n_sin, spec.dim),
+                      lambda r, c: float(positions[r]))
 
 
 def sinusoidal_rows_crc32c(positions: np.ndarray, spec: SinusoidalSpec, out: np.ndarray, crc: int) -> int | None:

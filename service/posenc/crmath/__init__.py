@@ -13,6 +13,8 @@ result, else Ziv's strategy in decimal arithmetic with exact midpoint detection 
 `pow_each` and `exp_each` run the C twin through posenc.native's binding when it is built (the
 same numbers, ~50x faster: frequencies of a new spec cost microseconds, not milliseconds), the
 Python code otherwise.
+`sincos_rounded` gives amp * sin(p w) or amp * cos(p w), the product exact, rounded once to float32,
+float16 or bfloat16: the exact path of the sin/cos kernels (kernels/rounding.py).
 Results with float32 precision (`powf`, `logf`) round the exact value once to float32 (BLOOM's
 and MPT's float32 ALiBi slopes, T5's float32 log). The domain errors follow `math`: log of a
 non-positive number and pow of a negative base to a non-integer power raise ValueError, a finite
@@ -107,6 +109,18 @@ def logf(x) -> float:
     return log_value(float(x), 24)
 
 
+def sincos_rounded(p, w, amp=1.0, which: str = "sin", dtype: str = "float32") -> float:
+    """amp * sin(p w) (which="sin") or amp * cos(p w) ("cos"), p w the exact product of the two
+    floats, rounded once into `dtype` ("float32", "float16" or "bfloat16"), returned as a float:
+    the value every float32/16-bit sin/cos table element is (_trig.py; Ziv's strategy in integers,
+    ~20 us a call: the kernels take it for the few values their float64 result leaves undecided)."""
+    from ._trig import FORMAT_BITS, sincos_rounded as exact  # fractions load only when needed
+
+    if which not in ("sin", "cos") or dtype not in FORMAT_BITS:
+        raise ValueError(f"sincos_rounded: which must be 'sin' or 'cos' and dtype one of {sorted(FORMAT_BITS)}")
+    return exact(float(p), float(w), float(amp), which, dtype)
+
+
 @functools.cache
 def _binding():
     """posenc.native's CPython binding, or None (not built, POSENC_NATIVE=0, or a POSENC_ISA this CPU
@@ -146,4 +160,5 @@ def exp_each(x) -> np.ndarray:
     return out
 
 
-__all__ = ["exp", "exp_each", "exp_value", "log", "log_value", "logf", "pow", "pow_each", "pow_value", "powf"]
+__all__ = ["exp", "exp_each", "exp_value", "log", "log_value", "logf", "pow", "pow_each", "pow_value", "powf",
+           "sincos_rounded"]

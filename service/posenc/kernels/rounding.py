@@ -20,14 +20,13 @@ SINCOS_ERROR = 2.0**-46
 
 def ambiguous(values: np.ndarray, amp: np.ndarray | float, dtype) -> np.ndarray:
     """Which float64 kernel values `values` (amplitudes `amp`, broadcast against them) do not
-    decide their rounding to `dtype` (float32, float16 or bfloat16): y - E and y + E round apart."""
-    error = SINCOS_ERROR * np.abs(np.asarray(amp, dtype=np.float64))
-    with np.errstate(over="ignore", invalid="ignore"):
-        low, high = _round(values - error, dtype), _round(values + error, dtype)
-    return (low != high) & ~np.isnan(values)
-
-
-def _round(values: np.ndarray, dtype) -> np.ndarray:
+    decide their rounding to `dtype` (float32, float16 or bfloat16): y - E and y + E round to
+    different bit patterns (NaN: decided)."""
     from ..dtypes import cast_output, output_dtype  # noqa: PLC0415  dtypes imports the kernels
 
-    return cast_output(values, output_dtype(dtype)).astype(np.float64)
+    dtype = output_dtype(dtype)
+    bits = np.dtype(f"u{dtype.itemsize}")
+    error = SINCOS_ERROR * np.abs(np.asarray(amp, dtype=np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        low, high = cast_output(values - error, dtype), cast_output(values + error, dtype)
+    return (low.view(bits) != high.view(bits)) & ~np.isnan(values)  # bit patterns, as the kernels: -0 != +0

@@ -19,10 +19,17 @@ fast-math and LLVM does not contract, so no multiply-add is fused behind our bac
 
 Stores go through per-row 1-D slices: numba/LLVM vectorises those, but not stores
 through 2-D views or computed flat offsets (2.5x slower, measured).
+
+float32 rows are correctly rounded as the native ones are (kernels/rounding.py, posenc.h): the
+rounding of y - err is stored where it equals that of y + err; the kernel lists the other
+values (row, frequency, sin or cos) and `sincos_rows` writes posenc.crmath.sincos_rounded's
+exact value over each. Any correct rounding is the same number, so the bits match C's.
 """
 
 import math
 
+from ..crmath import sincos_rounded
+from .rounding import SINCOS_ERROR
 from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 import numba as nb
 import numpy as np
@@ -148,13 +155,53 @@ def _part_row(cache, tags, j, unit, freqs):
     return slot
 
 
-@nb.njit(nogil=True, cache=True)
+#: Undecided float32 values one kernel call lists before it returns for them to be written.
+UNDECIDED_CAPACITY = 4096
+
+
 def sincos_rows(positions, freqs, amp, flat, row_stride, sin_base, cos_base, interleaved, n_cos, lo, hi):
     """For rows r in lo..hi and frequency i (n_sin = len(freqs) >= n_cos):
 
     blocks:      flat[r*row_stride + sin_base + i] = amp_i sin(p_r w_i),  cos at cos_base + i
     interleaved: flat[r*row_stride + 2i] = amp_i sin(p_r w_i),  flat[r*row_stride + 2i + 1] = amp_i cos(p_r w_i)
-    """
+
+    float64: the kernel's value y; float32: the exact value rounded once."""
+    f32 = flat.dtype == np.float32
+    err = SINCOS_ERROR * np.abs(amp) if f32 else amp
+    undecided = np.empty((UNDECIDED_CAPACITY, 3), dtype=np.int64)
+    sin_col = 2 if interleaved else 1
+    while lo < hi:
+        count, lo = _sincos_rows(positions, freqs, amp, flat, row_stride, sin_base, cos_base, interleaved, n_cos,
+                                 lo, hi, f32, err, undecided)
+        for r, i, cosine in undecided[:count].tolist():
+            column = (2 * i + 1 if interleaved else cos_base + i) if cosine else sin_base + sin_col * i
+            flat[r * row_stride + column] = sincos_rounded(float(positions[r]), float(freqs[i]), float(amp[i]),
+                                                           "cos" if cosine else "sin")
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _store(out, j, y, f32, err, undecided, count, r, i, cosine):
+    """out[j] = y (float64), or the rounding of y - err where it equals that of y + err (float32;
+    bit for bit, as C's vf_differ: -0 and +0 differ, a NaN is decided); else the value is listed
+    in `undecided` (and the rounding of y - err stays until it is replaced). Returns the count."""
+    if not f32:
+        out[j] = y
+        return count
+    low, high = np.float32(y - err), np.float32(y + err)
+    out[j] = low
+    if (low != high and low == low) or (low == 0 and high == 0 and math.copysign(1.0, low) != math.copysign(1.0, high)):
+        undecided[count, 0] = r
+        undecided[count, 1] = i
+        undecided[count, 2] = cosine
+        count += 1
+    return count
+
+
+@nb.njit(nogil=True, cache=True)
+def _sincos_rows(positions, freqs, amp, flat, row_stride, sin_base, cos_base, interleaved, n_cos, lo, hi, f32, err,
+                 undecided):
+    """sincos_rows' rows from lo, listing the undecided float32 values in `undecided`; returns
+    (their count, the row it stopped before): hi, or earlier when the list could overflow."""
     n_sin = freqs.shape[0]
     wide = n_sin > CACHE_MAX_FREQS
     mid = np.empty((1 if wide else MID_ROWS, 2, n_sin))
@@ -171,7 +218,10 @@ def sincos_rows(positions, freqs, amp, flat, row_stride, sin_base, cos_base, int
     anchor_coarse = math.nan
     anchor_mid = -1
     sin_col = 2 if interleaved else 1
+    count = 0
     for r in range(lo, hi):
+        if count + 2 * n_sin > undecided.shape[0]:
+            return count, r
         p = positions[r]
         if abs(p) < 2.0**53 and p == math.floor(p):
             coarse = math.floor(p * (1.0 / SPLIT_COARSE)) * SPLIT_COARSE
@@ -202,14 +252,15 @@ def sincos_rows(positions, freqs, amp, flat, row_stride, sin_base, cos_base, int
         if interleaved:
             row = flat[r * row_stride: (r + 1) * row_stride]
             for i in range(n_cos):
-                row[2 * i] = s[i]
-                row[2 * i + 1] = c[i]
+                count = _store(row, 2 * i, s[i], f32, err[i], undecided, count, r, i, 0)
+                count = _store(row, 2 * i + 1, c[i], f32, err[i], undecided, count, r, i, 1)
         else:
             sin_row = flat[r * row_stride + sin_base: r * row_stride + sin_base + n_cos]
             cos_row = flat[r * row_stride + cos_base: r * row_stride + cos_base + n_cos]
             for i in range(n_cos):
-                sin_row[i] = s[i]
-                cos_row[i] = c[i]
+                count = _store(sin_row, i, s[i], f32, err[i], undecided, count, r, i, 0)
+                count = _store(cos_row, i, c[i], f32, err[i], undecided, count, r, i, 1)
         # odd widths: the one sin column without a cos partner
         for i in range(n_cos, n_sin):
-            flat[r * row_stride + sin_base + sin_col * i] = s[i]
+            count = _store(flat, r * row_stride + sin_base + sin_col * i, s[i], f32, err[i], undecided, count, r, i, 0)
+    return count, hi
