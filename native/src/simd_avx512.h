@@ -67,6 +67,11 @@ static inline int vf_differ(vf a, vf b) {
 }
 static inline void vf_store(float *p, vf x) { X(_mm256_storeu_ps)(p, x); }
 static inline vf vf_load(const float *p) { return X(_mm256_loadu_ps)(p); }
+/* Differing bits of two roundings, or-ed over a row group and tested once (kernels_body.h emit). */
+static inline vf vf_xor(vf a, vf b) { return X(_mm256_xor_ps)(a, b); }
+static inline vf vf_or(vf a, vf b) { return X(_mm256_or_ps)(a, b); }
+static inline vf vf_zero(void) { return X(_mm256_setzero_ps)(); }
+static inline int vf_any(vf x) { return !X(_mm256_testz_si256)(X(_mm256_castps_si256)(x), X(_mm256_castps_si256)(x)); }
 
 static inline void v_load_pair(const double *p, vd *a, vd *b) {
     vd lo = X(_mm512_loadu_pd)(p), hi = X(_mm512_loadu_pd)(p + 8);
