@@ -394,8 +394,13 @@ INLINE split_parts split_of(double p) {
 }
 
 /* Rows computed per pass over the frequencies when they share an anchor: the anchor is loaded
- * once for all of them (the loop is bound by loads through L1). split_rows takes 1 to 4. */
+ * once for all of them (the loop is bound by loads through L1). split_rows takes 1 to 4; a SIMD
+ * layer may ask for fewer (V_ROWS_PER_PASS: simd_avx512.h). */
+#ifdef V_ROWS_PER_PASS
+#define ROWS_PER_PASS V_ROWS_PER_PASS
+#else
 #define ROWS_PER_PASS 4
+#endif
 
 /* The values of vector v of a row: the (coarse + mid) anchor (as, ac) advanced by the row's fine
  * part (one angle addition). */
