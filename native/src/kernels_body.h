@@ -272,14 +272,13 @@ INLINE int f32_undecided(const trig_state *st, int64_t i0, vd s, vd c, vf *fs, v
 /* f32_undecided's roundings of y - err into (fs, fc), and `flags` or-ed with the bits in which they
  * differ from those of y + err: nonzero where some lane is undecided. The hot loops test that once
  * per row group, one vector or per value instead of a compare, a mask move and scalar shifts
- * (Zen 4, one thread, 131072 x 128 float32 into a 64 MiB buffer: sinusoidal rows 6.45 -> 5.95 ms
- * on AVX-512, RoPE rows unchanged at ~6.0; AVX2 7.3 -> 6.0 and 7.25 -> 6.4). Tried and dropped:
- * deciding on y's bits in integers (its low 29 mantissa bits' distance to 2^28 against a shift
- * from its exponent; one conversion instead of three): with 64-bit lanes, or 32-bit lanes of s and
- * c packed by two permutes, it ran 1.05-1.18x slower on AVX-512 (more vector ops than the two
- * conversions it saves) and flagged 185 values of the RoPE table against 125. Most of the time is
- * compute, not memory: rows kept in cache (4096 rows 32 times) take as long as the 64 MiB table;
- * without any check they take 3.0-3.2 ms, the check (two more conversions, two adds) the rest. */
+ * (Zen 4, with one row per pass on AVX-512: 0.90-0.97x the time of the per-vector masks there,
+ * 0.85-0.94x on AVX2; docs/benchmarks.md, "Correctly rounded float32: where the time goes").
+ * Tried and dropped: deciding on y's bits in integers (its low 29 mantissa bits' distance to
+ * 2^28 against a shift from its exponent; one conversion per value instead of two): with 64-bit
+ * lanes, or 32-bit lanes of s and c packed by two permutes, it ran 1.05-1.18x slower on AVX-512
+ * (more vector ops than the conversions and adds it saves) and flagged 185 values of the RoPE
+ * 131072 x 64 table against 125. */
 INLINE vf f32_round(const trig_state *st, int64_t i0, vd s, vd c, vf *fs, vf *fc, vf flags) {
     vd err = v_load(st->err + i0);
     *fs = v_to_f32(v_sub(s, err));
