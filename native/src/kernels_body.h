@@ -269,6 +269,23 @@ INLINE int f32_undecided(const trig_state *st, int64_t i0, vd s, vd c, vf *fs, v
     return vf_differ(*fs, v_to_f32(v_add(s, err))) | (vf_differ(*fc, v_to_f32(v_add(c, err))) << VW);
 }
 
+/* f32_undecided's roundings of y - err into (fs, fc), and `flags` or-ed with the bits in which they
+ * differ from those of y + err: nonzero where some lane is undecided. The hot loops test that once
+ * per row group, one vector or per value instead of a compare, a mask move and scalar shifts
+ * (Zen 4, with one row per pass on AVX-512: 0.90-0.97x the time of the per-vector masks there,
+ * 0.85-0.94x on AVX2; docs/benchmarks.md, "Correctly rounded float32: where the time goes").
+ * Tried and dropped: deciding on y's bits in integers (its low 29 mantissa bits' distance to
+ * 2^28 against a shift from its exponent; one conversion per value instead of two): with 64-bit
+ * lanes, or 32-bit lanes of s and c packed by two permutes, it ran 1.05-1.18x slower on AVX-512
+ * (more vector ops than the conversions and adds it saves) and flagged 185 values of the RoPE
+ * 131072 x 64 table against 125. */
+INLINE vf f32_round(const trig_state *st, int64_t i0, vd s, vd c, vf *fs, vf *fc, vf flags) {
+    vd err = v_load(st->err + i0);
+    *fs = v_to_f32(v_sub(s, err));
+    *fc = v_to_f32(v_sub(c, err));
+    return vf_or(flags, vf_or(vf_xor(*fs, v_to_f32(v_add(s, err))), vf_xor(*fc, v_to_f32(v_add(c, err)))));
+}
+
 /* The flagged lanes' exact values (bit k: sin of frequency i0 + k; bit VW + k: its cos) into a
  * float32 row laid out as `lay`. */
 static void write_exact_lanes(const trig_state *st, double p, float *row, int64_t i0, int lanes,
@@ -285,8 +302,8 @@ static void write_exact_lanes(const trig_state *st, double p, float *row, int64_
 }
 
 /* Store s and c of frequencies i0.. into `row`; float32 rows store the rounding of y - err and
- * return the undecided lanes (0 for float64). */
-INLINE int emit(const trig_state *st, void *row, int64_t i0, vd s, vd c, ROW_ARGS) {
+ * return `flags` with f32_round's differences or-ed in (float64 rows: flags as they are). */
+INLINE vf emit(const trig_state *st, void *row, int64_t i0, vd s, vd c, vf flags, ROW_ARGS) {
     int direct = stream == STREAM_DIRECT;
     if (!f32) {
         if (i0 + VW > lay->n_cos) {
@@ -297,10 +314,10 @@ INLINE int emit(const trig_state *st, void *row, int64_t i0, vd s, vd c, ROW_ARG
             store_elems((char *)row + (size_t)(lay->sin_base + i0) * sizeof(double), s, 0, direct);
             store_elems((char *)row + (size_t)(lay->cos_base + i0) * sizeof(double), c, 0, direct);
         }
-        return 0;
+        return flags;
     }
     vf fs, fc;
-    int lanes = f32_undecided(st, i0, s, c, &fs, &fc);
+    flags = f32_round(st, i0, s, c, &fs, &fc, flags);
     float *out = (float *)row;
     if (i0 + VW > lay->n_cos) { /* frequencies past n_cos: element by element (float -> double -> float is exact) */
         float sv[VW], cv[VW];
@@ -319,7 +336,7 @@ INLINE int emit(const trig_state *st, void *row, int64_t i0, vd s, vd c, ROW_ARG
         vf_store(out + lay->sin_base + i0, fs);
         vf_store(out + lay->cos_base + i0, fc);
     }
-    return lanes;
+    return flags;
 }
 
 /* amp * sincos(p * w) of the frequencies of vector v, the product exact: the values of
@@ -350,13 +367,13 @@ static __attribute__((noinline, cold)) void patch_direct_row(const trig_state *s
 /* Row = amp * sincos(p * w), the product exact: positions that are not split (fractional, huge). */
 INLINE void direct_row(const trig_state *st, double p, void *row, ROW_ARGS) {
     vd pv = v_set1(p);
-    int undecided = 0;
+    vf flags = vf_zero();
     for (int64_t v = 0; v < st->n_vec; v++) {
         vd s, c;
         direct_values(st, pv, v, &s, &c);
-        undecided |= emit(st, row, v * VW, s, c, lay, n_sin, interleaved, f32, stream);
+        flags = emit(st, row, v * VW, s, c, flags, lay, n_sin, interleaved, f32, stream);
     }
-    if (f32 && __builtin_expect(undecided != 0, 0))
+    if (f32 && __builtin_expect(vf_any(flags), 0))
         patch_direct_row(st, p, (float *)row, lay, n_sin, interleaved, stream);
 }
 
@@ -376,8 +393,13 @@ INLINE split_parts split_of(double p) {
 }
 
 /* Rows computed per pass over the frequencies when they share an anchor: the anchor is loaded
- * once for all of them (the loop is bound by loads through L1). split_rows takes 1 to 4. */
+ * once for all of them (the loop is bound by loads through L1). split_rows takes 1 to 4; a SIMD
+ * layer may ask for fewer (V_ROWS_PER_PASS: simd_avx512.h). */
+#ifdef V_ROWS_PER_PASS
+#define ROWS_PER_PASS V_ROWS_PER_PASS
+#else
 #define ROWS_PER_PASS 4
+#endif
 
 /* The values of vector v of a row: the (coarse + mid) anchor (as, ac) advanced by the row's fine
  * part (one angle addition). */
@@ -387,10 +409,11 @@ INLINE void split_values(const trig_state *st, const double *fine, int64_t v, vd
     *c = v_fmsub(ac, fc, v_mul(as, fs));
 }
 
-INLINE int split_row_at(const trig_state *st, const double *fine, int64_t v, vd as, vd ac, char *row, ROW_ARGS) {
+INLINE vf split_row_at(const trig_state *st, const double *fine, int64_t v, vd as, vd ac, char *row, vf flags,
+                       ROW_ARGS) {
     vd s, c;
     split_values(st, fine, v, as, ac, &s, &c);
-    return emit(st, row, v * VW, s, c, lay, n_sin, interleaved, f32, stream);
+    return emit(st, row, v * VW, s, c, flags, lay, n_sin, interleaved, f32, stream);
 }
 
 /* split_rows' float32 rows again, the undecided values replaced by their exact values. */
@@ -417,20 +440,20 @@ static __attribute__((noinline, cold)) void patch_split_rows(const trig_state *s
  * load the anchor once per row again. */
 INLINE void split_rows(trig_state *st, double p, const double *const *fine, int count, char *row, size_t row_bytes,
                        ROW_ARGS) {
-    int undecided = 0;
+    vf flags = vf_zero();
     for (int64_t v = 0; v < st->n_vec; v++) {
         vd as = v_load(st->as + v * VW), ac = v_load(st->ac + v * VW);
-        undecided |= split_row_at(st, fine[0], v, as, ac, row, lay, n_sin, interleaved, f32, stream);
+        flags = split_row_at(st, fine[0], v, as, ac, row, flags, lay, n_sin, interleaved, f32, stream);
         if (count > 1)
-            undecided |= split_row_at(st, fine[1], v, as, ac, row + row_bytes, lay, n_sin, interleaved, f32, stream);
+            flags = split_row_at(st, fine[1], v, as, ac, row + row_bytes, flags, lay, n_sin, interleaved, f32, stream);
         if (count > 2)
-            undecided |= split_row_at(st, fine[2], v, as, ac, row + 2 * row_bytes, lay, n_sin, interleaved, f32,
-                                      stream);
+            flags = split_row_at(st, fine[2], v, as, ac, row + 2 * row_bytes, flags, lay, n_sin, interleaved, f32,
+                                 stream);
         if (count > 3)
-            undecided |= split_row_at(st, fine[3], v, as, ac, row + 3 * row_bytes, lay, n_sin, interleaved, f32,
-                                      stream);
+            flags = split_row_at(st, fine[3], v, as, ac, row + 3 * row_bytes, flags, lay, n_sin, interleaved, f32,
+                                 stream);
     }
-    if (f32 && __builtin_expect(undecided != 0, 0))
+    if (f32 && __builtin_expect(vf_any(flags), 0))
         patch_split_rows(st, p, fine, count, row, row_bytes, lay, n_sin, interleaved, stream);
 }
 

@@ -42,6 +42,11 @@ static inline int vf_differ(vf a, vf b) {
 }
 static inline void vf_store(float *p, vf x) { _mm_storeu_ps(p, x); }
 static inline vf vf_load(const float *p) { return _mm_loadu_ps(p); }
+/* Differing bits of two roundings, or-ed over a row group and tested once (see simd_avx512.h). */
+static inline vf vf_xor(vf a, vf b) { return _mm_xor_ps(a, b); }
+static inline vf vf_or(vf a, vf b) { return _mm_or_ps(a, b); }
+static inline vf vf_zero(void) { return _mm_setzero_ps(); }
+static inline int vf_any(vf x) { return !_mm_testz_si128(_mm_castps_si128(x), _mm_castps_si128(x)); }
 
 static inline void v_load_pair(const double *p, vd *a, vd *b) {
     vd lo = _mm256_loadu_pd(p), hi = _mm256_loadu_pd(p + 4);           /* a0 b0 a1 b1 | a2 b2 a3 b3 */

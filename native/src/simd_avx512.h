@@ -67,6 +67,11 @@ static inline int vf_differ(vf a, vf b) {
 }
 static inline void vf_store(float *p, vf x) { X(_mm256_storeu_ps)(p, x); }
 static inline vf vf_load(const float *p) { return X(_mm256_loadu_ps)(p); }
+/* Differing bits of two roundings, or-ed over a row group and tested once (kernels_body.h emit). */
+static inline vf vf_xor(vf a, vf b) { return X(_mm256_xor_ps)(a, b); }
+static inline vf vf_or(vf a, vf b) { return X(_mm256_or_ps)(a, b); }
+static inline vf vf_zero(void) { return X(_mm256_setzero_ps)(); }
+static inline int vf_any(vf x) { return !X(_mm256_testz_si256)(X(_mm256_castps_si256)(x), X(_mm256_castps_si256)(x)); }
 
 static inline void v_load_pair(const double *p, vd *a, vd *b) {
     vd lo = X(_mm512_loadu_pd)(p), hi = X(_mm512_loadu_pd)(p + 8);
@@ -142,5 +147,11 @@ static inline void v_stream_fence(void) { X(_mm_sfence)(); }
  * a line) RoPE 131072 x 64 x 2 float32 took 34 ms against 4.0 ms aligned on Zen 4, sinusoidal
  * rows 7.0 ms against 3.3; through the tile every offset 0/16/32/48 takes 3.9-4.4 ms. */
 #define V_TILE_BLOCK_ROWS 1
+/* One row per pass (kernels_body.h ROWS_PER_PASS): on Zen 4 the four-row body, with its float32
+ * roundings and checks, ran slower than one row at a time (131072 x 64 frequencies float32 into
+ * 64 MiB, A/B alternated, three rounds of 11: RoPE rows 0.87-1.04x the time, sinusoidal rows
+ * 0.86-0.96x; in cache, 4096 rows 32 times: sinusoidal 0.93x, RoPE 1.00x). AVX2 keeps four (one
+ * row there: 1.05-1.11x the time). */
+#define V_ROWS_PER_PASS 1
 
 #endif

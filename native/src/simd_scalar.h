@@ -43,6 +43,13 @@ static inline vf v_to_f32(vd x) { return (float)x; }
 static inline int vf_differ(vf a, vf b) { return memcmp(&a, &b, sizeof a) != 0; }
 static inline void vf_store(float *p, vf x) { *p = x; }
 static inline vf vf_load(const float *p) { return *p; }
+/* Differing bits of two roundings, or-ed over a row group and tested once (see simd_avx512.h). */
+static inline uint32_t vf_bits(vf a) { uint32_t b; memcpy(&b, &a, sizeof b); return b; }
+static inline vf vf_of_bits(uint32_t b) { vf a; memcpy(&a, &b, sizeof a); return a; }
+static inline vf vf_xor(vf a, vf b) { return vf_of_bits(vf_bits(a) ^ vf_bits(b)); }
+static inline vf vf_or(vf a, vf b) { return vf_of_bits(vf_bits(a) | vf_bits(b)); }
+static inline vf vf_zero(void) { return 0.0f; }
+static inline int vf_any(vf x) { return vf_bits(x) != 0; }
 static inline void vf_store_pair(float *p, vf a, vf b) { p[0] = a; p[1] = b; }
 static inline void v_load_pair(const double *p, vd *a, vd *b) { *a = p[0]; *b = p[1]; }
 static inline void v_store_pair(double *p, vd a, vd b) { p[0] = a; p[1] = b; }
