@@ -6,7 +6,7 @@ Independent of posenc's kernels and of any libm's float64 sin: two oracles.
 * `exact_value` / `rounded`: mpmath at PREC bits (the product p*w exact, mpmath's own argument
   reduction, which widens its precision by the argument's magnitude), rounded once by integer
   arithmetic on the mantissa (never float() then a cast: that rounds twice). `correctly_rounded`
-  checks the rounding again at twice the precision (Ziv: two precisions that agree).
+  raises the precision until the value's error interval rounds to one value (Ziv's strategy).
 * `scan_column`: every integer position 0..stop-1 of one frequency at once, in numpy longdouble
   (x87's 64-bit mantissa on x86-64), for the exhaustive scans. The angle p*w is never rounded:
   p = a*T + b, and each of a*T*w and b*w is the sum of two float64 products that are exact
@@ -28,8 +28,8 @@ import ml_dtypes
 import mpmath
 import numpy as np
 
-#: mpmath working precision: the hardest float32 case of 2^24 positions sits ~2^-30 ulp from a
-#: midpoint (24 + 30 bits); 200 leaves no doubt, and `correctly_rounded` checks at twice it.
+#: mpmath's first working precision: the hardest float32 case of 2^24 positions sits ~2^-30 ulp from
+#: a midpoint (24 + 30 bits); `correctly_rounded` goes higher where 200 bits do not decide.
 PREC = 200
 #: (significand bits with the implicit one, smallest normal exponent, largest exponent)
 FORMATS = {"float32": (24, -126, 127), "float16": (11, -14, 15), "bfloat16": (8, -126, 127)}
@@ -81,11 +81,22 @@ def rounded(value: mpmath.mpf, dtype: str) -> float:
 
 
 def correctly_rounded(p: float, w: float, amp: float, which: str, dtype: str) -> float:
-    """The element's correctly rounded value, checked at PREC and 2*PREC bits."""
-    value = rounded(exact_value(p, w, amp, which), dtype)
-    again = rounded(exact_value(p, w, amp, which, 2 * PREC), dtype)
-    assert _same(value, again), f"mpmath's rounding moved with precision at p={p!r} w={w!r} {which}"
-    return value
+    """The element's correctly rounded value (Ziv): exact_value at PREC bits, doubled until every
+    number within 2^(8 - prec) of it (far beyond mpmath's error at prec bits) rounds alike. A
+    nonzero angle's sin and cos are transcendental, never a boundary, so that ends; tiny angles
+    take more bits (cos(1e-44) = 1 - 2^-290: an amplitude at a midpoint then needs ~300). The zero
+    angle is exact: sin 0, cos amp."""
+    prec = PREC
+    while True:
+        value = exact_value(p, w, amp, which, prec)
+        if p == 0 or w == 0:
+            return rounded(value, dtype)
+        with mpmath.workprec(prec + 16):
+            slack = abs(value) * mpmath.mpf(2) ** (8 - prec)
+            if _same(rounded(value - slack, dtype), rounded(value + slack, dtype)):
+                return rounded(value, dtype)
+        prec *= 2
+        assert prec <= 1 << 16, f"no rounding decided at {prec} bits: p={p!r} w={w!r} amp={amp!r} {which}"
 
 
 def _same(a: float, b: float) -> bool:

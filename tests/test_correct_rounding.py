@@ -4,10 +4,11 @@ frequency w and amplitude amp taken as real numbers, rounded once to nearest-eve
 (public API, native scalar / AVX2 / AVX-512 via SIMDe / AVX-512, numba). float64 output is not
 promised correctly rounded and is not checked here.
 
-The oracle is tests/sincos_oracle.py, which shares nothing with posenc's kernels: mpmath at 200
-bits (checked at 400) rounded by integer arithmetic, and for whole columns of 2^24 positions a
-longdouble scan that hands mpmath every element it cannot decide. The hard cases (elements within
-~1e-8 ulp of a rounding boundary) come from tests/golden/hard_cases_f32.py.
+The oracle is tests/sincos_oracle.py, which shares nothing with posenc's kernels: mpmath from 200
+bits up until the rounding is decided (Ziv), rounded by integer arithmetic, and for whole columns of
+2^24 positions a longdouble scan that hands mpmath every element it cannot decide. The hard cases
+(elements within 1e-6 ulp of a rounding boundary, the nearest 1.4e-9) come from
+tests/golden/hard_cases_f32.py.
 """
 
 from __future__ import annotations
@@ -110,6 +111,15 @@ def test_oracle_rounding_matches_ieee_casts_of_exact_inputs():
         assert (got == expected).all(), (dtype, source[got != expected][:5])
 
 
+def test_oracle_decides_tiny_angles_and_zero_angles_exactly():
+    """cos(2^-145) * amp for a float32-midpoint amp lies 2^-291 below the midpoint: the oracle must
+    go past 200 bits to see it; at the zero angle cos * amp is the midpoint itself (ties to even)."""
+    amp = 1 + 3 * 2.0**-24
+    assert oracle.correctly_rounded(2.0**-145, 1.0, amp, "cos", "float32") == 1 + 2.0**-23
+    assert oracle.correctly_rounded(0.0, 0.7, amp, "cos", "float32") == 1 + 2.0**-22
+    assert oracle.correctly_rounded(0.0, 0.7, amp, "sin", "float32") == 0.0
+
+
 @pytest.mark.skipif(not oracle.LONGDOUBLE_OK, reason=f"numpy longdouble has {oracle.LONGDOUBLE_BITS} significand "
                     "bits on this platform (a double): the scans need x87's 64 or quad's 113")
 def test_longdouble_scan_is_mpmath_on_samples():
@@ -188,9 +198,10 @@ def test_hard_cases_numba_kernel():
 #: (dtype, amp, which, p) with w = 1: a small angle's sin(x) = x(1 - x^2/6) and cos(x) = 1 - x^2/2
 #: are x and 1 in float64, and amp makes amp*x (amp) a midpoint of the output grid whose tie goes
 #: up to even, while the exact value lies just below it: a float64 value rounded again is 1 ulp high.
+#: The last: cos(2^-145) = 1 - 2^-291, decided only by an exact path of ~300 bits.
 TRAPS = [("float32", 1 + 3 * 2.0**-24, "sin", 2.0**-40), ("float32", 1 + 3 * 2.0**-24, "cos", 2.0**-30),
          ("bfloat16", 1 + 3 * 2.0**-8, "sin", 2.0**-40), ("bfloat16", 1 + 3 * 2.0**-8, "cos", -(2.0**-30)),
-         ("float16", 1 + 3 * 2.0**-11, "cos", 2.0**-30)]
+         ("float16", 1 + 3 * 2.0**-11, "cos", 2.0**-30), ("float32", 1 + 3 * 2.0**-24, "cos", -(2.0**-145))]
 
 
 @pytest.mark.parametrize(("dtype", "amp", "which", "p"), TRAPS)
@@ -358,11 +369,16 @@ def test_rope_cos_sin_rounds_once_in_every_dtype(positions, half, base, attentio
 
 @pytest.fixture
 def sincos_rounded():
+    """posenc.crmath.sincos_rounded (its module, crmath._trig, until the package exports it)."""
     from posenc import crmath
 
-    if not hasattr(crmath, "sincos_rounded"):
+    found = getattr(crmath, "sincos_rounded", None)
+    if found is None:
+        found = getattr(pytest.importorskip("posenc.crmath._trig", reason="no posenc.crmath.sincos_rounded yet "
+                                            "(issue 37)"), "sincos_rounded", None)
+    if found is None:
         pytest.skip("posenc.crmath.sincos_rounded is not there yet (issue 37)")
-    return crmath.sincos_rounded
+    return found
 
 
 def check_scalar(sincos_rounded, p: float, w: float, amp: float, which: str, dtype: str) -> None:

@@ -7,7 +7,7 @@ addition; mpmath where that is not sure), and the elements whose exact value amp
 decides a relative-error fast path) and the HARD_AMP nearest in absolute distance over amp
 among values of at least 2^-16 amp (what decides an absolute-error fast path, such as a float64
 kernel with angle addition, rounded to float32). Each kept element's correctly rounded float32 and
-distance are mpmath's (200 and 400 bits, which must agree), not the scan's.
+distance are mpmath's (200 bits and more until the rounding is decided), not the scan's.
 tests/test_correct_rounding.py holds every path to them.
 
     python tests/golden/hard_cases_f32.py      # ~1 minute on one x86-64 core
