@@ -7,6 +7,7 @@
 
 #include "convert.h"
 #include "posenc.h"
+#include "posenc_crtrig.h"
 
 /* Rows computed per kernel call: bounds scratch memory whatever the request size. */
 #define CHUNK_BYTES (256u << 10)
@@ -167,6 +168,44 @@ posenc_sincos_plan *inline_spec_plan(const struct inline_spec *s) {
     return plan;
 }
 
+/* 16-bit rows converted from their float64 values y: a value whose rounding y does not decide (y
+ * within POSENC_SINCOS_ERROR |amp| of a rounding boundary of the format: about one in 2^34, and
+ * never an exact 0 the conversion keeps) is replaced by the exact value rounded once
+ * (posenc_crtrig.h), as the library does (posenc.api._tables.cast_exact). Columns that hold no
+ * sin or cos (a zero last column) are left as they are. */
+static void round_half_rows_exactly(const struct inline_spec *s, const double *rows, const double *positions,
+                                    size_t n_rows, uint8_t *dst, unsigned wire_dtype) {
+    const struct posenc_spec_prefix *p = &s->p;
+    const size_t width = p->row_width;
+    const double err = POSENC_SINCOS_ERROR * fabs(p->amplitude);
+    const int format = wire_dtype == POSENC_DTYPE_FLOAT16 ? PCT_FLOAT16 : PCT_BFLOAT16;
+    const int interleaved = (p->flags & POSENC_SPEC_INTERLEAVED) != 0;
+    for (size_t r = 0; r < n_rows; r++)
+        for (size_t j = 0; j < width; j++) {
+            double y = rows[r * width + j], ends[2] = {y - err, y + err};
+            uint16_t rounded[2];
+            convert_values(ends, 1, rounded, wire_dtype, 2);
+            if (rounded[0] == rounded[1] || isnan(y))
+                continue;
+            int64_t i = -1;
+            int cosine = 0;
+            if (interleaved) {
+                i = (int64_t)(j / 2), cosine = (int)(j % 2);
+                if (i >= (int64_t)(cosine ? p->n_cos : p->n_freq))
+                    i = -1;
+            } else if (j >= p->sin_base && j < (size_t)p->sin_base + p->n_freq) {
+                i = (int64_t)(j - p->sin_base);
+            } else if (j >= p->cos_base && j < (size_t)p->cos_base + p->n_cos) {
+                i = (int64_t)(j - p->cos_base), cosine = 1;
+            }
+            if (i < 0)
+                continue;
+            double exact = posenc_cr_sincos_rounded(positions[r], posenc_load_f64(s->freqs + 8 * (size_t)i),
+                                                    p->amplitude, cosine, format);
+            convert_values(&exact, 1, dst + 2 * (r * width + j), wire_dtype, 1); /* exact: a value of the format */
+        }
+}
+
 int inline_spec_rows(const struct inline_spec *s, const double *positions, uint32_t n, unsigned wire_dtype,
                      uint8_t *dst, struct buf *scratch, posenc_sincos_plan *plan) {
     const struct posenc_spec_prefix *p = &s->p;
@@ -210,6 +249,8 @@ int inline_spec_rows(const struct inline_spec *s, const double *positions, uint3
             return -1;
         finish_rows(s, scale_len ? scale : NULL, rows, is_f64, rows_now);
         convert_values(rows, is_f64, dst + lo * out_row, wire_dtype, rows_now * width);
+        if (posenc_dtype_size(wire_dtype) == 2 && !scale_len) /* float32 rows are rounded exactly by the kernel */
+            round_half_rows_exactly(s, rows, positions + lo, rows_now, dst + lo * out_row, wire_dtype);
     }
     return 0;
 }

@@ -417,7 +417,7 @@ INLINE vf split_row_at(const trig_state *st, const double *fine, int64_t v, vd a
 }
 
 /* split_rows' float32 rows again, the undecided values replaced by their exact values. */
-static __attribute__((noinline, cold)) void patch_split_rows(const trig_state *st, double p,
+static __attribute__((noinline, cold)) void patch_split_rows(const trig_state *st, const double *at,
                                                              const double *const *fine, int count, char *row,
                                                              size_t row_bytes, const posenc_layout *lay,
                                                              int64_t n_sin, int interleaved, int stream) {
@@ -430,16 +430,16 @@ static __attribute__((noinline, cold)) void patch_split_rows(const trig_state *s
             split_values(st, fine[k], v, v_load(st->as + v * VW), v_load(st->ac + v * VW), &s, &c);
             int lanes = f32_undecided(st, v * VW, s, c, &fs, &fc);
             if (lanes)
-                write_exact_lanes(st, p + k, (float *)(row + (size_t)k * row_bytes), v * VW, lanes, lay, n_sin,
+                write_exact_lanes(st, at[k], (float *)(row + (size_t)k * row_bytes), v * VW, lanes, lay, n_sin,
                                   interleaved);
         }
 }
 
-/* `count` rows (positions p, p + 1, ...) sharing one anchor. Written out row by row, not as a
- * loop over rows: the compiler would interchange such a loop with the one over frequencies and
- * load the anchor once per row again. */
-INLINE void split_rows(trig_state *st, double p, const double *const *fine, int count, char *row, size_t row_bytes,
-                       ROW_ARGS) {
+/* `count` rows of consecutive integer positions at[0..count) sharing one anchor. Written out row
+ * by row, not as a loop over rows: the compiler would interchange such a loop with the one over
+ * frequencies and load the anchor once per row again. */
+INLINE void split_rows(trig_state *st, const double *at, const double *const *fine, int count, char *row,
+                       size_t row_bytes, ROW_ARGS) {
     vf flags = vf_zero();
     for (int64_t v = 0; v < st->n_vec; v++) {
         vd as = v_load(st->as + v * VW), ac = v_load(st->ac + v * VW);
@@ -454,7 +454,7 @@ INLINE void split_rows(trig_state *st, double p, const double *const *fine, int 
                                  stream);
     }
     if (f32 && __builtin_expect(vf_any(flags), 0))
-        patch_split_rows(st, p, fine, count, row, row_bytes, lay, n_sin, interleaved, stream);
+        patch_split_rows(st, at, fine, count, row, row_bytes, lay, n_sin, interleaved, stream);
 }
 
 /* Positions split into parts: integers of magnitude below 2^53 (every integer float64 there). */
@@ -532,10 +532,10 @@ INLINE void sincos_loop(trig_state *st, const double *positions, int64_t n_rows,
                 fine[k] = part_row(st, &st->fine, sp.fine + k);
             int64_t k = 0;
             for (; k + ROWS_PER_PASS <= run; k += ROWS_PER_PASS)
-                split_rows(st, p + (double)k, fine + k, ROWS_PER_PASS, row + k * row_bytes, row_bytes, row_lay, n_sin,
+                split_rows(st, positions + r + k, fine + k, ROWS_PER_PASS, row + k * row_bytes, row_bytes, row_lay, n_sin,
                            interleaved, f32, stream);
             for (; k < run; k++)
-                split_rows(st, p + (double)k, fine + k, 1, row + k * row_bytes, row_bytes, row_lay, n_sin, interleaved,
+                split_rows(st, positions + r + k, fine + k, 1, row + k * row_bytes, row_bytes, row_lay, n_sin, interleaved,
                            f32, stream);
             r += run;
         }

@@ -155,7 +155,8 @@ def _part_row(cache, tags, j, unit, freqs):
     return slot
 
 
-#: Undecided float32 values one kernel call lists before it returns for them to be written.
+#: Undecided float32 values one kernel call lists before it returns for them to be written (or a
+#: row's worth, 2 per frequency, if that is more).
 UNDECIDED_CAPACITY = 4096
 
 
@@ -168,7 +169,7 @@ def sincos_rows(positions, freqs, amp, flat, row_stride, sin_base, cos_base, int
     float64: the kernel's value y; float32: the exact value rounded once."""
     f32 = flat.dtype == np.float32
     err = SINCOS_ERROR * np.abs(amp) if f32 else amp
-    undecided = np.empty((UNDECIDED_CAPACITY, 3), dtype=np.int64)
+    undecided = np.empty((max(UNDECIDED_CAPACITY, 2 * freqs.shape[0]), 3), dtype=np.int64)  # a whole row fits
     sin_col = 2 if interleaved else 1
     while lo < hi:
         count, lo = _sincos_rows(positions, freqs, amp, flat, row_stride, sin_base, cos_base, interleaved, n_cos,
