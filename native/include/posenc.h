@@ -136,10 +136,10 @@ typedef struct posenc_kernels {
 /* Correct rounding: every float32 value sincos_rows (and its crc and plan forms) writes is the
  * exact amp*sin(p*w) (resp. cos; p, w, amp the float64 arguments as exact numbers) rounded once to
  * nearest. The float64 value y defined above is within POSENC_SINCOS_ERROR*|amp| of the exact one
- * (docs/library.md, "Correct rounding", proves 2^-49; the margin absorbs the rounding of y +- that
- * bound), so where y - bound and y + bound round to the same float32, that is the answer; the few
+ * (docs/library.md, "Correct rounding", proves 14 * 2^-53; the margin absorbs the rounding of
+ * y +- that bound and part sincos twice as far off as the proof assumes), so where y - bound and y + bound round to the same float32, that is the answer; the few
  * values where they do not are recomputed exactly (posenc_crtrig.h). float64 output is y. */
-#define POSENC_SINCOS_ERROR 0x1p-46
+#define POSENC_SINCOS_ERROR 0x1p-48
 
 /* The absolute split of integer positions (see posenc_sincos_rows_fn). */
 #define POSENC_SPLIT_COARSE 1024

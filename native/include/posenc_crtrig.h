@@ -1,7 +1,7 @@
 /* posenc_crtrig.h: amp * sin(p w) and amp * cos(p w), the product p w exact, rounded once into
  * float32, float16 or bfloat16, header-only C99. The exact path of the sin/cos kernels: taken for
  * the values whose float64 result cannot decide its rounding (kernels_body.h, "Correct rounding";
- * about 2^-21 of a table's values), so it is built for being right, not fast (~5 us a call).
+ * about 5e-6 of a table's values), so it is built for being right, not fast (~4 us a call).
  *
  *   double posenc_cr_sincos_rounded(double p, double w, double amp, int cosine, int format);
  *     format: PCT_FLOAT32, PCT_FLOAT16 or PCT_BFLOAT16; the rounded value, as a double.
@@ -11,7 +11,8 @@
  * ends of the value's error interval round to the same number. pi from Machin's formula; x = p w
  * (106 bits) reduced by k pi/2 at extra bits enough for any |x|; Taylor series for sin and cos of
  * the reduced angle; every truncation counted in the error bound. x == 0 is exact (sin 0 = 0,
- * cos 0 = 1: amp rounded, ties to even); non-finite inputs give NaN. Only exact operations come
+ * cos 0 = 1: amp rounded, ties to even; a zero value is signed as amp, whatever the signs of p
+ * and w: position -0.0 is position 0); non-finite inputs give NaN. Only exact operations come
  * from <math.h> (frexp, ldexp, fmod, nearbyint of an exact product's estimate: estimates only
  * choose k, the error bound does not depend on them). NAN if memory runs out. Link with -lm. */
 #ifndef POSENC_CRTRIG_H
@@ -298,10 +299,8 @@ static inline double posenc_cr_sincos_rounded(double p, double w, double amp, in
     const int *f = formats[format == PCT_FLOAT16 ? 1 : format == PCT_BFLOAT16 ? 2 : 0];
     if (!isfinite(p) || !isfinite(w) || !isfinite(amp)) return NAN;
     if (p == 0 || w == 0 || amp == 0) {
-        if (!cosine || amp == 0) { /* sin 0 = 0 (signed as the product), or amp = 0 */
-            double zero = (signbit(p) != signbit(w)) != (signbit(amp) != 0) ? -0.0 : 0.0;
-            return cosine ? copysign(0.0, amp) : zero;
-        }
+        if (!cosine || amp == 0) /* sin 0 = 0, or amp = 0: a zero signed as amp (position -0.0 is 0) */
+            return copysign(0.0, amp);
         int ea;
         uint64_t ma = pct_split(amp, &ea);
         uint32_t v[4] = {(uint32_t)ma, (uint32_t)(ma >> 32), 0, 0};

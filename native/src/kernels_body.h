@@ -258,7 +258,7 @@ INLINE void emit_tail(void *row, const posenc_layout *lay, int64_t n_sin, int64_
 /* Correct rounding (float32): each value y is within err = POSENC_SINCOS_ERROR |amp| of the
  * exact amp sin(p w) (posenc.h); rounding is monotonic, so where y - err and y + err round to the
  * same float32 the exact value does too, and that float32 is the exact value rounded once: it is
- * what is stored. Lanes where they do not (about 2^-21 of a table's values, and exact zeros) are
+ * what is stored. Lanes where they do not (about 5e-6 of a table's values, exact zeros included) are
  * flagged; the loops then recompute those rows' values the same way (the same bits, the same
  * flags) in a cold function that writes posenc_crtrig.h's exact values over the flagged ones, so
  * the hot loops hold no call (a call there cost the anchors their registers: 1.35x the time). */

@@ -194,7 +194,7 @@ class TableSpec(Canonical):
         once, exactly as the computed answer (cast once, never f64 -> f32 -> f16).
 
         From float64 rows of sin/cos values: the cast decides the rounding of every value not
-        within 2^-46 of a rounding boundary (kernels/rounding.py); rows holding such a value (for
+        within 2^-48 of a rounding boundary (kernels/rounding.py); rows holding such a value (for
         float32 about one in 600 at width 128, almost never for 16-bit types) are recomputed.
         From float32 rows y = round32(x), x the exact value: y rounds to the same 16-bit value as x
         unless y is exactly a midpoint of the 16-bit grid (every such midpoint is a float32, and

@@ -86,7 +86,7 @@ def cast_exact(values: np.ndarray, dtype: np.dtype, freqs: np.ndarray, amplitude
                columns: tuple[np.ndarray, np.ndarray], position_at) -> np.ndarray:
     """float64 kernel sin/cos values [n, width] as `dtype`, each the exact value rounded once: the
     cast of its float64 value wherever that decides the rounding (kernels/rounding.py), else
-    posenc.crmath.sincos_rounded (for 16-bit types, about one value in 2^34: values within 2^-46
+    posenc.crmath.sincos_rounded (for 16-bit types, about one value in 2^34: values within 2^-48
     of a rounding boundary). columns: ColumnPlan.sources; position_at(row, column) -> float."""
     out = cast_output(values, dtype)
     if out is values:

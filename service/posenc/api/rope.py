@@ -113,7 +113,7 @@ def _cast_exact(values: np.ndarray, dtype: np.dtype, positions: np.ndarray, spec
     if positions.ndim == 2:
         for first, end, chunk_axis in spec.mrope_chunks:
             axis[first:end] = chunk_axis
-    rows = positions.reshape(-1, positions.shape[-1])
+    rows = positions if positions.ndim == 2 else positions[None, :]
     return cast_exact(values, dtype, inv, constant_amplitude(n_freq, attention),
                       (np.arange(n_freq), np.full(n_freq, cosine)), lambda r, c: float(rows[axis[c], r]))
 

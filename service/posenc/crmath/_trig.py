@@ -15,8 +15,10 @@ So the value is known within U units of 2^-S, U counted as it is computed. If bo
 amp * [value - U, value + U] round to the same number of the format, that number is the exact
 value rounded once; otherwise S doubles and it runs again. The exact value is never a rounding
 boundary for x != 0 (sin and cos of a nonzero rational are transcendental, Lindemann), so the
-loop ends; x == 0 is exact (sin 0 = 0, cos 0 = 1: amp rounded, ties to even), as is amp == 0 (a
-zero). Non-finite inputs give NaN. native/include/posenc_crtrig.h is the C twin (the same steps, the same results).
+loop ends; x == 0 is exact (sin 0 = 0, cos 0 = 1: amp rounded, ties to even), as is amp == 0; a
+zero value is signed as amp, whatever the signs of p and w (position -0.0 is position 0).
+Non-finite inputs give NaN. native/include/posenc_crtrig.h is the C twin (the same steps, the same
+results).
 """
 
 from __future__ import annotations
@@ -90,10 +92,10 @@ def sincos_rounded(p: float, w: float, amp: float, which: str, dtype: str = "flo
         return math.nan
     x = Fraction(p) * Fraction(w)
     amp_q = Fraction(amp)
-    if x == 0 or amp == 0:  # exact: amp (cos 0), or a zero signed as posenc_crtrig.h signs it
-        if which == "cos":
-            return math.copysign(round_fraction(abs(amp_q), fmt_bits) if x == 0 else 0.0, amp)
-        return math.copysign(0.0, amp) * math.copysign(1.0, p) * math.copysign(1.0, w)
+    if x == 0 or amp == 0:  # exact: amp (cos 0), or a zero signed as amp (position -0.0 is position 0)
+        if which == "cos" and x == 0:
+            return math.copysign(round_fraction(abs(amp_q), fmt_bits), amp)
+        return math.copysign(0.0, amp)
     bits = START_BITS
     while True:
         s, c, u = sin_cos_fixed(x, bits)
