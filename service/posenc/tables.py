@@ -25,10 +25,10 @@ import numpy as np
 
 from .args import as_float, as_int
 from .dtypes import OUTPUT_DTYPES, cast_output, kernel_dtype, midpoint_rows, output_dtype
-from .kernels.rounding import ambiguous
 from .encodings import AlibiSpec, LearnedSpec, RopeSpec, SinusoidalSpec
 from .encodings.canonical import Canonical
 from .errors import PosencError
+from .kernels.rounding import ambiguous
 from .limits import LIMITS
 
 ENCODINGS = {spec.KIND: spec for spec in (SinusoidalSpec, RopeSpec, AlibiSpec, LearnedSpec)}

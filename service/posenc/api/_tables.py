@@ -12,17 +12,16 @@ import functools
 import numpy as np
 
 from .. import native
+from ..crmath import sincos_rounded
 from ..dtypes import cast_output, kernel_dtype
 from ..encodings.columns import ColumnPlan
 from ..errors import PosencError
-from ..crmath import sincos_rounded
 from ..kernels.active import run_rows, sincos_rows
-from ..kernels.rounding import ambiguous
 from ..kernels.parallel import MIN_PARALLEL_ELEMENTS
+from ..kernels.rounding import ambiguous
 from ..limits import LIMITS
 from ..native.library import plan_is_dense
 from ._memo import bytes_lru
-
 
 #: What one kernel call writes into a new array at the most: under the 8 MiB from which the native
 #: kernels stream their stores past the cache (posenc.h), so they store ordinarily. The OS zeroes a
@@ -147,7 +146,7 @@ class PlannedRows(SincosRows):
     costs one part sincos per frequency instead of three, and no scratch; the same bits. Without the
     native binding, or for a job worth threads, it is SincosRows."""
 
-    __slots__ = ("native_plan", "_position", "_row")
+    __slots__ = ("_position", "_row", "native_plan")
 
     def __init__(self, freqs: np.ndarray, amplitude: np.ndarray, plan: ColumnPlan, out_dtype: np.dtype):
         super().__init__(freqs, amplitude, plan, out_dtype)

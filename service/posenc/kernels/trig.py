@@ -28,13 +28,14 @@ exact value over each. Any correct rounding is the same number, so the bits matc
 
 import math
 
-from ..crmath import sincos_rounded
-from .rounding import SINCOS_ERROR
-from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 import numba as nb
 import numpy as np
 from numba.core import types
 from numba.extending import intrinsic
+
+from .. import numba_cache
+from ..crmath import sincos_rounded
+from .rounding import SINCOS_ERROR
 
 #: The absolute split of integer positions (POSENC_SPLIT_COARSE / _FINE in posenc.h).
 SPLIT_COARSE = 1024
