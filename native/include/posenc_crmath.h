@@ -318,20 +318,25 @@ static inline int pcr_mp_add_units(uint32_t *r, const uint32_t *a, double u, int
     return ok;
 }
 
-/* r = a * b, both under 2^32 in their integer part and the product too; tmp: 2 (f + 2) limbs. */
-static inline void pcr_mp_mul(uint32_t *r, const uint32_t *a, const uint32_t *b, int f, uint32_t *tmp) {
+/* wide (2 (f + 2) limbs) = a * b, every limb of the product (a schoolbook product of integers). */
+static inline void pcr_mp_mul_wide(uint32_t *wide, const uint32_t *a, const uint32_t *b, int f) {
     int n = f + 2;
-    memset(tmp, 0, (size_t)(2 * n) * 4);
+    memset(wide, 0, (size_t)(2 * n) * 4);
     for (int i = 0; i < n; i++) {
         if (!a[i]) continue;
         uint64_t carry = 0;
         for (int j = 0; j < n; j++) {
-            carry += (uint64_t)a[i] * b[j] + tmp[i + j];
-            tmp[i + j] = (uint32_t)carry;
+            carry += (uint64_t)a[i] * b[j] + wide[i + j];
+            wide[i + j] = (uint32_t)carry;
             carry >>= 32;
         }
-        tmp[i + n] = (uint32_t)carry;
+        wide[i + n] = (uint32_t)carry;
     }
+}
+
+/* r = a * b, both under 2^32 in their integer part and the product too; tmp: 2 (f + 2) limbs. */
+static inline void pcr_mp_mul(uint32_t *r, const uint32_t *a, const uint32_t *b, int f, uint32_t *tmp) {
+    pcr_mp_mul_wide(tmp, a, b, f);
     memcpy(r, tmp + f, PCR_LIMBS(f) * 4);
 }
 
@@ -354,18 +359,24 @@ static inline void pcr_mp_div_u32(uint32_t *r, const uint32_t *a, uint32_t u, in
     }
 }
 
-/* r = a * 2^bits (bits < 0: truncating right shift); bits shifted past the top are lost. */
-static inline void pcr_mp_shift(uint32_t *r, const uint32_t *a, long bits, int f) {
+/* r = a * 2^bits (bits < 0: truncating right shift); bits shifted past the top are lost. r may be
+ * a; tmp: f + 2 limbs of scratch (posenc_crtrig.h passes its own). */
+static inline void pcr_mp_shift_into(uint32_t *r, const uint32_t *a, long bits, int f, uint32_t *tmp) {
     long n = f + 2, limbs = bits >= 0 ? bits / 32 : -((-bits + 31) / 32), rest = bits - limbs * 32;
-    uint32_t *out = (uint32_t *)calloc((size_t)n, 4);
-    if (!out) return;
-    for (long i = 0; i < n; i++) { /* out = a shifted by whole limbs, then by rest (0..31) bits left */
+    for (long i = 0; i < n; i++) { /* tmp = a shifted by whole limbs, then by rest (0..31) bits left */
         long src = i - limbs;
         uint64_t cur = (src >= 0 && src < n) ? a[src] : 0, low = (src - 1 >= 0 && src - 1 < n) ? a[src - 1] : 0;
-        out[i] = rest ? (uint32_t)((cur << rest) | (low >> (32 - rest))) : (uint32_t)cur;
+        tmp[i] = rest ? (uint32_t)((cur << rest) | (low >> (32 - rest))) : (uint32_t)cur;
     }
-    memcpy(r, out, (size_t)n * 4);
-    free(out);
+    memcpy(r, tmp, (size_t)n * 4);
+}
+
+/* pcr_mp_shift_into with scratch of its own. */
+static inline void pcr_mp_shift(uint32_t *r, const uint32_t *a, long bits, int f) {
+    uint32_t *tmp = (uint32_t *)calloc(PCR_LIMBS(f), 4);
+    if (!tmp) return;
+    pcr_mp_shift_into(r, a, bits, f, tmp);
+    free(tmp);
 }
 
 /* r = the double v (|v| < 2^64), truncated to the fixed point. */

@@ -6,9 +6,10 @@
  *   double posenc_cr_sincos_rounded(double p, double w, double amp, int cosine, int format);
  *     format: PCT_FLOAT32, PCT_FLOAT16 or PCT_BFLOAT16; the rounded value, as a double.
  *
- * service/posenc/crmath/_trig.py is the Python twin, step for step (its docstring has the
- * argument): Ziv's strategy in fixed point at S fraction bits, S = 96, 192, 384, ... until both
- * ends of the value's error interval round to the same number. pi from Machin's formula; x = p w
+ * service/posenc/crmath/_trig.py is the Python twin (its docstring has the argument; k is found
+ * here by float64 estimates, there by a division): Ziv's strategy in fixed point at S fraction
+ * bits, S = 96, 192, 384, ... until both ends of the value's error interval round to the same
+ * number. pi from Machin's formula; x = p w
  * (106 bits) reduced by k pi/2 at extra bits enough for any |x|; Taylor series for sin and cos of
  * the reduced angle; every truncation counted in the error bound. x == 0 is exact (sin 0 = 0,
  * cos 0 = 1: amp rounded, ties to even; a zero value is signed as amp, whatever the signs of p
@@ -23,39 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "posenc_crmath.h"
+
 enum { PCT_FLOAT32 = 0, PCT_FLOAT16 = 1, PCT_BFLOAT16 = 2 };
 
-/* ---- unsigned fixed-width integers: n limbs of 32 bits, least significant first ------------ */
-
-static inline void pct_add(uint32_t *r, const uint32_t *a, const uint32_t *b, int n) {
-    uint64_t carry = 0;
-    for (int i = 0; i < n; i++) {
-        carry += (uint64_t)a[i] + b[i];
-        r[i] = (uint32_t)carry;
-        carry >>= 32;
-    }
-}
-
-static inline void pct_sub(uint32_t *r, const uint32_t *a, const uint32_t *b, int n) { /* a >= b */
-    int64_t borrow = 0;
-    for (int i = 0; i < n; i++) {
-        int64_t d = (int64_t)a[i] - b[i] - borrow;
-        borrow = d < 0;
-        r[i] = (uint32_t)(d + (borrow << 32));
-    }
-}
-
-static inline int pct_cmp(const uint32_t *a, const uint32_t *b, int n) {
-    for (int i = n - 1; i >= 0; i--)
-        if (a[i] != b[i]) return a[i] < b[i] ? -1 : 1;
-    return 0;
-}
-
-static inline int pct_is_zero(const uint32_t *a, int n) {
-    for (int i = 0; i < n; i++)
-        if (a[i]) return 0;
-    return 1;
-}
+/* ---- unsigned fixed-width integers: n limbs of 32 bits, least significant first ------------
+ * posenc_crmath.h's limb arithmetic (pcr_mp_*, whose numbers have f + 2 limbs) with f = n - 2,
+ * and these for what it lacks: the top bit, products shifted by any number of bits, a 64-bit set. */
 
 static inline long pct_top_bit(const uint32_t *a, int n) { /* -1 for zero */
     for (int i = n - 1; i >= 0; i--)
@@ -65,48 +40,9 @@ static inline long pct_top_bit(const uint32_t *a, int n) { /* -1 for zero */
     return -1;
 }
 
-/* r = a * 2^bits (bits < 0: truncating right shift); bits past the top are lost. r may be a. */
-static inline void pct_shift(uint32_t *r, const uint32_t *a, long bits, int n, uint32_t *tmp) {
-    long limbs = bits >= 0 ? bits / 32 : -((-bits + 31) / 32), rest = bits - limbs * 32;
-    for (long i = 0; i < n; i++) {
-        long src = i - limbs;
-        uint64_t cur = (src >= 0 && src < n) ? a[src] : 0, low = (src - 1 >= 0 && src - 1 < n) ? a[src - 1] : 0;
-        tmp[i] = rest ? (uint32_t)((cur << rest) | (low >> (32 - rest))) : (uint32_t)cur;
-    }
-    memcpy(r, tmp, (size_t)n * 4);
-}
-
-static inline void pct_mul_u32(uint32_t *r, const uint32_t *a, uint32_t u, int n) {
-    uint64_t carry = 0;
-    for (int i = 0; i < n; i++) {
-        carry += (uint64_t)a[i] * u;
-        r[i] = (uint32_t)carry;
-        carry >>= 32;
-    }
-}
-
-static inline void pct_div_u32(uint32_t *r, const uint32_t *a, uint32_t u, int n) { /* truncating */
-    uint64_t rem = 0;
-    for (int i = n - 1; i >= 0; i--) {
-        uint64_t cur = (rem << 32) | a[i];
-        r[i] = (uint32_t)(cur / u);
-        rem = cur % u;
-    }
-}
-
 /* r = (a * b) >> bits, truncated to n limbs; wide: 2n limbs of scratch. */
 static inline void pct_mul_shift(uint32_t *r, const uint32_t *a, const uint32_t *b, long bits, int n, uint32_t *wide) {
-    memset(wide, 0, (size_t)(2 * n) * 4);
-    for (int i = 0; i < n; i++) {
-        if (!a[i]) continue;
-        uint64_t carry = 0;
-        for (int j = 0; j < n; j++) {
-            carry += (uint64_t)a[i] * b[j] + wide[i + j];
-            wide[i + j] = (uint32_t)carry;
-            carry >>= 32;
-        }
-        wide[i + n] = (uint32_t)carry;
-    }
+    pcr_mp_mul_wide(wide, a, b, n - 2);
     long limbs = bits / 32, rest = bits % 32;
     for (int i = 0; i < n; i++) {
         long src = i + limbs;
@@ -120,7 +56,7 @@ static inline void pct_set_u64(uint32_t *r, uint64_t m, long shift, int n, uint3
     memset(r, 0, (size_t)n * 4);
     r[0] = (uint32_t)m;
     if (n > 1) r[1] = (uint32_t)(m >> 32);
-    pct_shift(r, r, shift, n, tmp);
+    pcr_mp_shift_into(r, r, shift, n - 2, tmp);
 }
 
 /* The 53-bit integer significand of a finite double and its exponent: |v| = m 2^e. */
@@ -147,12 +83,12 @@ static inline double pct_approx(const uint32_t *a, long bits, int n) {
 static inline void pct_atan_inv(uint32_t *pos, uint32_t *neg, uint32_t x, uint32_t weight, int sign, long scale,
                                 int n, uint32_t *power, uint32_t *term, uint32_t *tmp) {
     pct_set_u64(power, 1, scale, n, tmp);
-    pct_div_u32(power, power, x, n);
-    for (uint32_t k = 1; !pct_is_zero(power, n); k += 2) {
-        pct_div_u32(term, power, k, n);
-        pct_mul_u32(term, term, weight, n);
-        pct_add(sign > 0 ? pos : neg, sign > 0 ? pos : neg, term, n);
-        pct_div_u32(power, power, x * x, n);
+    pcr_mp_div_u32(power, power, x, n - 2);
+    for (uint32_t k = 1; !pcr_mp_is_zero(power, n - 2); k += 2) {
+        pcr_mp_div_u32(term, power, k, n - 2);
+        pcr_mp_mul_u32(term, term, weight, n - 2);
+        pcr_mp_add(sign > 0 ? pos : neg, sign > 0 ? pos : neg, term, n - 2);
+        pcr_mp_div_u32(power, power, x * x, n - 2);
         sign = -sign;
     }
 }
@@ -163,8 +99,8 @@ static inline void pct_half_pi(uint32_t *out, long scale, int n, uint32_t *w) {
     memset(pos, 0, (size_t)(2 * n) * 4);
     pct_atan_inv(pos, neg, 5, 16, 1, scale + 24, n, power, term, tmp);
     pct_atan_inv(pos, neg, 239, 4, -1, scale + 24, n, power, term, tmp); /* Machin */
-    pct_sub(out, pos, neg, n);
-    pct_shift(out, out, -25, n, tmp);
+    pcr_mp_sub(out, pos, neg, n - 2);
+    pcr_mp_shift_into(out, out, -25, n - 2, tmp);
 }
 
 /* sum of (-1)^j a^(2j+first) / (2j+first)! from its first term (a or 1), magnitudes only (a >= 0,
@@ -176,12 +112,12 @@ static inline int pct_series(uint32_t *out, const uint32_t *first_term, const ui
     memcpy(out, first_term, (size_t)n * 4);
     memset(neg, 0, (size_t)n * 4);
     int steps = 0;
-    for (uint32_t k = first; !pct_is_zero(term, n); k += 2, steps++) {
+    for (uint32_t k = first; !pcr_mp_is_zero(term, n - 2); k += 2, steps++) {
         pct_mul_shift(term, term, a2, bits, n, wide);
-        pct_div_u32(term, term, (k + 1) * (k + 2), n);
-        pct_add(steps % 2 ? out : neg, steps % 2 ? out : neg, term, n);
+        pcr_mp_div_u32(term, term, (k + 1) * (k + 2), n - 2);
+        pcr_mp_add(steps % 2 ? out : neg, steps % 2 ? out : neg, term, n - 2);
     }
-    pct_sub(out, out, neg, n);
+    pcr_mp_sub(out, out, neg, n - 2);
     return steps;
 }
 
@@ -219,11 +155,11 @@ static inline int pct_attempt(double p, double w, double amp, int cosine, int fb
     uint32_t *s = w_ + 5 * n, *c = w_ + 6 * n, *one = w_ + 7 * n, *work = w_ + 8 * n;
     /* angle = |p w| 2^scale, truncated: mp mw = (mp_hi 2^32 + mp_lo) mw */
     pct_set_u64(angle, mw, 0, n, tmp);
-    pct_mul_u32(t, angle, (uint32_t)(mp >> 32), n);
-    pct_shift(t, t, 32, n, tmp);
-    pct_mul_u32(angle, angle, (uint32_t)mp, n);
-    pct_add(angle, angle, t, n);
-    pct_shift(angle, angle, scale + ep + ew, n, tmp);
+    pcr_mp_mul_u32(t, angle, (uint32_t)(mp >> 32), n - 2);
+    pcr_mp_shift_into(t, t, 32, n - 2, tmp);
+    pcr_mp_mul_u32(angle, angle, (uint32_t)mp, n - 2);
+    pcr_mp_add(angle, angle, t, n - 2);
+    pcr_mp_shift_into(angle, angle, scale + ep + ew, n - 2, tmp);
     pct_half_pi(half_pi, scale, n, work);
     /* r = angle - k pi/2, k chosen by estimates in steps of up to 2^50 (each exact: k is a double
      * holding an integer), its sign kept apart; q = k mod 4 */
@@ -235,21 +171,21 @@ static inline int pct_attempt(double p, double w, double amp, int cosine, int fb
         q = (q + (int)fmod(k, 4.0) + 4) & 3;
         int ek;
         uint64_t mk = pct_split(k, &ek); /* |k| = mk 2^ek, ek >= 0 for |k| >= 2^53 */
-        pct_mul_u32(t, half_pi, (uint32_t)(mk >> 32), n);
-        pct_shift(t, t, 32, n, tmp);
-        pct_mul_u32(tmp, half_pi, (uint32_t)mk, n);
-        pct_add(t, t, tmp, n);
-        pct_shift(t, t, ek, n, tmp);
+        pcr_mp_mul_u32(t, half_pi, (uint32_t)(mk >> 32), n - 2);
+        pcr_mp_shift_into(t, t, 32, n - 2, tmp);
+        pcr_mp_mul_u32(tmp, half_pi, (uint32_t)mk, n - 2);
+        pcr_mp_add(t, t, tmp, n - 2);
+        pcr_mp_shift_into(t, t, ek, n - 2, tmp);
         if ((k < 0) != negative) { /* same direction: |r| grows (never taken by round-to-nearest k) */
-            pct_add(angle, angle, t, n);
-        } else if (pct_cmp(angle, t, n) >= 0) {
-            pct_sub(angle, angle, t, n);
+            pcr_mp_add(angle, angle, t, n - 2);
+        } else if (pcr_mp_cmp(angle, t, n - 2) >= 0) {
+            pcr_mp_sub(angle, angle, t, n - 2);
         } else {
-            pct_sub(angle, t, angle, n);
+            pcr_mp_sub(angle, t, angle, n - 2);
             negative = !negative;
         }
     }
-    pct_shift(angle, angle, -extra, n, tmp); /* |r| at `bits` bits */
+    pcr_mp_shift_into(angle, angle, -extra, n - 2, tmp); /* |r| at `bits` bits */
     pct_mul_shift(a2, angle, angle, bits, n, work);
     pct_set_u64(one, 1, bits, n, tmp);
     int steps_s = pct_series(s, angle, a2, bits, 1, n, work);
@@ -272,17 +208,17 @@ static inline int pct_attempt(double p, double w, double amp, int cosine, int fb
     int ok = 0;
     memset(t, 0, (size_t)n * 4);
     t[0] = u;
-    if (pct_cmp(mag, t, n) > 0) {
+    if (pcr_mp_cmp(mag, t, n - 2) > 0) {
         uint32_t *low = a2, *high = one;
-        pct_sub(low, mag, t, n);
-        pct_add(high, mag, t, n);
+        pcr_mp_sub(low, mag, t, n - 2);
+        pcr_mp_add(high, mag, t, n - 2);
         double ends[2];
         uint32_t *v[2] = {low, high};
         for (int i = 0; i < 2; i++) { /* v * ma, ma < 2^53: two 32-bit pieces */
-            pct_mul_u32(tmp, v[i], (uint32_t)(ma >> 32), n);
-            pct_shift(tmp, tmp, 32, n, work);
-            pct_mul_u32(s, v[i], (uint32_t)ma, n);
-            pct_add(s, s, tmp, n);
+            pcr_mp_mul_u32(tmp, v[i], (uint32_t)(ma >> 32), n - 2);
+            pcr_mp_shift_into(tmp, tmp, 32, n - 2, work);
+            pcr_mp_mul_u32(s, v[i], (uint32_t)ma, n - 2);
+            pcr_mp_add(s, s, tmp, n - 2);
             ends[i] = pct_round(s, (long)ea - bits, fbits, emin, emax, n);
         }
         if (ends[0] == ends[1]) {
