@@ -23,6 +23,7 @@ from ..limits import LIMITS
 from ..native.library import plan_is_dense
 from ._memo import bytes_lru
 
+
 #: What one kernel call writes into a new array at the most: under the 8 MiB from which the native
 #: kernels stream their stores past the cache (posenc.h), so they store ordinarily. The OS zeroes a
 #: new array's pages as the rows first reach them (2 MiB at a time: numpy asks for huge pages), and
@@ -146,7 +147,7 @@ class PlannedRows(SincosRows):
     costs one part sincos per frequency instead of three, and no scratch; the same bits. Without the
     native binding, or for a job worth threads, it is SincosRows."""
 
-    __slots__ = ("_position", "_row", "native_plan")
+    __slots__ = ("native_plan", "_position", "_row")
 
     def __init__(self, freqs: np.ndarray, amplitude: np.ndarray, plan: ColumnPlan, out_dtype: np.dtype):
         super().__init__(freqs, amplitude, plan, out_dtype)

@@ -16,14 +16,7 @@ from ..errors import PosencError
 from ..kernels.active import rope_rotate_rows, run_rows, xpos_decay_rows
 from ..limits import LIMITS
 from ._memo import bytes_lru
-from ._tables import (
-    PlannedRows,
-    SincosRows,
-    cast_exact,
-    constant_amplitude,
-    fill_cos_sin_pair,
-    fill_sincos_crc32c,
-)
+from ._tables import PlannedRows, SincosRows, cast_exact, constant_amplitude, fill_cos_sin_pair, fill_sincos_crc32c
 
 
 def as_rope_spec(spec, field: str = "spec") -> RopeSpec:

@@ -6,9 +6,9 @@ import numpy as np
 
 from ..args import as_positions
 from ..dtypes import cast_output, kernel_dtype, output_dtype
-from ..encodings import SinusoidalSpec
 from ..errors import PositionBeyondLimit
 from ..limits import LIMITS
+from ..encodings import SinusoidalSpec
 from ._tables import cast_exact, checked_out, constant_amplitude, fill_sincos, fill_sincos_crc32c
 
 

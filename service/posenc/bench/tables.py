@@ -20,8 +20,8 @@ import numpy as np
 from .. import native, reference
 from ..api.rope import rope_cos_sin, rope_table
 from ..api.sinusoidal import sinusoidal_table
-from ..encodings import RopeSpec, SinusoidalSpec
 from ..kernels import set_threads, threads
+from ..encodings import RopeSpec, SinusoidalSpec
 from .timing import buffer_at, fallback_fraction, machine_line, markdown_table, measure
 
 N_ROWS = 131072

@@ -85,7 +85,7 @@ def fallback_fraction(rows64, positions: np.ndarray, amp: float, chunk: int = 1 
     """The fraction of a float32 table's elements whose float64 value does not decide its rounding
     (posenc.kernels.rounding.ambiguous: the elements an exact fallback recomputes), from rows64,
     positions -> the same rows in float64, `chunk` positions at a time (a bounded working set)."""
-    from ..kernels.rounding import ambiguous
+    from ..kernels.rounding import ambiguous  # noqa: PLC0415  loads the kernels: only the suites that time them
 
     hits = total = 0
     for lo in range(0, positions.shape[0], chunk):

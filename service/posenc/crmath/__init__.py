@@ -114,8 +114,7 @@ def sincos_rounded(p, w, amp=1.0, which: str = "sin", dtype: str = "float32") ->
     floats, rounded once into `dtype` ("float32", "float16" or "bfloat16"), returned as a float:
     the value every float32/16-bit sin/cos table element is (_trig.py; Ziv's strategy in integers,
     ~20 us a call: the kernels take it for the few values their float64 result leaves undecided)."""
-    from ._trig import FORMAT_BITS  # fractions load only when needed
-    from ._trig import sincos_rounded as exact
+    from ._trig import FORMAT_BITS, sincos_rounded as exact  # fractions load only when needed
 
     if which not in ("sin", "cos") or dtype not in FORMAT_BITS:
         raise ValueError(f"sincos_rounded: which must be 'sin' or 'cos' and dtype one of {sorted(FORMAT_BITS)}")

@@ -17,8 +17,8 @@ value rounded once; otherwise S doubles and it runs again. The exact value is ne
 boundary for x != 0 (sin and cos of a nonzero rational are transcendental, Lindemann), so the
 loop ends; x == 0 is exact (sin 0 = 0, cos 0 = 1: amp rounded, ties to even), as is amp == 0; a
 zero value is signed as amp, whatever the signs of p and w (position -0.0 is position 0).
-Non-finite inputs give NaN. native/include/posenc_crtrig.h is the C twin (the same steps, the same
-results).
+Non-finite inputs give NaN. native/include/posenc_crtrig.h is the C twin: the same argument and
+error count (and so the same results); it finds k by float64 estimates instead of a division.
 """
 
 from __future__ import annotations

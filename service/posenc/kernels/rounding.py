@@ -25,7 +25,7 @@ def ambiguous(values: np.ndarray, amp: np.ndarray | float, dtype) -> np.ndarray:
     """Which float64 kernel values `values` (amplitudes `amp`, broadcast against them) do not
     decide their rounding to `dtype` (float32, float16 or bfloat16): y - E and y + E round to
     different bit patterns (NaN: decided)."""
-    from ..dtypes import cast_output, output_dtype
+    from ..dtypes import cast_output, output_dtype  # noqa: PLC0415  dtypes imports the kernels
 
     dtype = output_dtype(dtype)
     bits = np.dtype(f"u{dtype.itemsize}")

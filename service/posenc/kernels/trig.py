@@ -28,12 +28,12 @@ exact value over each. Any correct rounding is the same number, so the bits matc
 
 import math
 
+from .. import numba_cache  # noqa: F401  before any kernel below is decorated: a cache dir for any user
 import numba as nb
 import numpy as np
 from numba.core import types
 from numba.extending import intrinsic
 
-from .. import numba_cache
 from ..crmath import sincos_rounded
 from .rounding import SINCOS_ERROR
 
@@ -170,7 +170,8 @@ def sincos_rows(positions, freqs, amp, flat, row_stride, sin_base, cos_base, int
     float64: the kernel's value y; float32: the exact value rounded once."""
     f32 = flat.dtype == np.float32
     err = SINCOS_ERROR * np.abs(amp) if f32 else amp
-    undecided = np.empty((max(UNDECIDED_CAPACITY, 2 * freqs.shape[0]), 3), dtype=np.int64)  # a whole row fits
+    capacity = max(UNDECIDED_CAPACITY, 2 * freqs.shape[0]) if f32 else 0  # a whole row fits; float64 lists none
+    undecided = np.empty((capacity, 3), dtype=np.int64)
     sin_col = 2 if interleaved else 1
     while lo < hi:
         count, lo = _sincos_rows(positions, freqs, amp, flat, row_stride, sin_base, cos_base, interleaved, n_cos,
@@ -222,7 +223,7 @@ def _sincos_rows(positions, freqs, amp, flat, row_stride, sin_base, cos_base, in
     sin_col = 2 if interleaved else 1
     count = 0
     for r in range(lo, hi):
-        if count + 2 * n_sin > undecided.shape[0]:
+        if f32 and count + 2 * n_sin > undecided.shape[0]:
             return count, r
         p = positions[r]
         if abs(p) < 2.0**53 and p == math.floor(p):

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..encodings.columns import ColumnPlan
 from ..errors import PosencError
+from ..encodings.columns import ColumnPlan
 
 ABI_VERSION = 6  # POSENC_ABI_VERSION in posenc.h
 
