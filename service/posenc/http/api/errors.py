@@ -28,6 +28,7 @@ REQUEST_ID: ContextVar[str | None] = ContextVar("posenc_request_id", default=Non
 #: Every error code the service answers with, and its HTTP status.
 ERROR_STATUS = {
     "invalid_body": 400,
+    "unsupported_upgrade": 400,
     "unauthorized": 401,
     "forbidden": 403,
     "not_found": 404,
@@ -43,6 +44,7 @@ ERROR_STATUS = {
     "too_many_requests": 429,
     "head_too_large": 431,
     "internal": 500,
+    "not_implemented": 501,
     "busy": 503,
     "not_ready": 503,
 }

@@ -5,6 +5,8 @@ Per request, in order, each rule once (the protocol's `answer_now` and the ASGI 
 made, call the same functions, through `_now_answer`):
   * X-Request-Id: the client's (1..128 of [A-Za-z0-9._~:/+=@-], else 422) or a generated one;
     echoed on every response, in every error body and in the service's log lines;
+  * what the service does not speak (`headers.unspoken`): a body with a content coding (415), a
+    WebSocket handshake (400);
   * CORS, when `server.cors_origins` lists origins (off otherwise: no CORS headers at all);
   * the API key, when `server.require_api_key` is set (every route but /healthz and /readyz);
   * the body is read under its size cap, deadline and the worker's MemoryBudget *before* the
@@ -33,7 +35,7 @@ from ..runtime.service import CACHE_SHARES, Service
 from .cors import Cors
 from .fastcompute import TEMPLATE, FastComputed
 from .fastpath import FastRows
-from .headers import REQUEST_ID_HEADER, bearer_matches, header, request_id_of
+from .headers import REQUEST_ID_HEADER, bearer_matches, header, plain, request_id_of, unspoken
 from .limits import ClientGone, read_body, replay, replay_message, resumed, started
 from .plans import Router, plan_table
 from .prepared import Prepared
@@ -145,9 +147,12 @@ class ServiceApp:
         token = REQUEST_ID.set(request_id)
         recorder = scope[RECORDER] = _Recorder(send, request_id)  # `send` below may be CORS's wrapper of it
         try:
-            if not valid:
-                await self._refuse(recorder, HttpError("invalid_parameter", "X-Request-Id must be 1..128 characters "
-                                                       "of [A-Za-z0-9._~:/+=@-]", "x-request-id"))
+            refusal = None if valid else HttpError("invalid_parameter", "X-Request-Id must be 1..128 characters "
+                                                   "of [A-Za-z0-9._~:/+=@-]", "x-request-id")
+            if refusal is None:
+                refusal = unspoken(scope)
+            if refusal is not None:
+                await self._refuse(recorder, refusal)
             elif lane is not None:  # no CORS (the ASGI lane's condition): `inner` is _serve itself
                 await self._serve(scope, receive, recorder, lane)
             else:
@@ -242,11 +247,12 @@ class ServiceApp:
     def _now_answer(self, scope, body: bytes, plans):
         """(request id, plan, Answer with X-Request-Id in its headers) of a complete request a `now`
         plan answers, for the ASGI lane and answer_now: the rules the general path applies before its
-        plans, from the same functions -- a valid X-Request-Id, the API key, then `_first_answer`'s
-        body limit, concurrency and budget; None when one of them would refuse it (the general path
-        refuses it then) or no plan answers it."""
+        plans, from the same functions -- a valid X-Request-Id, a plain request (`unspoken` has
+        nothing to say of it), the API key, then `_first_answer`'s body limit, concurrency and
+        budget; None when one of them would refuse it (the general path refuses it then) or no
+        plan answers it."""
         request_id, valid = request_id_of(scope)
-        if not valid or (self.api_key is not None and not self._authorized(scope)):
+        if not valid or not plain(scope) or (self.api_key is not None and not self._authorized(scope)):
             return None
         found = self._first_answer(scope, body, plans)
         if found is None:

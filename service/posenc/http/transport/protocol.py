@@ -17,8 +17,22 @@ unbounded head, or stop reading a large response. Here:
     the same read, and the close lingers (`_finish`): the sending side is shut, what the client
     still sends is read and dropped for up to LINGER_S, so the kernel does not answer it with a
     reset that would destroy the response in flight;
-  * a malformed request pipelined behind good ones is answered (400, 431, 408) after their
-    responses, in request order, never before; every rejection carries X-Request-Id.
+  * a malformed request pipelined behind good ones is answered (400, 431, 408, 501) after their
+    responses, in request order, never before -- a response still streaming included; every
+    rejection carries X-Request-Id. The request being parsed when the connection stops parsing
+    (a rejection, the client's half-close) is dropped: queued, it never runs; running (reading its
+    body), it sees the client gone and answers nothing;
+  * a transfer coding other than chunked is a 501 (the body cannot be delimited or decoded);
+  * an Upgrade (h2c, WebSocket, anything) is ignored, as RFC 9110 section 7.8 allows: the request
+    is answered over HTTP/1.1 and the connection goes on (llhttp ends an upgrade request at its
+    head and hands the rest back as another protocol's bytes: `_after_upgrade` parses the rest as
+    HTTP/1.1, the request's body first). The app refuses a WebSocket handshake with a JSON 400;
+  * `Expect: 100-continue` gets its interim 100 only while the body is still to come when the
+    app first reads it: a request whose body is already here is answered at once, whichever way
+    it is answered (RFC 9110 section 10.1.1 allows either; one behaviour for every path);
+  * every request of the connection whose answer is not written yet -- the running one, the
+    queued ones -- learns that the client is gone when the connection ends (uvicorn tells only the
+    last one parsed), so a response cut off by the write-stall guard or a reset ends quietly.
 The limits are per process, set from the service config by `configure()` when the app is built.
 
 And one cost uvicorn's protocol pays on every response: it writes the head (at
@@ -82,8 +96,10 @@ def configure(header_timeout_s: float, max_head_bytes: int, write_stall_s: float
     GUARDS.write_stall_s = write_stall_s
 
 
-class _HeadTooLarge(Exception):
-    """Raised inside a parser callback to stop parsing; uvicorn then calls send_400_response."""
+class _Refused(Exception):
+    """Raised inside a parser callback to stop parsing a request the protocol refuses by its head
+    (over the size limit, a transfer coding it cannot decode); send_400_response then answers
+    the connection's `_refusal`."""
 
 
 class _ConnectionDone(Exception):
@@ -190,6 +206,66 @@ class _HeadHolder:
         return getattr(self.transport, name)
 
 
+def _disconnect(cycle) -> None:
+    """Mark a request cycle's client gone (what uvicorn's connection_lost does to its last one)."""
+    cycle.disconnected = True
+    cycle.message_event.set()
+
+
+def _request_parser(callbacks) -> httptools.HttpRequestParser:
+    """A request parser as uvicorn makes one (a response is written to a request pipelined after a
+    Connection: close one, which is then not run: see `finish`)."""
+    parser = httptools.HttpRequestParser(callbacks)
+    parser.set_dangerous_leniencies(lenient_data_after_close=True)
+    return parser
+
+
+def _body_framing(headers) -> bytes | None:
+    """The head of a made-up request whose body is framed as the one with these headers is
+    (Content-Length, Transfer-Encoding: llhttp accepted them), or None when it has no body."""
+    lines = [b"PUT / HTTP/1.1\r\n"]
+    for name, value in headers:
+        if name == b"content-length" or name == b"transfer-encoding":
+            lines += (name, b": ", value, b"\r\n")
+    return None if len(lines) == 1 else b"".join(lines) + b"\r\n"
+
+
+class _BodyOfUpgrade:
+    """A parser's callbacks on a connection past an ignored upgrade (`_after_upgrade`): the
+    made-up head's own callbacks are dropped, so that the body after it is the upgrade request's;
+    every later message's go to the protocol."""
+
+    __slots__ = ("in_head", "protocol")
+
+    def __init__(self, protocol):
+        self.protocol = protocol
+        self.in_head = True
+
+    def on_message_begin(self) -> None:
+        if not self.in_head:
+            self.protocol.on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        if not self.in_head:
+            self.protocol.on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self.in_head:
+            self.protocol.on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        if self.in_head:
+            self.in_head = False
+        else:
+            self.protocol.on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        self.protocol.on_body(body)
+
+    def on_message_complete(self) -> None:
+        self.protocol.on_message_complete()
+
+
 def _answerer(app):
     """The `answer_now` of posenc's app under uvicorn's middleware (None for any other app)."""
     for _ in range(8):
@@ -206,7 +282,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_since: float | None = None  # loop time the pending request head started
         self._stall_deadline = None
         self._head_bytes = 0
-        self._head_too_large = False
+        self._refusal: tuple | None = None  # (status, code, message, field, reason) of a head refused in a callback
         self._answer_now = _answerer(self.app)
         self._parsing_head = False  # inside on_headers_complete: a task started now may wait for its body
         self._held = None  # (cycle, app) whose task waits for the end of its message
@@ -218,6 +294,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._eof = False  # the client has half-closed
         self._lingered = 0  # bytes read and dropped since the connection finished
         self._linger_timer = None
+        self._answering = None  # the cycle whose ASGI task runs (uvicorn runs one a connection at a time)
+        self._upgrade_framing: bytes | None = None  # an ignored upgrade's body framing, see _after_upgrade
 
     # --- the request head: deadline and size -------------------------------------------
     def connection_made(self, transport) -> None:
@@ -252,21 +330,54 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._head_bytes > GUARDS.max_head_bytes:
             self._head_over()
         name = name.lower()
+        value = value.rstrip(b" \t")  # llhttp keeps trailing whitespace, which is not the value's (RFC 9110 5.5)
         if name == b"expect" and value.lower() == b"100-continue":
             self.expect_100_continue = True
         elif name == b"connection":
             self._connection_header = True
+        elif name == b"transfer-encoding":
+            self._check_transfer_coding(value)
         self.headers.append((name, value))
+
+    def _check_transfer_coding(self, value: bytes) -> None:
+        """Refuse (501) a request whose body has a transfer coding other than chunked: this server
+        decodes no gzip, deflate or compress coding (RFC 9112 section 6.1). llhttp itself refuses
+        (400) a request whose last coding is not chunked: its body cannot be delimited."""
+        codings = [coding.strip().lower() for coding in value.split(b",")]
+        unknown = [coding for coding in codings if coding and coding != b"chunked"]
+        if unknown:
+            self._refusal = (501, "not_implemented", f"Transfer-Encoding {value.decode('latin-1')[:100]!r}: this "
+                             "server decodes only the chunked transfer coding", "transfer-encoding", "bad_request")
+            raise _Refused
 
     def on_headers_complete(self) -> None:
         self._head_since = None
         parser = self.parser
-        if self._answer_now is not None and not self.expect_100_continue and self.limit_concurrency is None \
-                and (self.cycle is None or self.cycle.response_complete) and not parser.should_upgrade() \
-                and _http_1_1(parser, self._connection_header):
+        if parser.should_upgrade():
+            self._upgrade_framing = _body_framing(self.headers)
+        elif self._answer_now is not None and not self.expect_100_continue and self.limit_concurrency is None \
+                and (self.cycle is None or self.cycle.response_complete) and _http_1_1(parser, self._connection_header):
             self._lane = b""  # the message's body so far: on_message_complete may answer it here
             return
         self._to_the_app(hold=self._answer_now is not None)
+
+    def _should_upgrade(self) -> bool:
+        """Never: no route speaks WebSocket (or anything but HTTP/1.1), so uvicorn makes an upgrade
+        request an HTTP request like any other (and the app refuses a WebSocket handshake)."""
+        return False
+
+    def _after_upgrade(self, rest: bytes) -> None:
+        """Go on parsing HTTP/1.1 after llhttp stopped at an upgrade request (it reports the message
+        complete at its head and leaves the rest unparsed): a new parser takes the rest, the
+        upgrade request's body first, when it has one -- fed after a made-up head with only the
+        request's framing headers, whose callbacks `_BodyOfUpgrade` drops."""
+        framing, self._upgrade_framing = self._upgrade_framing, None
+        if framing is None:
+            self.parser = _request_parser(self)
+        else:
+            self.parser = _request_parser(_BodyOfUpgrade(self))
+            self.parser.feed_data(framing)
+        self._feed(rest)
 
     def _to_the_app(self, hold: bool) -> None:
         """uvicorn's scope, request cycle and ASGI task for the request whose head was just parsed
@@ -292,7 +403,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._parsing_head and app is self.app:
             self._held = (cycle, app)  # on_message_complete or the end of data_received decides
         else:
-            super()._start_asgi_task(cycle, app)
+            self._run(cycle, app)
 
     def on_body(self, body: bytes) -> None:
         if self._lane is None:
@@ -307,13 +418,17 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             if not self._answer_lane():
                 self._leave_lane(more_body=False)
             return
+        if self._upgrade_framing is not None:
+            return  # llhttp ends an upgrade request at its head: its body is still to parse (_after_upgrade)
         super().on_message_complete()
+        cycle = self.cycle
+        cycle.waiting_for_100_continue = False  # the whole body is here: no interim 100 (see the module docstring)
         held = self._held
         if held is not None and held[0] is self.cycle:
             self._held = None
             cycle = held[0]
             if not self._answered(cycle.scope, bytes(cycle.body), cycle.keep_alive, cycle):
-                HttpToolsProtocol._start_asgi_task(self, *held)
+                self._run(*held)
 
     def data_received(self, data: bytes) -> None:
         """uvicorn's, except that nothing is parsed once the connection is finished or a rejection
@@ -323,16 +438,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._drop(len(data))
             return
         self._unset_keepalive_if_required()
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            if self._should_upgrade():
-                self.handle_websocket_upgrade()
-            else:
-                self._unsupported_upgrade_warning()
-        except httptools.HttpParserError as exc:
-            if not isinstance(exc.__context__, _ConnectionDone):
-                self.send_400_response(str(exc) or "invalid HTTP request")
+        self._feed(data)
         if self._lane is not None:  # its body is still on its way: the app reads it, under its deadline
             if self._done or self._rejection is not None or self.transport.is_closing():
                 self._lane = None  # a malformed rest, or a request after the last response
@@ -342,7 +448,22 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if held is not None:
             self._held = None
             if not self._done and not self.transport.is_closing():
-                HttpToolsProtocol._start_asgi_task(self, *held)
+                self._run(*held)
+
+    def _feed(self, data: bytes) -> None:
+        """Parse what arrived; a malformed request is refused, an upgrade ignored."""
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade as upgrade:
+            self._after_upgrade(data[upgrade.args[0]:])
+        except httptools.HttpParserError as exc:
+            if not isinstance(exc.__context__, _ConnectionDone):
+                self.send_400_response(str(exc) or "invalid HTTP request")
+
+    def _run(self, cycle, app) -> None:
+        """Start a request's ASGI task (uvicorn's), noting it as the one whose answer is being made."""
+        self._answering = cycle
+        HttpToolsProtocol._start_asgi_task(self, cycle, app)
 
     def _answer_lane(self) -> bool:
         """Answer the complete request of the lane (head parsed, no cycle made) with `answer_now`,
@@ -401,10 +522,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             return None  # lingering: the client has stopped sending, close now
         if self._rejection is not None:
             return True  # a refused request waits for the answers ahead of it; it closes after them
-        cycle = self.cycle
-        if cycle is None or cycle.response_complete or cycle.more_body:
-            return None  # nothing pending, or a body that will never arrive: close
-        last = self.pipeline[0][0] if self.pipeline else cycle  # uvicorn queues at the left
+        self._drop_current()  # a request cut short: it will never be whole
+        if not self._awaiting_responses():
+            return None  # nothing pending: close
+        last = self.pipeline[0][0] if self.pipeline else self._answering  # uvicorn queues at the left
         last.keep_alive = False  # its response closes the connection (uvicorn's cycle does it)
         return True  # keep the transport open for writing until then
 
@@ -439,8 +560,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def _head_over(self) -> None:
-        self._head_too_large = True
-        raise _HeadTooLarge
+        self._refusal = (431, "head_too_large", f"request line and headers are over the limit of "
+                         f"{GUARDS.max_head_bytes} bytes", "headers", "head_too_large")
+        raise _Refused
 
     def _head_timed_out(self) -> None:
         self._head_since = None
@@ -450,13 +572,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                          f"request head not received within {GUARDS.header_timeout_s:g} s", None)
 
     def send_400_response(self, msg: str) -> None:
-        if self._head_too_large:
-            count_rejection("head_too_large")
-            self._reject(431, "head_too_large",
-                         f"request line and headers are over the limit of {GUARDS.max_head_bytes} bytes", "headers")
-        else:
-            count_rejection("bad_request")
-            self._reject(400, "invalid_body", f"malformed HTTP request: {msg}", None)
+        """uvicorn's answer to a request the parser refuses: here the JSON error of `_refusal` (set
+        by the callback that stopped the parser), else a 400 with llhttp's reason."""
+        refusal, self._refusal = self._refusal, None
+        if refusal is None:
+            refusal = (400, "invalid_body", f"malformed HTTP request: {msg}", None, "bad_request")
+        status, code, message, field, reason = refusal
+        count_rejection(reason)
+        self._reject(status, code, message, field)
 
     def _reject(self, status: int, code: str, message: str, field: str | None) -> None:
         """Answer a request the protocol refuses (its head or framing) and finish the connection,
@@ -473,21 +596,32 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             STATUS_LINE[status], b"content-type: application/json\r\n", REQUEST_ID_HEADER, b": ",
             request_id.encode("ascii"), b"\r\ncontent-length: ", str(len(body)).encode(),
             b"\r\nconnection: close\r\n\r\n", body])
-        self._lane = None  # a request still in the lane is the malformed one
+        self._drop_current()  # the malformed request itself, if its head was parsed
         if not self._awaiting_responses():
             self._write_rejection()
 
-    def _awaiting_responses(self) -> bool:
-        """Whether a request received whole before the rejected one still has its response to come.
-        A request whose message is incomplete is the rejected one itself: it is not run."""
-        held = self._held
-        if held is not None and held[0].more_body:
-            self._held = None
-        if self.pipeline and self.pipeline[0][0].more_body:
-            self.pipeline.popleft()  # uvicorn queues at the left: the last parsed
+    def _drop_current(self) -> None:
+        """Drop the request being parsed when the connection stops parsing (a rejection, the
+        client's half-close): nothing more of it will come. In the lane it is forgotten; queued or
+        held back, its task never runs; running (reading its body, nothing sent yet), it is told
+        the client is gone, and answers nothing. A request whose message is complete is not this one."""
+        self._lane = None
         cycle = self.cycle
-        running = cycle is not None and not cycle.response_complete and not cycle.more_body
-        return running or bool(self.pipeline) or self._held is not None
+        if cycle is None or not cycle.more_body or cycle.response_complete:
+            return
+        if self._held is not None and self._held[0] is cycle:
+            self._held = None
+        elif self.pipeline and self.pipeline[0][0] is cycle:
+            self.pipeline.popleft()  # uvicorn queues at the left: the last parsed
+        elif cycle is self._answering and not cycle.response_started:
+            _disconnect(cycle)
+
+    def _awaiting_responses(self) -> bool:
+        """Whether a request received before the one being refused still has its answer to come:
+        the running one (`self.cycle` is by then the last parsed, not it) or queued ones."""
+        answering = self._answering
+        return (answering is not None and not answering.response_complete and not answering.disconnected) \
+            or bool(self.pipeline) or self._held is not None
 
     def _write_rejection(self) -> None:
         rejection, self._rejection = self._rejection, None
@@ -536,7 +670,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _write_stalled(self) -> None:
         self._stall_deadline = None
         count_rejection("write_stall")
+        self._disconnect_all()  # before abort: a task blocked in send() wakes to a closed connection
         self.transport.abort()
+
+    def _disconnect_all(self) -> None:
+        """Tell every request of the connection still to be answered that the client is gone:
+        its task's send() then returns without writing and receive() says http.disconnect."""
+        for cycle in (self._answering, self.cycle, *(cycle for cycle, _ in self.pipeline)):
+            if cycle is not None and not cycle.response_complete:
+                _disconnect(cycle)
 
     def connection_lost(self, exc) -> None:
         self._head_since = None
@@ -549,4 +691,5 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._stall_deadline is not None:
             self._stall_deadline.cancel()
             self._stall_deadline = None
+        self._disconnect_all()
         super().connection_lost(exc)
