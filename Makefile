@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.posenc-installed
 # Reinstall when packaging or native sources change (editable install: Python edits need nothing).
 INSTALL_INPUTS := pyproject.toml $(wildcard setup.py native/src/*.c native/src/*.h native/include/*.h native/python/*.c)
 
-.PHONY: run test install server-deps bench clean wheel native-server bench-qps bench-deps loadtest bench-http browser platform-tools client-tools
+.PHONY: run test install schemathesis server-deps bench clean wheel native-server bench-qps bench-deps loadtest bench-http browser platform-tools client-tools
 
 $(STAMP): $(INSTALL_INPUTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,7 +65,19 @@ client-tools:
 	for tool in $(CLIENT_TOOLS); do command -v $$tool >/dev/null || missing=1; done; \
 	[ -z "$$missing" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(CLIENT_PACKAGES) >/dev/null; }
 
-test: install browser platform-tools client-tools
+# schemathesis in a venv of its own (its pins stay out of posenc's): tests/test_http_schema_conformance.py
+# runs its CLI against `posenc serve`, with schemathesis.toml.
+SCHEMATHESIS_VENV    := .venv-schemathesis
+SCHEMATHESIS_VERSION := 4.32.5
+SCHEMATHESIS_STAMP   := $(SCHEMATHESIS_VENV)/.installed-$(SCHEMATHESIS_VERSION)
+$(SCHEMATHESIS_STAMP):
+	rm -rf $(SCHEMATHESIS_VENV)
+	$(PYTHON) -m venv $(SCHEMATHESIS_VENV)
+	$(SCHEMATHESIS_VENV)/bin/python -m pip install --quiet schemathesis==$(SCHEMATHESIS_VERSION)
+	touch $@
+schemathesis: $(SCHEMATHESIS_STAMP)
+
+test: install browser platform-tools client-tools schemathesis
 	$(BIN)/python -m pytest
 
 bench: install
@@ -92,4 +104,4 @@ bench-http: install bench-deps
 	$(BIN)/posenc bench http --readme docs/benchmarks.md
 
 clean:
-	rm -rf $(VENV) build *.egg-info service/*.egg-info native/build
+	rm -rf $(VENV) $(SCHEMATHESIS_VENV) build *.egg-info service/*.egg-info native/build

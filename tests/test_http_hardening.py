@@ -212,7 +212,7 @@ def test_a_single_row_takes_dtype_once_and_nothing_else_in_its_query(client):
         assert r.status_code == 422 and error_of(r)["field"] == field, (query, r.text)
 
 
-def test_query_values_are_typed_by_their_field_and_refused_beside_a_json_body(client):
+def test_query_values_are_typed_by_their_field_and_given_once(client):
     raw = np.arange(3, dtype="<i8").tobytes()
     ok = client.post("/v1/t5/buckets", params={"bidirectional": "false", "num_buckets": "16"}, content=raw,
                      headers={"Content-Type": RAW})
@@ -221,8 +221,9 @@ def test_query_values_are_typed_by_their_field_and_refused_beside_a_json_body(cl
                                                                    num_buckets=16).tolist()
     r = client.post("/v1/t5/buckets", params={"bidirectional": "yes"}, content=raw, headers={"Content-Type": RAW})
     assert r.status_code == 422 and error_of(r)["field"] == "bidirectional"
-    r = client.post("/v1/sinusoidal", params={"dtype": "float16"}, json={"spec": {"dim": 4}, "positions": [1]})
-    assert r.status_code == 422 and error_of(r)["field"] == "dtype"
+    r = client.post("/v1/sinusoidal", params={"dtype": "float16"},
+                    json={"spec": {"dim": 4}, "positions": [1], "dtype": "float16"})
+    assert r.status_code == 422 and error_of(r)["field"] == "dtype"  # in the query and the body
 
 
 # --- messages -------------------------------------------------------------------------------------

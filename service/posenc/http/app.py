@@ -19,24 +19,10 @@ from .transport import protocol
 from .pipeline.asgi import ServiceApp
 from .api.compress import GzipJson
 from .api.routes import ROUTERS, docs
-from .api.routes.models import ModelPositionsRequest
-from .api.schemas import (
-    AlibiBiasRequest,
-    AlibiSlopesRequest,
-    RopeApplyRequest,
-    RopeCosSinRequest,
-    RopeInvFreqRequest,
-    RowsRequest,
-    SinusoidalRequest,
-    T5BucketsRequest,
-    TableCreateRequest,
-)
 from .runtime.service import Service
 
 #: How `posenc serve` hands its resolved config and run directory to worker processes.
 STATE_ENV = "POSENC_SERVE_STATE"
-REQUEST_MODELS = [SinusoidalRequest, RopeCosSinRequest, RopeApplyRequest, RopeInvFreqRequest, AlibiSlopesRequest,
-                  AlibiBiasRequest, T5BucketsRequest, RowsRequest, TableCreateRequest, ModelPositionsRequest]
 DESCRIPTION = """Exact positional encodings over HTTP: sinusoidal, RoPE (cos/sin, rotation of q/k, inverse
 frequencies), ALiBi, T5 buckets, computed from a spec or read from shared-memory tables.
 
@@ -75,7 +61,7 @@ def create_app(config: ServiceConfig | None = None, *, run_dir: str | None = Non
     routes = [(method, route.path) for router in ROUTERS for route in router.routes
               for method in sorted(route.methods)]
     errors.install(api, routes)
-    openapi.install(api, REQUEST_MODELS, config.server.require_api_key)
+    openapi.install(api, config.server.require_api_key)
     service = Service(config, run_dir, routes)
     protocol.configure(config.server.header_timeout_s, config.limits.max_head_bytes, config.server.body_timeout_s)
     api.state.service = service

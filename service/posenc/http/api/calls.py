@@ -1,11 +1,12 @@
 """From a request to validated parameters and arrays, and from an array to a response.
 
-A request is either a JSON object (every field in it) or a binary body holding the one
-array the route takes (`.npy`, or raw little-endian values), with the other fields as
-query parameters. A JSON body takes no query parameters (422 naming the first): a field
-lives in exactly one place. Types are strict: a JSON `true` is not the number 1, `"yes"`
-is not a boolean, `4.5` is not an integer. Query values are text, read as JSON (`8`,
-`true`, `{"dim": 64}`) for fields that are not strings.
+A request's body is either a JSON object or a binary body holding the one array the route
+takes (`.npy`, or raw little-endian values). Fields may go in the query string too, with
+either body (the OpenAPI document lists them as the query parameters of the routes that take
+binary bodies), each field in one place: one in both the query and a JSON body is a 422. A
+null is a field not given. Types are strict: a JSON `true` is not the number 1, `"yes"` is not
+a boolean, `4.5` is not an integer. Query values are text, read as JSON (`8`, `true`, `{"dim": 64}`) for fields that are
+not strings.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from ...errors import PosencError
 from .codecs import JSON, NPY, RAW, decode_array, decode_json, media_type, negotiate
 from .errors import HttpError
+from .schemas import _Strict
 from .responses import GZIP_MIN_BYTES, ArrayResponse, accepts_gzip, encoded_whole, gzipped, reserve_response
 from ..runtime.service import Service
 
@@ -84,8 +86,10 @@ def validate(model: type[BaseModel], doc: dict) -> BaseModel:
         raise HttpError("invalid_parameter", f"{where}: {first['msg']}", where) from None
 
 
-async def read_call(request: Request, model: type[BaseModel], body_array: str | None) -> Call:
-    """Parse the request for a route whose binary body (if it accepts one) is `body_array`."""
+async def read_call(request: Request, model: type[_Strict]) -> Call:
+    """Parse the request for a route taking `model`; a binary body is its REQUIRED_ARRAY (routes
+    without one take JSON only)."""
+    body_array = model.REQUIRED_ARRAY
     media = negotiate(request.headers.get("accept"))
     content = media_type(request.headers.get("content-type"))
     body = await request.body()
@@ -93,13 +97,13 @@ async def read_call(request: Request, model: type[BaseModel], body_array: str | 
     arrays: dict[str, Any] = {}
     if content == JSON:
         doc = decode_json(body)
-        if doc and query:
-            first = min(query)
-            raise HttpError("invalid_parameter", f"{first}: with a JSON body, give every field in the body "
-                            "(query parameters go with binary bodies)", first)
-        doc = doc or query
-        arrays = {name: doc.pop(name) for name in ARRAY_FIELDS if name in doc}
-        refuse_booleans(body, arrays)
+        both = min(doc.keys() & query.keys(), default=None)
+        if both is not None:
+            raise HttpError("invalid_parameter", f"{both}: given in both the query and the body (give it once)",
+                            both)
+        doc.update(query)
+        arrays = {name: value for name in ARRAY_FIELDS if (value := doc.pop(name, None)) is not None}
+        refuse_booleans(arrays, body, request.scope["query_string"])
     elif content in (NPY, RAW) and body_array is not None:
         doc = query
         raw_dtype = _RAW_DTYPES.get(doc.get("positions_dtype", "int64"))
@@ -112,6 +116,8 @@ async def read_call(request: Request, model: type[BaseModel], body_array: str | 
         raise HttpError("unsupported_media_type", f"Content-Type {content!r}: send one of {accepted}",
                         "content-type")
     params = validate(model, doc)
+    if model.REQUIRED_ARRAY is not None and model.REQUIRED_ARRAY not in arrays:
+        raise PosencError(model.REQUIRED_ARRAY, "is required")
     limit = service_of(request).config.limits.max_positions
     for name in COUNTED_FIELDS:
         if name in arrays:
@@ -128,9 +134,10 @@ def _leaf_types(value) -> set[type]:
     return set(map(type, value))
 
 
-def refuse_booleans(body: bytes, arrays: dict[str, Any]) -> None:
-    """A JSON true/false in an array field is not a number (numpy would make [0, true] [0, 1])."""
-    if b"true" in body or b"false" in body:  # one scan of the body rules out the usual case
+def refuse_booleans(arrays: dict[str, Any], *texts: bytes) -> None:
+    """A JSON true/false in an array field is not a number (numpy would make [0, true] [0, 1]).
+    `texts`: where the arrays were read from (a scan of each rules out the usual case)."""
+    if any(b"true" in text or b"false" in text for text in texts):
         for name, value in arrays.items():
             if bool in _leaf_types(value):
                 raise PosencError(name, "must hold numbers only, got true/false")

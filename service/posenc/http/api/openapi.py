@@ -2,8 +2,8 @@
 
 The routes read `Request` themselves (FastAPI's body parsing cannot take a JSON object and a
 .npy body on the same route), so their request bodies, the query form of their fields and
-their response media types are declared here and the request models added to the schema's
-components.
+their response media types are declared here, and every request model a body refers to is
+added to the schema's components (`request_body` records it: no reference without its schema).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pydantic.json_schema import models_json_schema
 
 from .calls import ARRAY_FIELDS
 from .codecs import JSON, NPY, RAW
-from .schemas import ArrayResponse, ErrorResponse
+from .schemas import ArrayResponse, ErrorResponse, _Strict
 
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
 _REF = "#/components/schemas/{model}"
@@ -36,9 +36,9 @@ _ARRAY_ERRORS = (400, 404, 406, 408, 413, 415, 422, 429, 503)
 _UNLIMITED = ("/healthz", "/readyz", "/metrics")
 _OPEN = ("/healthz", "/readyz")
 _REQUEST_ID = {"name": "X-Request-Id", "in": "header", "required": False,
-               "description": "Your id for this request (generated when absent); echoed in the response, error "
-               "bodies and the server's logs.",
-               "schema": {"type": "string", "pattern": "^[A-Za-z0-9._~:/+=@-]{1,128}$"}}
+               "description": "Your id for this request (generated when absent or empty); echoed in the response, "
+               "error bodies and the server's logs.",
+               "schema": {"type": "string", "pattern": "^[A-Za-z0-9._~:/+=@-]{0,128}$"}}
 _REQUEST_ID_OUT = {"description": "The request's id (yours, or generated)", "schema": {"type": "string"}}
 
 
@@ -57,15 +57,21 @@ def array_responses(model: type[BaseModel] = ArrayResponse) -> dict:
             **error_responses()}
 
 
-def request_body(model: type[BaseModel], binary: bool) -> dict:
-    """openapi_extra for a route reading `model` as JSON, or (binary) an array body plus query fields."""
+#: The request models that bodies refer to (filled by request_body as the routes are declared).
+REQUEST_MODELS: dict[str, type[BaseModel]] = {}
+
+
+def request_body(model: type[_Strict]) -> dict:
+    """openapi_extra for a route reading `model` (calls.read_call): a JSON body; where the model has
+    a REQUIRED_ARRAY, or a binary body (that array) with the other fields as query parameters."""
+    known = REQUEST_MODELS.setdefault(model.__name__, model)
+    assert known is model, f"two request models named {model.__name__}"
     content = {JSON: {"schema": {"$ref": _REF.format(model=model.__name__)}}}
-    extra: dict = {"requestBody": {"required": False, "content": content}}
-    if binary:
-        content[NPY] = _BINARY
-        content[RAW] = _BINARY
-        extra["parameters"] = query_parameters(model)
-    return extra
+    if model.REQUIRED_ARRAY is None:
+        return {"requestBody": {"required": True, "content": content}}
+    content[NPY] = _BINARY
+    content[RAW] = _BINARY
+    return {"requestBody": {"required": True, "content": content}, "parameters": query_parameters(model)}
 
 
 def query_parameters(model: type[BaseModel]) -> list[dict]:
@@ -75,8 +81,8 @@ def query_parameters(model: type[BaseModel]) -> list[dict]:
     for name, prop in schema["properties"].items():
         if name in ARRAY_FIELDS:
             continue
-        description = (prop.get("description", "") + " Binary bodies only: with a JSON body give it in the body "
-                       "(a query parameter next to a JSON body is refused, 422).").strip()
+        description = (prop.get("description", "") + " With a binary body, the query carries this field; with a "
+                       "JSON body, the body or the query may (not both: 422).").strip()
         param = {"name": name, "in": "query", "required": False, "description": description}
         if _structured(prop):
             param["content"] = {JSON: {"schema": prop}}
@@ -110,15 +116,15 @@ def _what_every_route_does(schema: dict, require_api_key: bool) -> None:
                 response.setdefault("headers", {})["X-Request-Id"] = _REQUEST_ID_OUT
 
 
-def install(app: FastAPI, request_models: list[type[BaseModel]], require_api_key: bool = False) -> None:
+def install(app: FastAPI, require_api_key: bool = False) -> None:
     """Generate the schema once, with the request models in components."""
 
     def openapi() -> dict:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, description=app.description,
                                  routes=app.routes)
-            _, defs = models_json_schema([(m, "validation") for m in request_models + [ErrorResponse]],
-                                         ref_template=_REF)
+            models = [*REQUEST_MODELS.values(), ErrorResponse]
+            _, defs = models_json_schema([(m, "validation") for m in models], ref_template=_REF)
             schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
             _what_every_route_does(schema, require_api_key)
             app.openapi_schema = schema

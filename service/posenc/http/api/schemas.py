@@ -8,12 +8,14 @@ are parsed straight to numpy, not through these models; they appear here for the
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_type_hints
+from typing import Annotated, Any, ClassVar, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
 from ...encodings.alibi import MAX_BIAS_MAX
 from ...encodings.rope import ARRANGEMENTS
+from ...errors import PosencError
+from ...limits import LIMITS
 from ...shm import TableInfo
 
 Dtype = Literal["float32", "float64", "float16", "bfloat16"]
@@ -25,6 +27,21 @@ TABLE_NAME_PATTERN = r"^([A-Za-z0-9_-]|\.[A-Za-z0-9_-])[A-Za-z0-9_-]*(\.[A-Za-z0
 TableName = Annotated[str, Field(min_length=1, max_length=64, pattern=TABLE_NAME_PATTERN)]
 #: ALiBi's alibi_bias_max as the library accepts it (posenc.encodings.alibi.MAX_BIAS_MAX).
 AlibiBiasMax = Annotated[float, Field(gt=0, le=MAX_BIAS_MAX)]
+
+
+def _integral(value):
+    """An integral float (4.0) as the int it is: JSON Schema's `integer`, and posenc.args.as_int, take it.
+    Within int64, as a JSON integer must be (orjson's limit): 1e300 stays a float, refused."""
+    return int(value) if type(value) is float and value.is_integer() and abs(value) < 2.0 ** 63 else value
+
+
+#: An integer as JSON Schema (and the library) count one: 4 or 4.0, never 4.5 or true (bounds go
+#: before the validator, or OpenAPI shows them as unknown keywords).
+Integer = Annotated[int, BeforeValidator(_integral)]
+#: A number of heads as posenc.encodings.alibi accepts it.
+NHeads = Annotated[int, Field(ge=1, le=LIMITS.max_dim), BeforeValidator(_integral)]
+#: A query or key length.
+Length = Annotated[int, Field(ge=1), BeforeValidator(_integral)]
 
 _POSITIONS = Field(None, description="Positions (integers, or floats for fractional positions). With a binary "
                    "body (.npy, or raw little-endian `positions_dtype` values) the body is the positions. RoPE "
@@ -44,11 +61,58 @@ _LAYER_TYPE = Field(None, description="With hf_config: the layer type whose RoPE
                     "several (e.g. Gemma-3 sliding_attention / full_attention; see POST /v1/models/positions).")
 
 
+_NOT_NULL = {"not": {"type": "null"}}
+_NULL = {"type": "null"}
+
+
+def _document_rules(schema: dict, model: type[_Strict]) -> None:
+    """Put the rules the model states in class variables (REQUIRED_ARRAY, SOURCES) into its JSON
+    schema, so that OpenAPI says what the service accepts."""
+    if model.REQUIRED_ARRAY is not None:
+        schema.setdefault("required", []).append(model.REQUIRED_ARRAY)
+        field = schema["properties"][model.REQUIRED_ARRAY]
+        field["anyOf"] = [option for option in field["anyOf"] if option != _NULL]
+        field.pop("default", None)
+    if model.SOURCES:
+        branches = []
+        for source in model.SOURCES:
+            others = {name: _NULL for name in model.SOURCES if name != source}
+            if source != "hf_config" and "layer_type" in schema["properties"]:
+                others["layer_type"] = _NULL  # layer_type goes with hf_config only
+            branches.append({"required": [source], "properties": {source: _NOT_NULL, **others}})
+        schema["oneOf"] = branches
+    for name, (other, value) in model.ONLY_WITH.items():  # null unless `other` is `value`
+        schema.setdefault("allOf", []).append(
+            {"anyOf": [{"required": [other], "properties": {other: {"const": value}}},
+                       {"properties": {name: _NULL}}]})
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request's fields (unknown ones refused). REQUIRED_ARRAY names the array field a request
+    must carry (in its JSON body, or as its binary body); exactly one of SOURCES must be given (not
+    null), and `layer_type` only with the `hf_config` source. The route code and the OpenAPI
+    document both read these (read_call and which_source(); _document_rules)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_document_rules)
+    REQUIRED_ARRAY: ClassVar[str | None] = None
+    SOURCES: ClassVar[tuple[str, ...]] = ()
+    #: field -> (other field, value): the library takes the field only when the other has that value.
+    ONLY_WITH: ClassVar[dict[str, tuple[str, str]]] = {}
+
+    def which_source(self) -> str:
+        """The one of SOURCES given (a 422 naming the last of them otherwise)."""
+        given = [name for name in self.SOURCES if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise PosencError(self.SOURCES[-1], f"give exactly one of {', '.join(self.SOURCES)}" +
+                              (f" (got {', '.join(given)})" if given else ""))
+        if given[0] != "hf_config" and getattr(self, "layer_type", None) is not None:
+            raise PosencError("layer_type", "applies to hf_config only")
+        return given[0]
 
 
 class SinusoidalRequest(_Strict):
+    REQUIRED_ARRAY = "positions"
+    SOURCES = ("table", "spec")
     positions: list[float] | float | None = _POSITIONS
     table: TableName | None = _TABLE
     spec: dict[str, Any] | None = Field(
@@ -59,6 +123,8 @@ class SinusoidalRequest(_Strict):
 
 
 class RopeCosSinRequest(_Strict):
+    REQUIRED_ARRAY = "positions"
+    SOURCES = ("table", "spec", "hf_config")
     positions: list[float] | list[list[float]] | float | None = _POSITIONS
     table: TableName | None = _TABLE
     spec: dict[str, Any] | None = _ROPE_SPEC
@@ -74,12 +140,14 @@ class RopeCosSinRequest(_Strict):
 
 
 class RopeApplyRequest(_Strict):
+    REQUIRED_ARRAY = "x"
+    SOURCES = ("table", "spec", "hf_config")
     x: list[Any] | None = Field(None, description="q or k, shape [..., n, head_dim]. With an application/x-npy "
                                 "body the body is x (float16/32/64); the result has x's dtype.")
     positions: list[float] | list[list[float]] | None = Field(
         None, description="n positions, or [3, n] (temporal, height, width) for an M-RoPE spec (mrope_section); "
         "default offset..offset+n-1. With a binary x body: in the query, as JSON.")
-    offset: int = Field(0, description="First position when `positions` is not given.")
+    offset: Integer = Field(0, description="First position when `positions` is not given.")
     table: TableName | None = Field(None, description="Use this RoPE table's spec (and seq_len).")
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
@@ -92,6 +160,7 @@ class RopeApplyRequest(_Strict):
 
 
 class RopeInvFreqRequest(_Strict):
+    SOURCES = ("table", "spec", "hf_config")
     table: TableName | None = Field(None, description="Use this RoPE table's spec (and seq_len).")
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
@@ -100,18 +169,20 @@ class RopeInvFreqRequest(_Strict):
 
 
 class AlibiSlopesRequest(_Strict):
-    n_heads: int = Field(description="Number of attention heads.", examples=[12])
+    ONLY_WITH = {"alibi_bias_max": ("variant", "mpt")}
+    n_heads: NHeads = Field(description="Number of attention heads.", examples=[12])
     variant: Literal["paper", "bloom", "mpt", "falcon", "baichuan"] | None = None
     alibi_bias_max: AlibiBiasMax | None = Field(None, description="mpt only (default 8).")
     dtype: Dtype = "float64"
 
 
 class AlibiBiasRequest(_Strict):
-    n_heads: int = Field(examples=[8])
-    q_len: int = Field(examples=[4])
-    k_len: int | None = Field(None, description="Default q_len.")
-    q_offset: int | None = None
-    k_offset: int | None = None
+    ONLY_WITH = {"alibi_bias_max": ("variant", "mpt")}
+    n_heads: NHeads = Field(examples=[8])
+    q_len: Length = Field(examples=[4])
+    k_len: Length | None = Field(None, description="Default q_len.")
+    q_offset: Integer | None = None
+    k_offset: Integer | None = None
     mode: Literal["causal", "symmetric", "bloom"] | None = None
     gamma: float | list[float] | None = Field(None, description="Multiplies the slopes: one number or one per head.")
     variant: Literal["paper", "bloom", "mpt", "falcon", "baichuan"] | None = None
@@ -120,15 +191,17 @@ class AlibiBiasRequest(_Strict):
 
 
 class T5BucketsRequest(_Strict):
+    REQUIRED_ARRAY = "relative_position"
     relative_position: list[Any] | int | None = Field(
         None, description="key - query positions, any shape (binary body: int64 raw or .npy).",
         examples=[[-200, -3, 0, 3, 200]])
     bidirectional: bool | None = None
-    num_buckets: int | None = None
-    max_distance: int | None = None
+    num_buckets: Integer | None = None
+    max_distance: Integer | None = None
 
 
 class RowsRequest(_Strict):
+    REQUIRED_ARRAY = "positions"
     positions: list[int] | int | None = Field(None, description="Integer positions in the table's range (binary "
                                               "body: int64 raw or .npy).", examples=[[0, 1, 4095]])
     dtype: Dtype | None = Field(None, description="Output dtype, default the table's; no wider than it.")
@@ -138,8 +211,8 @@ class RowsRequest(_Strict):
 class TableCreateRequest(_Strict):
     encoding: dict[str, Any] = Field(description="A sinusoidal or rope spec with its `kind`.",
                                      examples=[{"kind": "sinusoidal", "dim": 64}])
-    start: int | None = Field(None, description="First position (default 0; a computed table: -max_abs_position).")
-    stop: int | None = Field(None, examples=[4096], description="One past the last position: required for a "
+    start: Integer | None = Field(None, description="First position (default 0; a computed table: -max_abs_position).")
+    stop: Integer | None = Field(None, examples=[4096], description="One past the last position: required for a "
                              "stored table; a computed table defaults to max_abs_position + 1.")
     dtype: Literal["float32", "float64"] = Field("float32", description="How rows are stored; a computed table's "
                                                  "default output dtype (it computes every dtype).")

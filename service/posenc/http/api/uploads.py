@@ -23,7 +23,7 @@ from .calls import _query, service_of, validate
 from .codecs import NPY, decode_array
 from .errors import HttpError
 from .openapi import query_parameters, request_body
-from .schemas import _Strict
+from .schemas import Integer, _Strict
 
 SAFETENSORS = "application/x-safetensors"
 UPLOAD_TYPES = (NPY, SAFETENSORS)
@@ -34,9 +34,9 @@ PARSE_NS_PER_BYTE = 2.0
 class TableUploadQuery(_Strict):
     tensor: str | None = Field(None, description="safetensors body: the tensor (default: the file's only one; "
                                "a unique dotted suffix such as wpe.weight also matches).")
-    offset: int | None = Field(None, description="Rows before position 0 (OPT: 2). Default 0.")
-    start: int | None = Field(None, description="First position the table holds (default 0).")
-    stop: int | None = Field(None, description="One past the last (default: every row after the offset).")
+    offset: Integer | None = Field(None, description="Rows before position 0 (OPT: 2). Default 0.")
+    start: Integer | None = Field(None, description="First position the table holds (default 0).")
+    stop: Integer | None = Field(None, description="One past the last (default: every row after the offset).")
     dtype: Literal["float32", "float64"] | None = Field(
         None, description="Stored dtype; default float64 for a float64 tensor, else float32 (exact).")
     sha256: str | None = Field(None, description="If given, the tensor's SHA-256 (as stored) must equal it.")
@@ -70,7 +70,7 @@ async def uploaded_table(request: Request, media: str) -> TableSpec:
 
 def table_request_body(model) -> dict:
     """openapi_extra of PUT /v1/tables/{name}: the JSON `model`, or an uploaded table plus its query fields."""
-    extra = request_body(model, binary=False)
+    extra = request_body(model)
     binary = {"schema": {"type": "string", "format": "binary"}}
     extra["requestBody"]["content"].update({media: binary for media in UPLOAD_TYPES})
     extra["parameters"] = query_parameters(TableUploadQuery)

@@ -34,11 +34,13 @@ MULTIPART = "multipart/form-data"
 AUDIT_COST_NS = 1e9
 FILE_PARTS = (("file",), ("cos", "sin"), ("q", "q_rot"))
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
+_FILE_PART_NAMES = [name for names in FILE_PARTS for name in names]
+#: A form with one of FILE_PARTS' sets of file parts (no part of another set) and the optional fields.
 _FORM = {"schema": {"type": "object", "properties": {
-    "file": {"type": "string", "format": "binary"}, "cos": {"type": "string", "format": "binary"},
-    "sin": {"type": "string", "format": "binary"}, "q": {"type": "string", "format": "binary"},
-    "q_rot": {"type": "string", "format": "binary"}, "config": {"type": "string"},
-    "start": {"type": "integer", "minimum": 0}, "layer_type": {"type": "string"}}}}
+    **{name: {"type": "string", "format": "binary"} for name in _FILE_PART_NAMES}, "config": {"type": "string"},
+    "start": {"type": "integer", "minimum": 0}, "layer_type": {"type": "string"}},
+    "oneOf": [{"required": list(names), "properties": {other: False for other in _FILE_PART_NAMES
+                                                       if other not in names}} for names in FILE_PARTS]}}
 
 
 def _config(text) -> dict | None:

@@ -40,23 +40,9 @@ from .rows import named_table, rows_response
 router = APIRouter(prefix="/v1", tags=["encodings"])
 
 
-def _route(path: str, model, summary: str, binary: bool = False, returns=None):
+def _route(path: str, model, summary: str, returns=None):
     responses = array_responses(returns) if returns else array_responses()
-    return router.post(path, summary=summary, responses=responses, openapi_extra=request_body(model, binary))
-
-
-def _one_source(params, names: tuple[str, ...]) -> str:
-    given = [n for n in names if getattr(params, n) is not None]
-    if len(given) != 1:
-        raise PosencError(names[-1], f"give exactly one of {', '.join(names)}" +
-                          (f" (got {', '.join(given)})" if given else ""))
-    return given[0]
-
-
-def _positions(call: Call) -> np.ndarray:
-    if "positions" not in call.arrays:
-        raise PosencError("positions", "is required")
-    return call.arrays["positions"]
+    return router.post(path, summary=summary, responses=responses, openapi_extra=request_body(model))
 
 
 def spec_job(service, key, exact: np.ndarray, dtype: np.dtype, compute: Callable[[np.ndarray], np.ndarray],
@@ -105,12 +91,10 @@ async def _from_spec_or_table(request: Request, call: Call, plan, positions, dty
 
 async def _rope_spec(request: Request, params) -> tuple[RopeSpec, float | None]:
     """The RoPE spec (and default seq_len) from exactly one of table, spec, hf_config."""
-    source = _one_source(params, ("table", "spec", "hf_config"))
+    source = params.which_source()
     if source == "table":
         table = await named_table(request, params.table, "rope")
         return table.spec.encoding, table.spec.seq_len
-    if params.layer_type is not None and source != "hf_config":
-        raise PosencError("layer_type", "applies to hf_config only")
     if source == "hf_config":
         return service_of(request).specs(layer_spec, params.hf_config, params.layer_type, "rope"), None
     return service_of(request).specs(rope_spec_of, params.spec), None
@@ -126,13 +110,13 @@ def sinusoidal_spec_of(doc) -> SinusoidalSpec:
         return SinusoidalSpec.from_dict(doc)
 
 
-@_route("/sinusoidal", SinusoidalRequest, "Sinusoidal encodings for positions", binary=True)
+@_route("/sinusoidal", SinusoidalRequest, "Sinusoidal encodings for positions")
 async def sinusoidal(request: Request) -> Response:
     """Rows [n, dim] for a sinusoidal `spec`, or read from a sinusoidal `table`."""
-    call = await read_call(request, SinusoidalRequest, "positions")
+    call = await read_call(request, SinusoidalRequest)
     params, dtype = call.params, output_dtype(call.params.dtype)
-    positions = _positions(call)
-    if _one_source(params, ("table", "spec")) == "table":
+    positions = call.arrays["positions"]
+    if params.which_source() == "table":
         table = await named_table(request, params.table, "sinusoidal")
         return await rows_response(request, call.media, table, positions, dtype)
     spec = service_of(request).specs(sinusoidal_spec_of, params.spec)
@@ -147,17 +131,17 @@ def spec_key_for(encoding, seq_len):
     return encoding.canonical_json, seq_len
 
 
-@_route("/rope/cos_sin", RopeCosSinRequest, "RoPE cos/sin rows [cos | sin] for positions", binary=True)
+@_route("/rope/cos_sin", RopeCosSinRequest, "RoPE cos/sin rows [cos | sin] for positions")
 async def rope_cos_sin(request: Request) -> Response:
     """Rows [cos | sin], attention factor applied: with `arrangement` "freq" (the default) cos(p*w_0..)
     then sin(p*w_0..), [n, 2*n_freq] (the table layout); "cat" / "interleave" lay each half out as
     posenc.rope_cos_sin does ([n, 4*n_freq])."""
-    call = await read_call(request, RopeCosSinRequest, "positions")
+    call = await read_call(request, RopeCosSinRequest)
     params, dtype = call.params, output_dtype(call.params.dtype)
-    positions = _positions(call)
+    positions = call.arrays["positions"]
     mrope = np.ndim(positions) == 2
     arrangement = params.arrangement
-    if _one_source(params, ("table", "spec", "hf_config")) == "table" and not mrope:
+    if params.which_source() == "table" and not mrope:
         table = await named_table(request, params.table, "rope")
         built = table.spec.seq_len
         if params.seq_len is not None and params.seq_len != built:
@@ -182,13 +166,11 @@ def mrope_rows(positions, spec: RopeSpec, seq_len, dtype, arrangement: str = "fr
     return np.concatenate((cos, sin), axis=1)
 
 
-@_route("/rope/apply", RopeApplyRequest, "Rotate q or k by RoPE", binary=True)
+@_route("/rope/apply", RopeApplyRequest, "Rotate q or k by RoPE")
 async def rope_apply(request: Request) -> Response:
     """x [..., n, head_dim] rotated by the positions' angles; same shape and dtype as x."""
-    call = await read_call(request, RopeApplyRequest, "x")
+    call = await read_call(request, RopeApplyRequest)
     params = call.params
-    if "x" not in call.arrays:
-        raise PosencError("x", "is required")
     x = call.arrays["x"]
     if not isinstance(x, np.ndarray):  # a JSON x (any JSON value); a binary body's x is an array
         dtype = output_dtype(params.dtype or "float64", "dtype")
@@ -213,7 +195,7 @@ async def rope_apply(request: Request) -> Response:
         returns=InvFreqResponse)
 async def rope_inv_freq(request: Request) -> Response:
     """float64 [n_freq]; the attention factor is a JSON key or the X-Posenc-Attention-Factor header."""
-    call = await read_call(request, RopeInvFreqRequest, None)
+    call = await read_call(request, RopeInvFreqRequest)
     spec, table_seq_len = await _rope_spec(request, call.params)
     seq_len = table_seq_len if call.params.seq_len is None else call.params.seq_len
     inv, attention = api.rope_inv_freq(spec, seq_len=seq_len)
@@ -223,7 +205,7 @@ async def rope_inv_freq(request: Request) -> Response:
 @_route("/alibi/slopes", AlibiSlopesRequest, "ALiBi slopes per head")
 async def alibi_slopes(request: Request) -> Response:
     """[n_heads] in the reference's head order (float64 unless dtype says otherwise)."""
-    call = await read_call(request, AlibiSlopesRequest, None)
+    call = await read_call(request, AlibiSlopesRequest)
     params = call.params
     dtype = output_dtype(params.dtype)
     options = params.model_dump(exclude_none=True, exclude={"n_heads", "dtype"})
@@ -234,7 +216,7 @@ async def alibi_slopes(request: Request) -> Response:
 @_route("/alibi/bias", AlibiBiasRequest, "ALiBi bias block [n_heads, q_len, k_len]")
 async def alibi_bias(request: Request) -> Response:
     """Queries q_offset.., keys k_offset..; causal blocks hold -inf above the diagonal (null in JSON)."""
-    call = await read_call(request, AlibiBiasRequest, None)
+    call = await read_call(request, AlibiBiasRequest)
     params = call.params
     options = params.model_dump(exclude_none=True, exclude={"n_heads", "q_len", "k_len"})
     elements = max(params.n_heads, 0) * max(params.q_len, 0) * max(params.k_len or params.q_len, 0)
@@ -242,12 +224,10 @@ async def alibi_bias(request: Request) -> Response:
                          lambda: api.alibi_bias(params.n_heads, params.q_len, params.k_len, **options), elements)
 
 
-@_route("/t5/buckets", T5BucketsRequest, "T5 relative-position buckets", binary=True)
+@_route("/t5/buckets", T5BucketsRequest, "T5 relative-position buckets")
 async def t5_buckets(request: Request) -> Response:
     """int64 buckets, same shape as relative_position (key - query)."""
-    call = await read_call(request, T5BucketsRequest, "relative_position")
-    if "relative_position" not in call.arrays:
-        raise PosencError("relative_position", "is required")
+    call = await read_call(request, T5BucketsRequest)
     rel = call.arrays["relative_position"]
     options = call.params.model_dump(exclude_none=True)
     return await respond(request, call.media, lambda: api.t5_relative_position_bucket(rel, **options), rel.size)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ....errors import PosencError
 from ....explore import ASSETS, CSP, asset, media_type
@@ -20,6 +20,7 @@ from ....plots import FIGURES, render, render_audit
 from ..calls import read_call, service_of
 from ..errors import HttpError
 from ..openapi import error_responses, request_body
+from ..schemas import _Strict
 from .rows import named_table
 
 router = APIRouter(prefix="/explore", tags=["explore"])
@@ -28,8 +29,7 @@ FIGURE_COST_NS = 1e9
 _HEADERS = {"content-security-policy": CSP, "x-content-type-options": "nosniff", "cache-control": "no-cache"}
 
 
-class FigureRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class FigureRequest(_Strict):
     source: dict[str, Any] = Field(default_factory=dict,
                                    description='{"table": name} | {"spec": {...}} | {"specs": [...]} | {"config": {...}}')
     params: dict[str, Any] = Field(default_factory=dict, description="figure parameters (see posenc plot --help)")
@@ -37,8 +37,7 @@ class FigureRequest(BaseModel):
                                            "interactive Vega-Lite spec and the numbers behind it")
 
 
-class AuditFigureRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class AuditFigureRequest(_Strict):
     report: dict[str, Any] = Field(description="a report from POST /v1/audit")
     format: Literal["svg", "vega"] = "svg"
 
@@ -77,20 +76,20 @@ def _figure_response(drawn, summary: dict) -> Response:
 
 
 @router.post("/figures/audit", summary="The audit's error-vs-position figure (SVG in JSON)",
-             responses=error_responses(400, 406, 413, 415, 422), openapi_extra=request_body(AuditFigureRequest, False))
+             responses=error_responses(400, 406, 413, 415, 422), openapi_extra=request_body(AuditFigureRequest))
 async def audit_figure(request: Request) -> Response:
-    call = await read_call(request, AuditFigureRequest, None)
+    call = await read_call(request, AuditFigureRequest)
     drawn, summary = await service_of(request).run(lambda: render_audit(call.params.report, call.params.format),
                                                    FIGURE_COST_NS)
     return _figure_response(drawn, summary)
 
 
 @router.post("/figures/{figure}", summary="One explorer figure (SVG in JSON) for a table, specs or a config",
-             responses=error_responses(400, 404, 406, 413, 415, 422), openapi_extra=request_body(FigureRequest, False))
+             responses=error_responses(400, 404, 406, 413, 415, 422), openapi_extra=request_body(FigureRequest))
 async def figure(request: Request, figure: str) -> Response:
     if figure not in FIGURES:
         raise HttpError("not_found", f"no figure {figure!r}; one of {sorted(FIGURES)} or audit", "figure")
-    call = await read_call(request, FigureRequest, None)
+    call = await read_call(request, FigureRequest)
     source = await _source(request, call.params.source)
     drawn, summary = await service_of(request).run(
         lambda: render(figure, source, call.params.params, call.params.format), FIGURE_COST_NS)

@@ -71,8 +71,8 @@ def layer_spec(config, layer_type: str | None, kind: str):
 
 @router.post("/positions", summary="Every position encoding a model uses, by layer type",
              response_model=ModelPositionsResponse, responses=error_responses(400, 406, 413, 415, 422),
-             openapi_extra=request_body(ModelPositionsRequest, binary=False))
+             openapi_extra=request_body(ModelPositionsRequest))
 async def model_positions(request: Request) -> dict:
     """The `posenc.from_hf_config` summary: per layer type its spec, layers and how attention applies it."""
-    call = await read_call(request, ModelPositionsRequest, None)
+    call = await read_call(request, ModelPositionsRequest)
     return read_model(call.params.hf_config).to_dict()

@@ -65,13 +65,11 @@ async def rows_response(request: Request, media: str, table: Table, positions, d
 
 
 @router.post("/{name}/rows", summary="Rows of a table for many positions", responses=array_responses(),
-             openapi_extra=request_body(RowsRequest, binary=True))
+             openapi_extra=request_body(RowsRequest))
 async def table_rows(request: Request, name: Annotated[str, _NAME]) -> Response:
     """[n, width] for integer positions in [start, stop) (a computed table: any positions there, fractional
     too); positions as JSON, int64 raw or .npy."""
-    call = await read_call(request, RowsRequest, "positions")
-    if "positions" not in call.arrays:
-        raise PosencError("positions", "is required")
+    call = await read_call(request, RowsRequest)
     table = await named_table(request, name)
     return await rows_response(request, call.media, table, call.arrays["positions"], call.params.dtype)
 

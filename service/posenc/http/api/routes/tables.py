@@ -72,8 +72,8 @@ async def create_table(request: Request, name: Annotated[str, _NAME]) -> dict:
         raise HttpError("unsupported_media_type", f"Content-Type {media!r}: send a JSON table spec, or a learned "
                         f"table as one of {list(UPLOAD_TYPES)}", "content-type")
     else:
-        call = await read_call(request, TableCreateRequest, None)
-        spec = TableSpec.from_dict(call.params.model_dump(exclude_unset=True))  # from_dict's defaults
+        call = await read_call(request, TableCreateRequest)
+        spec = TableSpec.from_dict(call.params.model_dump(exclude_unset=True, exclude_none=True))  # its defaults
     info = await service_of(request).publish(name, spec)
     return public_table_info(info)
 
