@@ -2,7 +2,8 @@
 Playwright, never a downloaded browser) against a real `posenc serve` on 127.0.0.1. Every view
 draws (Vega, vendored) the chosen source for the Llama-3.1 table `make run` serves and for pasted Qwen2-YaRN,
 Gemma-3 and Phi-3 configs, two sources side by side, the state in the URL; parameters redraw their view;
-figures export as PNG/SVG/CSV/JSON; the audit runs on a dropped file; bad input shows one clear error.
+figures export as PNG/SVG/CSV/JSON; the audit runs on a dropped file; bad input shows one clear error;
+the share link documented in docs/explorer.md opens its state (variants overlaid) and round-trips.
 No console errors, no request to anything but the service; screenshots go to build/test-artifacts/explore/."""
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import io
 import json
 import shutil
 import tempfile
+import time
 from pathlib import Path
+from urllib.parse import unquote
 
 import numpy as np
 import pytest
@@ -21,6 +24,7 @@ from posenc.config import DEFAULT_TOML
 from serve_support import served
 
 from audit_recipes import GEMMA3, bf16_positions, config
+from test_explore_share_link import DOC_ORIGIN, documented_link
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "build" / "test-artifacts" / "explore"
@@ -122,7 +126,7 @@ def test_every_view_for_the_llama_table(server, context):
     # The ALiBi view draws the chosen source or says it has nothing to draw (never 32 default heads).
     assert "nothing to draw" in browser.page.inner_text(".view[data-figure=alibi] .note")
     # The heatmap is the table's own RoPE, not a base-10000 sinusoid.
-    assert "RoPE [cos | sin], llama3, base 500000" in summary(browser, "heatmap")
+    assert "RoPE [cos | sin], llama3 ×8 (orig 8192), base 500000" in summary(browser, "heatmap")
     for view in ("heatmap", "spectrum", "decay", "precision"):  # drawn by Vega on a wide canvas
         assert canvas_width(browser, view) > 900, view
     browser.shot("llama-table")
@@ -333,3 +337,50 @@ def test_a_source_error_leaves_no_figure(server, context):
     assert len(browser.console_errors) == 3 and all("status of 422" in e for e in browser.console_errors)
     browser.console_errors.clear()
     browser.assert_clean()
+
+
+def figure_titles(browser: Browser, view: str, slot: str = "a") -> list[str]:
+    return browser.page.evaluate(f"document.querySelector('.view[data-figure={view}] .slot[data-slot={slot}]')"
+                                 ".figure.data.panels.map(p => p.title)")
+
+
+def test_the_documented_share_link_round_trips_and_overlays(server, context, tmp_path):
+    """Opening docs/explorer.md's example link draws its state (two scalings overlaid in the spectrum and decay
+    views, titles naming the scaling) and the page writes the same link back; the CSV export is the service's
+    (the same bytes as `posenc plot --out x.csv`); unticking the overlay redraws the variants side by side."""
+    from posenc.plots import render
+
+    link = documented_link().replace(DOC_ORIGIN, server.url)
+    state = json.loads(unquote(link.split("#", 1)[1]))
+    browser = Browser(context, server.url)
+    browser.page.goto(link)
+    browser.page.wait_for_selector("body[data-state=drawn]", timeout=TIMEOUT_MS)
+    assert browser.page.url == link  # round trip: the page's own state, written back, is the documented link
+    assert browser.page.input_value(".source[data-slot=a] .specs") == state["a"]["value"]
+    specs = json.loads(state["a"]["value"])
+    for view in ("spectrum", "decay"):
+        assert browser.page.is_checked(f".view[data-figure={view}] input[name=overlay]")
+        (title,) = figure_titles(browser, view)  # one panel: every variant on one axis
+        assert title.endswith("every variant on one axis, base 500000, d=128"), title
+        assert browser.page.locator(f".view[data-figure={view}] .slot[data-slot=a] canvas").count() == 1
+    names = browser.page.evaluate("document.querySelector('.view[data-figure=spectrum] .slot').figure.data"
+                                  ".panels[0].series.map(s => s.name)")
+    assert names == ["unscaled", "yarn: yarn ×4 (orig 8192)", "llama3: llama3 ×8 (orig 8192)"], names
+    lines = summary(browser, "decay").split("\n")
+    assert [line.split(":")[0] for line in lines] == ["yarn, yarn ×4 (orig 8192)", "llama3, llama3 ×8 (orig 8192)"]
+    assert lines[0].split(": ", 1)[1] != lines[1].split(": ", 1)[1]  # each variant's own bound
+    browser.shot("spectrum-overlay", ".view[data-figure=spectrum]")
+    with browser.page.expect_download() as info:
+        browser.page.click(".view[data-figure=spectrum] .slot[data-slot=a] button[data-export=csv]")
+    path = tmp_path / info.value.suggested_filename
+    info.value.save_as(path)
+    assert path.read_bytes() == render("spectrum", {"specs": specs}, {"overlay": True}, "csv")[0]
+    browser.page.uncheck(".view[data-figure=spectrum] input[name=overlay]")  # redraws that view, side by side
+    deadline = time.monotonic() + TIMEOUT_MS / 1000  # polled from here: wait_for_function evals, which the CSP refuses
+    while browser.page.evaluate("document.querySelector('.view[data-figure=spectrum] .slot').figure?.data"
+                                ".panels.length") != 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert figure_titles(browser, "spectrum") == ["yarn: yarn ×4 (orig 8192), base 500000, d=128",
+                                                  "llama3: llama3 ×8 (orig 8192), base 500000, d=128"]
+    assert json.loads(unquote(browser.page.url.split("#", 1)[1]))["p"]["spectrum"] == {"overlay": False}
+    browser.assert_clean(nothing_to_draw=1)  # ALiBi

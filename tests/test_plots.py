@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+import importlib
+import io
 import json
 import math
 import subprocess
@@ -71,7 +74,7 @@ def test_cli_plot_writes_png_and_svg(kind, tmp_path):
 
 def test_cli_plot_bad_input(tmp_path, capsys):
     assert main(["plot", "spectrum", "--out", str(tmp_path / "x.gif")]) == 2
-    assert "format" in capsys.readouterr().err
+    assert "--out: must end in one of .png, .svg, .json, .csv, got '.gif'" in capsys.readouterr().err
     assert main(["plot", "alibi", "--param", "gamma=-1", "--out", str(tmp_path / "x.png")]) == 2
 
 
@@ -210,3 +213,157 @@ def test_vega_spec_carries_the_librarys_numbers():
     after = [v["y"] for v in values if v["series"] == "llama3"]
     assert np.allclose(after, 2 * math.pi / posenc.rope_inv_freq(spec)[0])
     assert drawn["vega"]["hconcat"][0]["layer"][0]["params"][0]["bind"] == "scales"  # zoom and pan
+
+
+# --- Issue 39: what a researcher comparing scalings trips on ----------------------------------------------------
+YARN = {"kind": "rope", "head_dim": 128, "base": 5e5, "label": "yarn", "scaling": {"rope_type": "yarn", "factor": 4.0},
+        "original_max_position_embeddings": 8192}
+LLAMA3 = {"kind": "rope", "head_dim": 128, "base": 5e5, "label": "llama3", "original_max_position_embeddings": 8192,
+          "scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}}
+PLAIN = {"kind": "rope", "head_dim": 128, "base": 5e5, "label": "plain", "max_position_embeddings": 8192}
+VARIANTS = [PLAIN, YARN, LLAMA3]
+
+
+def test_cli_plot_help_names_every_out_suffix(capsys):
+    """The --out help is built from the suffixes `posenc plot` writes (before the fix it promised .json while
+    the code looked for a "json" format, and the explorer's CSV had no suffix at all)."""
+    from posenc.cli.plot import OUT_SUFFIXES
+
+    with pytest.raises(SystemExit):
+        main(["plot", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for suffix, (_, words) in OUT_SUFFIXES.items():
+        assert f"{suffix} {words}" in text
+    assert set(OUT_SUFFIXES) == {".png", ".svg", ".json", ".csv"}
+
+
+def test_cli_plot_writes_every_out_suffix(tmp_path):
+    spec = json.dumps(YARN)
+    written = {}
+    for suffix in (".png", ".svg", ".json", ".csv", ".CSV"):
+        out = tmp_path / f"spectrum{suffix}"
+        assert main(["plot", "spectrum", "--spec", spec, "--out", str(out)]) == 0
+        written[suffix] = out.read_bytes()
+    assert written[".png"][:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in written[".svg"][:400]
+    doc = json.loads(written[".json"])
+    assert doc["vega"]["hconcat"] and doc["data"]["panels"][0]["title"] == "yarn: yarn ×4 (orig 8192), base 500000, d=128"
+    csv, _ = render("spectrum", {"specs": [YARN]}, fmt="csv")  # the explorer's CSV export (see test_explore_browser)
+    assert written[".csv"] == written[".CSV"] == csv
+
+
+def csv_rows(text: str) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_csv_rows_are_the_figures_points():
+    from posenc.plots import figure
+
+    fig = figure("heatmap", {"specs": [YARN]}, {"positions": 4})
+    drawn, _ = render("heatmap", {"specs": [YARN]}, {"positions": 4}, "csv")
+    rows = csv_rows(drawn.decode())
+    z = np.asarray(fig.panels[0].heat.z)
+    assert len(rows) == z.size and {r["panel"] for r in rows} == {fig.panels[0].title}
+    assert all(float(r["value"]) == z[int(r["y"]), int(r["x"])] for r in rows)  # every cell, all five columns
+    spectrum = figure("spectrum", {"specs": [YARN]})
+    rows = csv_rows(spectrum.to_csv())
+    (panel,) = spectrum.panels
+    for series in panel.series:
+        assert [float(r["y"]) for r in rows if r["series"] == series.name] == series.y  # round-trip floats
+    assert [(r["series"], r["y"]) for r in rows if r["x"] == "" and r["y"]] == [("trained 8192", "8192"),
+                                                                                 ("extended 32768", "32768")]
+
+
+@pytest.mark.parametrize("spec, title", [
+    (PLAIN, "plain: no scaling, base 500000, d=128"),
+    (YARN, "yarn: yarn ×4 (orig 8192), base 500000, d=128"),
+    (LLAMA3, "llama3: llama3 ×8 (orig 8192), base 500000, d=128"),
+    ({"kind": "rope", "head_dim": 64, "base": 1e4, "max_position_embeddings": 131072,
+      "scaling": {"rope_type": "linear", "factor": 8.0}}, "rope 1: linear ×8 (orig 16384), base 10000, d=64"),
+])
+def test_spectrum_titles_and_csv_name_the_scaling(spec, title):
+    """Before: "rope 1: base 500000, d=128" for every variant, so panels and CSV rows could not be told apart."""
+    from posenc.plots import figure
+
+    fig = figure("spectrum", {"specs": [spec]})
+    assert fig.panels[0].title == title and fig.summary["panels"][0]["text"].startswith(title + "; ")
+    assert {row["panel"] for row in csv_rows(fig.to_csv())} == {title}
+
+
+def test_decay_summary_is_each_variants_own_bound():
+    """Before: every variant printed the unscaled bound, the same line for all."""
+    from posenc.plots import figure
+
+    summary = figure("decay", {"specs": VARIANTS}, {"max_distance": 65536}).summary["panels"]
+    r = np.unique(np.geomspace(1, 65536, 320).round())
+    for entry, doc in zip(summary, VARIANTS):
+        spec = posenc.RopeSpec.from_dict({k: v for k, v in doc.items() if k not in ("kind", "label")})
+        extended = 32768 if doc is YARN else 65536 if doc is LLAMA3 else None
+        own = decay_bound(spec.inv_freq(extended if spec.length_dependent else None)[0], r)
+        assert entry["bound_at_max"] == pytest.approx(own[-1], rel=1e-12)
+        assert f"{own[-1]:.2f} at 65536" in entry["text"]
+    assert len({e["text"].split(": ", 1)[1] for e in summary}) == 3
+    assert summary[0]["bound_at_max"] == summary[1]["bound_at_max_unscaled"] != summary[1]["bound_at_max"]
+
+
+@pytest.mark.parametrize("kind", ["spectrum", "decay"])
+def test_overlay_draws_every_variant_on_one_axis(kind):
+    from posenc.plots import figure
+
+    apart = figure(kind, {"specs": VARIANTS})
+    fig = figure(kind, {"specs": VARIANTS}, {"overlay": True})
+    (panel,) = fig.panels
+    assert panel.title.endswith("every variant on one axis, base 500000, d=128")
+    names = [s.name for s in panel.series]
+    # plain is its own unscaled reference: no second "unscaled" series for the same base and dimension
+    assert names == ["plain: no scaling", "yarn: yarn ×4 (orig 8192)", "llama3: llama3 ×8 (orig 8192)"]
+    scaled = {p.title.split(":")[0]: p.series[-1] for p in apart.panels}
+    for series, label in zip(panel.series, ("plain", "yarn", "llama3")):
+        if kind == "spectrum":  # the same numbers as side by side (decay: on the longest variant's distances)
+            assert series.y == scaled[label].y
+    assert [r.label for r in panel.rules] == ["trained 8192", "extended 32768 (yarn)", "extended 65536 (llama3)"]
+    assert fig.summary["panels"] == figure(kind, {"specs": VARIANTS}, {"overlay": True}).summary["panels"]
+    spec = render(kind, {"specs": VARIANTS}, {"overlay": True}, "vega")[0]["vega"]
+    (layer,) = [l for l in spec["hconcat"][0]["layer"] if "color" in l.get("encoding", {})]
+    assert layer["encoding"]["color"]["sort"] == names and layer["encoding"]["color"]["legend"]  # a legend
+    assert b"<svg" in render(kind, {"specs": VARIANTS}, {"overlay": True})[0][:400]
+
+
+def test_overlay_names_base_and_dim_per_variant_when_they_differ():
+    from posenc.plots import figure
+
+    other = {"kind": "rope", "head_dim": 64, "base": 1e4, "label": "small", "max_position_embeddings": 4096}
+    (panel,) = figure("spectrum", {"specs": [YARN, other]}, {"overlay": True}).panels
+    assert panel.title == "every variant on one axis"
+    assert [s.name for s in panel.series] == ["unscaled, base 500000, d=128", "yarn: yarn ×4 (orig 8192), base 500000, "
+                                              "d=128", "small: no scaling, base 10000, d=64"]
+
+
+def test_cli_overlay(tmp_path, capsys):
+    out = tmp_path / "decay.csv"
+    assert main(["plot", "decay", "--overlay", *[a for v in VARIANTS for a in ("--spec", json.dumps(v))],
+                 "--out", str(out)]) == 0
+    assert {row["panel"] for row in csv_rows(out.read_text())} == {
+        "every variant on one axis, base 500000, d=128"}
+    capsys.readouterr()
+    assert main(["plot", "heatmap", "--overlay", "--out", str(tmp_path / "h.png")]) == 2
+    assert "--overlay: draws the variants of spectrum and decay on one axis, not of heatmap" in capsys.readouterr().err
+    from posenc.cli.plot import OVERLAY_FIGURES
+    from posenc.plots import FIGURES
+
+    takes = {f for f in FIGURES if "overlay" in importlib.import_module(f"posenc.plots.{f}").PARAMS}
+    assert takes == set(OVERLAY_FIGURES)
+
+
+@pytest.mark.parametrize("rows, step, words", [(2 * 64, 2, "one position in 2 drawn"),
+                                               (3 * 64, 3, "one position in 3 drawn"),
+                                               (11 * 64, 11, "one position in 11 drawn")])
+def test_heatmap_title_says_which_positions_are_drawn(rows, step, words):
+    """Before: "every 2th position"."""
+    from posenc.plots.model import Heat, Panel
+    from posenc.plots.vega import panel_spec
+
+    panel = Panel("t", "column", "position", heat=Heat([[0.0] * 256 for _ in range(rows)]))
+    spec = panel_spec(panel)
+    assert spec["title"]["text"] == f"t ({words}; the export has all)"
+    assert spec["layer"][0]["encoding"]["y"]["bin"]["step"] == step

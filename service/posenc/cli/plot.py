@@ -1,11 +1,12 @@
 """`posenc plot heatmap|spectrum|decay|alibi|precision [--config config.json | --spec JSON ...] --out FILE`.
 
-The explorer's figures as PNG or SVG files, or as JSON (the page's Vega-Lite spec and the numbers
-behind it), by the --out suffix. --spec may repeat (variants side by side); --config draws every
-layer type of a model; parameters as --param name=value (heatmap: positions, and dim without a
-source; decay: max_distance; alibi: context, gamma, and n_heads without a source; precision:
-max_position). A parameter the figure does not take is an error, as is a source without the
-encodings the figure draws.
+The explorer's figures as files, the format by the --out suffix: .png or .svg (drawn by
+matplotlib), .json (the page's Vega-Lite spec and the numbers behind the figure) or .csv (the
+figure's points, the same file as the page's CSV export). --spec may repeat (variants side by side,
+or with --overlay on one axis); --config draws every layer type of a model; parameters as --param
+name=value (heatmap: positions, and dim without a source; decay: max_distance; alibi: context,
+gamma, and n_heads without a source; precision: max_position). A parameter the figure does not
+take is an error, as is a source without the encodings the figure draws.
 """
 
 from __future__ import annotations
@@ -18,18 +19,28 @@ import orjson
 from ..errors import PosencError
 from .audit import read_config
 
+#: --out's suffix -> what is written (posenc.plots' format name), and the help's words for it.
+OUT_SUFFIXES = {".png": ("png", "PNG image"), ".svg": ("svg", "SVG image"),
+                ".json": ("vega", "the explorer's Vega-Lite spec and the numbers behind the figure"),
+                ".csv": ("csv", "the figure's points, as the explorer's CSV export")}
+#: The figures whose variants --overlay draws on one axis.
+OVERLAY_FIGURES = ("spectrum", "decay")
+
 
 def register(sub) -> None:
     from ..plots import FIGURES
 
-    p = sub.add_parser("plot", help="draw an explorer figure to a PNG or SVG file",
+    p = sub.add_parser("plot", help="draw an explorer figure to a PNG, SVG, JSON or CSV file",
                        description=__doc__.split("\n\n", 1)[1])
     p.add_argument("figure", choices=sorted(FIGURES))
     p.add_argument("--config", help="a model's config.json: every layer type")
     p.add_argument("--spec", action="append", default=[], help='a spec as JSON, e.g. \'{"kind": "rope", '
-                   '"head_dim": 128, "base": 5e5}\' (repeat for variants side by side)')
+                   '"head_dim": 128, "base": 5e5}\' (repeat for variants side by side, or on one axis with --overlay)')
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="a figure parameter")
-    p.add_argument("--out", required=True, help="output file, .png, .svg or .json (Vega-Lite spec and data)")
+    p.add_argument("--overlay", action="store_true", help=f"{' and '.join(OVERLAY_FIGURES)}: draw every variant on "
+                   "one axis with a legend (default: one panel each, side by side)")
+    p.add_argument("--out", required=True, metavar="FILE", help="output file, its suffix the format: " +
+                   "; ".join(f"{suffix} {words}" for suffix, (_, words) in OUT_SUFFIXES.items()))
     p.set_defaults(handler=run)
 
 
@@ -56,18 +67,30 @@ def _specs(items: list[str]) -> list[dict]:
     return out
 
 
+def out_format(path: str) -> str:
+    """The posenc.plots format `path`'s suffix asks for, or an error listing the suffixes."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in OUT_SUFFIXES:
+        raise PosencError("--out", f"must end in one of {', '.join(OUT_SUFFIXES)}, got {suffix or 'no suffix'!r} "
+                          f"({path})")
+    return OUT_SUFFIXES[suffix][0]
+
+
 def run(args) -> int:
     from ..plots import render
 
-    fmt = Path(args.out).suffix.lower().lstrip(".")
+    fmt = out_format(args.out)
     if args.config and args.spec:
         raise PosencError("spec", "give --config or --spec, not both")
+    params = _params(args.param)
+    if args.overlay:
+        if args.figure not in OVERLAY_FIGURES:
+            raise PosencError("--overlay", f"draws the variants of {' and '.join(OVERLAY_FIGURES)} on one axis, "
+                              f"not of {args.figure}")
+        params["overlay"] = True
     source = {"config": read_config(args.config)} if args.config else {"specs": _specs(args.spec)} if args.spec else {}
-    if fmt == "json":  # the explorer's Vega-Lite spec with the numbers behind the figure
-        drawn, _ = render(args.figure, source, _params(args.param), "vega")
-        data = orjson.dumps(drawn, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2)
-    else:
-        data, _ = render(args.figure, source, _params(args.param), fmt)
+    drawn, _ = render(args.figure, source, params, fmt)
+    data = orjson.dumps(drawn, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2) if fmt == "vega" else drawn
     Path(args.out).write_bytes(data)
     print(f"wrote {args.out} ({len(data)} bytes)")
     return 0

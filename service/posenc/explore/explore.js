@@ -1,7 +1,8 @@
 // The explorer page: asks the service for each figure (a Vega-Lite spec with the library's numbers) and
 // draws it with the vendored Vega (interactive: zoom, hover values, export). Two sources, A and B, are
-// drawn side by side in every view; the page's state lives in its URL. Talks only to the service that
-// served it; user input goes into text nodes and JSON bodies, never into HTML.
+// drawn side by side in every view; the page's state lives in its URL (the share link's format is in
+// docs/explorer.md, "Share links"). Talks only to the service that served it; user input goes into text
+// nodes and JSON bodies, never into HTML.
 "use strict";
 
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -54,10 +55,19 @@ function isSourceError(err) {
 }
 
 // --- views ---------------------------------------------------------------------------------------------------
+// A view's parameters: numbers, and true/false for a checkbox (the spectrum's and decay's "overlay").
 function params(view) {
   const out = {};
-  $$(".params input", view).forEach((input) => { if (input.value !== "") out[input.name] = Number(input.value); });
+  $$(".params input", view).forEach((input) => {
+    if (input.type === "checkbox") out[input.name] = input.checked;
+    else if (input.value !== "") out[input.name] = Number(input.value);
+  });
   return out;
+}
+
+function setParam(input, value) {
+  if (input.type === "checkbox") input.checked = value === true;
+  else input.value = value;
 }
 
 function slotsOf(view, active) {
@@ -95,7 +105,7 @@ function drawnWidth(chart) {
 // width tells the overhead, and the panels are redrawn to fill the box exactly (titles cut at their panel's
 // width, so they do not widen it). Panels that would be narrower than MIN_PANEL wrap onto more rows instead.
 const MIN_PANEL = 200;
-async function embed(el, drawn, kind) {
+async function embed(el, drawn, kind, request) {
   const chart = $(".chart", el);
   const box = Math.max(320, chart.clientWidth || el.clientWidth || 600);
   const spec = drawn.vega, panels = spec.hconcat, n = panels.length;
@@ -118,17 +128,19 @@ async function embed(el, drawn, kind) {
     width = Math.max(MIN_PANEL, width - Math.ceil((drawnWidth(chart) - box) / columns));
     await render(width);
   }
-  el.figure = { kind, data: drawn.data };
+  el.figure = { kind, data: drawn.data, request }; // the request again, as CSV, is the CSV export
 }
 
-async function drawSlot(view, el, source, kind, body) {
+function post(path, body) {
+  return call(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+}
+
+async function drawSlot(view, el, source, kind) {
   clearSlot(el, "loading");
   try {
-    const drawn = await call(`/explore/figures/${kind}`, {
-      method: "POST", headers: { "content-type": "application/json" },
-      body: JSON.stringify(body || { source, params: params(view), format: "vega" }),
-    });
-    await embed(el, drawn, kind);
+    const request = { path: `/explore/figures/${kind}`, body: { source, params: params(view), format: "vega" } };
+    const drawn = await post(request.path, request.body);
+    await embed(el, drawn, kind, request);
     $(".summary", el).textContent = summaryText(drawn.summary);
     el.dataset.state = "drawn";
   } catch (e) {
@@ -195,21 +207,16 @@ function download(name, url) {
   document.body.appendChild(a); a.click(); a.remove();
 }
 
-function csvOf(figure) {
-  const lines = ["panel,series,x,y"];
-  const quote = (s) => `"${String(s).replace(/"/g, '""')}"`;
-  figure.data.panels.forEach((p) => {
-    p.series.forEach((s) => s.x.forEach((x, i) => lines.push([quote(p.title), quote(s.name), x, s.y[i] ?? ""].join(","))));
-    p.rules.forEach((r) => lines.push([quote(p.title), quote(r.label), r.axis === "x" ? r.value : "", r.axis === "y" ? r.value : ""].join(",")));
-    if (p.heat) p.heat.z.forEach((row, y) => row.forEach((v, x) => lines.push([quote(p.title), "heat", x, y, v].join(","))));
-  });
-  return lines.join("\n") + "\n";
+// CSV is written by the service (posenc.plots.model.Figure.to_csv, as `posenc plot --out x.csv`): the figure's
+// request again, in that format.
+async function csvOf(figure) {
+  return (await post(figure.request.path, { ...figure.request.body, format: "csv" })).csv;
 }
 
 async function exportSlot(el, what) {
   const name = `${el.figure.kind}${el.dataset.slot ? "-" + el.dataset.slot : ""}`;
   if (what === "png" || what === "svg") return download(`${name}.${what}`, await el.vegaView.toImageURL(what, what === "png" ? 2 : 1));
-  const text = what === "csv" ? csvOf(el.figure) : JSON.stringify(el.figure.data, null, 1);
+  const text = what === "csv" ? await csvOf(el.figure) : JSON.stringify(el.figure.data, null, 1);
   const url = URL.createObjectURL(new Blob([text], { type: what === "csv" ? "text/csv" : "application/json" }));
   download(`${name}.${what}`, url);
   setTimeout(() => URL.revokeObjectURL(url), 10000);
@@ -241,7 +248,7 @@ function restoreState() {
   });
   Object.entries(state.p || {}).forEach(([figure, values]) => {
     const view = $(`.view[data-figure=${CSS.escape(figure)}]`);
-    if (view) Object.entries(values).forEach(([name, value]) => { const input = $(`.params input[name=${CSS.escape(name)}]`, view); if (input) input.value = value; });
+    if (view) Object.entries(values).forEach(([name, value]) => { const input = $(`.params input[name=${CSS.escape(name)}]`, view); if (input) setParam(input, value); });
   });
   return true;
 }
@@ -278,10 +285,9 @@ async function audit(file) {
     const report = await call("/v1/audit", { method: "POST", body: form });
     out.textContent = reportText(report);
     const [el] = slotsOf(view, ["a"]);
-    const drawn = await call("/explore/figures/audit", {
-      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ report, format: "vega" }),
-    });
-    await embed(el, drawn, "audit");
+    const request = { path: "/explore/figures/audit", body: { report, format: "vega" } };
+    const drawn = await post(request.path, request.body);
+    await embed(el, drawn, "audit", request);
     el.dataset.state = "drawn";
     audited = report.built_from.spec;
     $("input[name=source-b][value=audited]").disabled = false;

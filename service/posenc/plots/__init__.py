@@ -15,9 +15,10 @@ from ..errors import PosencError
 
 #: The figures; each is drawn by the `build` of this package's module of the same name.
 FIGURES = ("heatmap", "spectrum", "decay", "alibi", "precision")
-#: Image files (matplotlib), and the page's interactive spec (Vega-Lite with the numbers behind the figure).
+#: Image files (matplotlib); the page's interactive spec (Vega-Lite with the numbers behind the figure); the
+#: figure's points as CSV (the page's CSV export).
 FORMATS = ("svg", "png")
-ALL_FORMATS = (*FORMATS, "vega")
+ALL_FORMATS = (*FORMATS, "vega", "csv")
 
 
 def figure(kind: str, source: dict, params: dict | None = None):
@@ -37,22 +38,27 @@ def figure(kind: str, source: dict, params: dict | None = None):
     return module.build(encodings_of(source), params)
 
 
-def _output(fig, fmt: str) -> tuple[bytes | dict, dict]:
+def _check_format(fmt: str) -> None:
     if fmt not in ALL_FORMATS:
         raise PosencError("format", f"must be one of {list(ALL_FORMATS)}, got {fmt!r}")
+
+
+def _output(fig, fmt: str) -> tuple[bytes | dict, dict]:
+    _check_format(fmt)
     if fmt == "vega":
         from .vega import to_spec
 
         return {"vega": to_spec(fig), "data": fig.to_dict()}, fig.summary
+    if fmt == "csv":
+        return fig.to_csv().encode("utf-8"), fig.summary
     from .mpl import to_bytes
 
     return to_bytes(fig, fmt), fig.summary
 
 
 def render(kind: str, source: dict, params: dict | None = None, fmt: str = "svg") -> tuple[bytes | dict, dict]:
-    """(image bytes, summary), or for fmt "vega" ({"vega": spec, "data": numbers}, summary)."""
-    if fmt not in ALL_FORMATS:  # before any figure is computed
-        raise PosencError("format", f"must be one of {list(ALL_FORMATS)}, got {fmt!r}")
+    """(image or CSV bytes, summary), or for fmt "vega" ({"vega": spec, "data": numbers}, summary)."""
+    _check_format(fmt)  # before any figure is computed
     return _output(figure(kind, source, params), fmt)
 
 

@@ -12,6 +12,7 @@ from ..encodings import SinusoidalSpec
 from ..errors import PosencError
 from .model import Figure, Heat, Panel
 from .sources import drawable
+from .spectrum import scaling_label
 
 LAYOUTS = ("interleaved", "halves", "t2t")
 PARAMS = ("positions", "dim")
@@ -25,7 +26,7 @@ def _table(spec, n: int) -> tuple[np.ndarray, str]:
         table = sinusoidal(positions, spec.dim, **{k: v for k, v in spec.to_dict().items() if k not in ("kind", "dim")})
         return table, f"{spec.layout}, dim {spec.dim}, base {spec.base:g}"
     cos, sin = rope_cos_sin(positions, spec, dtype="float64")
-    return np.concatenate([cos, sin], axis=1), f"RoPE [cos | sin], {spec.rope_type}, base {spec.base:g}, " \
+    return np.concatenate([cos, sin], axis=1), f"RoPE [cos | sin], {scaling_label(spec)}, base {spec.base:g}, " \
                                                f"d={spec.rotary_dim}"
 
 

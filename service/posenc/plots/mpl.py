@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import io
+import textwrap
 
 import numpy as np
 
@@ -18,6 +19,8 @@ from .model import Figure, Panel
 STYLE = {"svg.fonttype": "path", "font.size": 10, "axes.grid": True, "grid.alpha": 0.3,
          "svg.hashsalt": "posenc", "figure.dpi": 100, "legend.fontsize": 8}
 PANEL_WIDTH, PANEL_HEIGHT = 5.2, 3.8
+#: Characters of a title line that fit a panel's width (10 pt DejaVu Sans); longer titles wrap.
+TITLE_CHARS = 60
 
 
 @functools.cache
@@ -56,7 +59,8 @@ def _panel(fig, ax, panel: Panel) -> None:
         ax.set_xscale("log")
     if panel.y_log:
         ax.set_yscale("log")
-    ax.set(title=panel.title, xlabel=panel.x_label, ylabel=panel.y_label)
+    title = "\n".join(part for line in panel.title.split("\n") for part in textwrap.wrap(line, TITLE_CHARS) or [""])
+    ax.set(title=title, xlabel=panel.x_label, ylabel=panel.y_label)
     if panel.series or panel.rules or panel.bands:
         ax.legend(loc="best")
 

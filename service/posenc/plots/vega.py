@@ -120,7 +120,7 @@ def panel_spec(panel: Panel) -> dict:
     layers += _rule_layers(panel)
     title = panel.title
     if panel.heat is not None and _heat_step(panel) > 1:
-        title += f" (every {_heat_step(panel)}th position drawn; the export has all)"
+        title += f" (one position in {_heat_step(panel)} drawn; the export has all)"
     return {"title": {"text": title, "fontSize": 13, "limit": 720}, "width": 520, "height": 300,
             "layer": layers, "resolve": {"scale": {"color": "independent"}}}
 

@@ -1,8 +1,9 @@
 """/explore: the explorer page, its assets, and the figures it shows (SVG drawn here by posenc.plots).
 
 POST /explore/figures/{figure} takes {"source": {"table": name} | {"spec"} | {"specs"} | {"config"},
-"params": {...}} and answers {"svg": "...", "summary": {...}}; /explore/figures/audit takes
-{"report": <a POST /v1/audit answer>}.
+"params": {...}, "format": "svg" | "vega" | "csv"} and answers {"svg": "...", "summary": {...}} (or
+{"vega": spec, "data": numbers, ...}, or {"csv": "...", ...}: the page's CSV export); /explore/figures/audit
+takes {"report": <a POST /v1/audit answer>} and the same formats.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from ..schemas import _Strict
 from .rows import named_table
 
 router = APIRouter(prefix="/explore", tags=["explore"])
+#: What a figure request may ask for: posenc.plots' formats that are text (PNG is `posenc plot`'s only).
+FORMATS = ("svg", "vega", "csv")
 #: Cost estimate that sends figure rendering (~0.2-1 s of matplotlib) to a worker thread.
 FIGURE_COST_NS = 1e9
 _HEADERS = {"content-security-policy": CSP, "x-content-type-options": "nosniff", "cache-control": "no-cache"}
@@ -33,13 +36,13 @@ class FigureRequest(_Strict):
     source: dict[str, Any] = Field(default_factory=dict,
                                    description='{"table": name} | {"spec": {...}} | {"specs": [...]} | {"config": {...}}')
     params: dict[str, Any] = Field(default_factory=dict, description="figure parameters (see posenc plot --help)")
-    format: Literal["svg", "vega"] = Field("svg", description="svg: a drawn figure; vega: the explorer's "
-                                           "interactive Vega-Lite spec and the numbers behind it")
+    format: Literal[FORMATS] = Field("svg", description="svg: a drawn figure; vega: the explorer's interactive "
+                                     "Vega-Lite spec and the numbers behind it; csv: the figure's points")
 
 
 class AuditFigureRequest(_Strict):
     report: dict[str, Any] = Field(description="a report from POST /v1/audit")
-    format: Literal["svg", "vega"] = "svg"
+    format: Literal[FORMATS] = "svg"
 
 
 def _asset_response(name: str) -> Response:
@@ -69,8 +72,8 @@ async def _source(request: Request, source: dict) -> dict:
     return source
 
 
-def _figure_response(drawn, summary: dict) -> Response:
-    body = {**drawn, "summary": summary} if isinstance(drawn, dict) else {"svg": drawn.decode("utf-8"),
+def _figure_response(drawn, summary: dict, fmt: str) -> Response:
+    body = {**drawn, "summary": summary} if isinstance(drawn, dict) else {fmt: drawn.decode("utf-8"),
                                                                         "summary": summary}
     return Response(orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
 
@@ -81,7 +84,7 @@ async def audit_figure(request: Request) -> Response:
     call = await read_call(request, AuditFigureRequest)
     drawn, summary = await service_of(request).run(lambda: render_audit(call.params.report, call.params.format),
                                                    FIGURE_COST_NS)
-    return _figure_response(drawn, summary)
+    return _figure_response(drawn, summary, call.params.format)
 
 
 @router.post("/figures/{figure}", summary="One explorer figure (SVG in JSON) for a table, specs or a config",
@@ -93,4 +96,4 @@ async def figure(request: Request, figure: str) -> Response:
     source = await _source(request, call.params.source)
     drawn, summary = await service_of(request).run(
         lambda: render(figure, source, call.params.params, call.params.format), FIGURE_COST_NS)
-    return _figure_response(drawn, summary)
+    return _figure_response(drawn, summary, call.params.format)
