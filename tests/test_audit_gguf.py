@@ -1,4 +1,4 @@
-"""`posenc audit model.gguf --config config.json`: tiny GGUF files written the way llama.cpp's
+"""`posenc audit model.gguf --model-config config.json`: tiny GGUF files written the way llama.cpp's
 convert_hf_to_gguf.py writes them for real HF configs (tests/gguf_converter.py: each class's keys, types
 and RoPE tensors; no weights), judged as llama.cpp's loader reads them. Correct conversions are called
 correct, each conversion mistake is named, and what cannot be told from the metadata is said."""
@@ -277,10 +277,10 @@ def test_cli_audits_a_gguf(tmp_path, capsys):
     cfg_path = tmp_path / "config.json"
     cfg_path.write_text(json.dumps(LLAMA))
     good = write(tmp_path / "good.gguf", LLAMA)
-    assert main(["audit", good, "--config", str(cfg_path)]) == 0
+    assert main(["audit", good, "--model-config", str(cfg_path)]) == 0
     assert "diagnosis: CORRECT" in capsys.readouterr().out
     bad = write(tmp_path / "bad.gguf", LLAMA, rope_freqs=None)
-    assert main(["audit", bad, "--config", str(cfg_path), "--json"]) == 3
+    assert main(["audit", bad, "--model-config", str(cfg_path), "--json"]) == 3
     assert json.loads(capsys.readouterr().out)["diagnosis"]["cause"] == "scaling_missing"
     assert main(["audit", good]) == 0  # no config: reported, not judged
     assert "no config" in capsys.readouterr().out

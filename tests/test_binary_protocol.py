@@ -155,7 +155,8 @@ def test_server_errors_carry_field_status_and_whether_they_close():
 
 
 def test_binary_serve_builds_the_server_command_line():
-    out = subprocess.run([sys.executable, "-m", "posenc.cli", "binary-serve", "--port", "0", "--unix", "/tmp/x.sock",
+    out = subprocess.run([sys.executable, "-m", "posenc.cli", "binary-serve", "--binary-port", "0",
+                          "--binary-socket", "/tmp/x.sock",
                           "--shm-dir", "/tmp/shm", "--threads", "3", "--print-argv", "--", "--max-positions", "7"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out[0].endswith("posenc-server") and out[1] == "--no-tcp"  # port 0: no TCP listener

@@ -1,4 +1,4 @@
-"""`posenc positions CONFIG --positions ...` (and `posenc demo --config`): a config's values at chosen
+"""`posenc positions CONFIG --positions ...` (and `posenc demo --model-config`): a config's values at chosen
 positions, per layer type, checked against the library's own functions on real configs."""
 
 import json
@@ -111,8 +111,9 @@ def test_the_reading_s_notes_are_printed(capsys):
 
 
 def test_demo_config_is_positions(capsys):
-    """demo --config used to refuse Gemma-3 without a layer type; it is now `positions` at 0, 1, 4096."""
-    assert main(["demo", "--config", str(CONFIGS / "gemma-3-1b.json")]) == 0
+    """demo --model-config (before: --config) used to refuse Gemma-3 without a layer type; it is now
+    `positions` at 0, 1, 4096."""
+    assert main(["demo", "--model-config", str(CONFIGS / "gemma-3-1b.json")]) == 0
     demo = capsys.readouterr().out
     assert main(["positions", str(CONFIGS / "gemma-3-1b.json"), "--positions", "0,1,4096"]) == 0
     assert demo == capsys.readouterr().out
@@ -122,7 +123,8 @@ def test_demo_config_is_positions(capsys):
     (["gemma-3-1b.json", "--positions", "0,x"], "positions: must be comma-separated numbers, got 'x'"),
     (["gemma-3-1b.json", "--positions", "0", "--layer-type", "global"], "layer_type: unknown layer type 'global'"),
     (["gemma-3-1b.json", "--positions", "0", "--layer", "26"], ("layer: no layer type of this gemma3_text model "
-                                                              "lists layer 26 (layers with positions: 0-25)")),
+                                                              "lists layer 26: it applies no positions, or there "
+                                                              "is no such layer (layers with positions: 0-25)")),
     (["gemma-3-1b.json", "--positions", "0", "--layer", "1", "--layer-type", "x"], "layer: give --layer-type or"),
     (["gpt2.json", "--positions", "1024"], ("positions: layer type 'default': a learned table holds integer "
                                            "positions 0..1023")),

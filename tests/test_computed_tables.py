@@ -322,7 +322,7 @@ def test_the_embedded_config_serves_a_computed_table():
 def test_posenc_table_build_computed(shm_root, capsys):
     from posenc.cli import main
 
-    root = ["--root", str(shm_root)]
+    root = ["--shm-dir", str(shm_root)]
     assert main(["table", "build", '{"kind": "sinusoidal", "dim": 128}', "--computed", *root]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"published sinusoidal-d128-any generation 1: {2 * LIMIT + 1}x128 float32 (576 B)")

@@ -166,18 +166,18 @@ def test_layer_tables_tabulates_what_it_can_and_says_why_not_the_rest():
 def test_cli_builds_a_table_from_a_safetensors_checkpoint(checkpoint_file, tmp_path, capsys):
     root = tmp_path / "shm"
     assert main(["table", "build", str(checkpoint_file), "--tensor", "embed_positions.weight", "--offset", "2",
-                 "--name", "opt-wpe", "--root", str(root)]) == 0
+                 "--name", "opt-wpe", "--shm-dir", str(root)]) == 0
     assert capsys.readouterr().out.startswith("published opt-wpe generation 1: 30x8 float32")
     with attach("opt-wpe", root=root, verify=True) as tbl:
         np.testing.assert_array_equal(tbl.array, OPT_WPE[2:])
-    assert main(["table", "ls", "--root", str(root)]) == 0
+    assert main(["table", "ls", "--shm-dir", str(root)]) == 0
     assert "learned dim=8 model.decoder.embed_positions.weight offset=2 sha256=" in capsys.readouterr().out
 
 
 def test_cli_builds_a_table_from_a_npy_file(tmp_path, capsys):
     np.save(tmp_path / "wpe.npy", OPT_WPE)
     assert main(["table", "build", str(tmp_path / "wpe.npy"), "--positions", "3:9", "--dtype", "float64",
-                 "--root", str(tmp_path / "shm")]) == 0
+                 "--shm-dir", str(tmp_path / "shm")]) == 0
     name = capsys.readouterr().out.split()[1]
     assert name == f"wpe-3to9-f64-{checkpoint.values_sha256(OPT_WPE)[:6]}"  # the file, positions, dtype, the values' digest
     with attach(name, root=tmp_path / "shm") as tbl:
@@ -192,20 +192,20 @@ def test_cli_builds_a_table_from_a_npy_file(tmp_path, capsys):
     ([], "tensor: the file holds 2 tensors"),
 ])
 def test_cli_checkpoint_errors_name_the_field(checkpoint_file, tmp_path, capsys, args, message):
-    assert main(["table", "build", str(checkpoint_file), *args, "--root", str(tmp_path / "shm")]) == 2
+    assert main(["table", "build", str(checkpoint_file), *args, "--shm-dir", str(tmp_path / "shm")]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_cli_config_build_with_a_layer_type_and_checkpoint_options_are_checked(tmp_path, capsys):
     spec = '{"kind": "sinusoidal", "dim": 8}'
-    assert main(["table", "build", spec, "--positions", "0:4", "--tensor", "wpe", "--root", str(tmp_path)]) == 2
+    assert main(["table", "build", spec, "--positions", "0:4", "--tensor", "wpe", "--shm-dir", str(tmp_path)]) == 2
     assert "tensor: only applies to a .safetensors / .npy checkpoint" in capsys.readouterr().err
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 2,
                                   "max_position_embeddings": 16}))
-    assert main(["table", "build", str(config), "--layer-type", "nope", "--root", str(tmp_path)]) == 2
+    assert main(["table", "build", str(config), "--layer-type", "nope", "--shm-dir", str(tmp_path)]) == 2
     assert "layer-type: unknown layer type 'nope'" in capsys.readouterr().err
-    assert main(["table", "build", str(config), "--name", "tiny", "--root", str(tmp_path)]) == 0
+    assert main(["table", "build", str(config), "--name", "tiny", "--shm-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out.startswith("published tiny generation 1: 16x32 float32")
 
 
@@ -222,14 +222,14 @@ def test_cli_takes_tensor_name_offset_and_shape_from_the_config(checkpoint_file,
     ckpt = tmp_path / "ckpt.safetensors"
     tensor = posenc_learned_spec(config).tensor
     save_file({tensor.removeprefix("transformer."): OPT_WPE, "lm_head.weight": OPT_WPE}, str(ckpt))
-    assert main(["table", "build", str(ckpt), "--config", str(path), "--name", "wpe",
-                 "--root", str(tmp_path / "shm")]) == 0, capsys.readouterr().err
+    assert main(["table", "build", str(ckpt), "--model-config", str(path), "--name", "wpe",
+                 "--shm-dir", str(tmp_path / "shm")]) == 0, capsys.readouterr().err
     with attach("wpe", root=tmp_path / "shm") as tbl:
         assert (tbl.spec.encoding.offset, tbl.spec.encoding.num_positions) == (offset, 32 - offset)
         np.testing.assert_array_equal(tbl.array, OPT_WPE[offset:])
     small = dict(config, **{"n_positions" if "n_positions" in config else "max_position_embeddings": 20})
     path.write_text(json.dumps(small))
-    assert main(["table", "build", str(ckpt), "--config", str(path), "--root", str(tmp_path / "shm")]) == 2
+    assert main(["table", "build", str(ckpt), "--model-config", str(path), "--shm-dir", str(tmp_path / "shm")]) == 2
     assert "tensor: has shape (32, 8); the model's spec expects" in capsys.readouterr().err
 
 
@@ -241,11 +241,11 @@ def posenc_learned_spec(config) -> LearnedSpec:
 def test_cli_config_without_a_computable_encoding_says_why(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(GPT2))
-    assert main(["table", "build", str(path), "--root", str(tmp_path / "shm")]) == 2
+    assert main(["table", "build", str(path), "--shm-dir", str(tmp_path / "shm")]) == 2
     err = capsys.readouterr().err
     assert "spec: this gpt2 model has no encoding posenc can tabulate (default: a learned table's values" in err
     path.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 2}))
-    assert main(["table", "build", str(ckpt_npy(tmp_path)), "--config", str(path), "--root", str(tmp_path)]) == 2
+    assert main(["table", "build", str(ckpt_npy(tmp_path)), "--model-config", str(path), "--shm-dir", str(tmp_path)]) == 2
     assert "config: this llama model has no learned position table" in capsys.readouterr().err
 
 

@@ -122,7 +122,7 @@ def test_a_model_with_several_layer_types_needs_a_layer_type(client):
 def test_cli_config_build_publishes_one_table_per_layer_type(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(GEMMA3))
-    assert main(["table", "build", str(path), "--name", "gemma3", "--root", str(tmp_path / "shm")]) == 0
+    assert main(["table", "build", str(path), "--name", "gemma3", "--shm-dir", str(tmp_path / "shm")]) == 0
     out = capsys.readouterr().out
     assert "published gemma3.full_attention generation" in out and "published gemma3.sliding_attention" in out
     model = posenc.from_hf_config(GEMMA3)
@@ -130,12 +130,12 @@ def test_cli_config_build_publishes_one_table_per_layer_type(tmp_path, capsys):
         with attach(f"gemma3.{layer_type}", root=tmp_path / "shm") as tbl:
             assert tbl.spec.encoding == model[layer_type].spec and tbl.array.shape == (64, 256)
     assert main(["table", "build", str(path), "--layer-type", "sliding_attention", "--positions", "0:8",
-                 "--root", str(tmp_path / "shm")]) == 0
+                 "--shm-dir", str(tmp_path / "shm")]) == 0
     (line,) = capsys.readouterr().out.splitlines()
     # the default name: the model's directory (no _name_or_path here), the positions, the layer type
     assert re.match(rf"published {re.escape(tmp_path.name)}-8\.sliding_attention generation \d+: 8x256 ", line)
     before = sorted(p.name for p in (tmp_path / "shm").iterdir())
-    assert main(["table", "build", str(path), "--name", "g" * 50, "--root", str(tmp_path / "shm")]) == 2
+    assert main(["table", "build", str(path), "--name", "g" * 50, "--shm-dir", str(tmp_path / "shm")]) == 2
     assert "name: 'gggggggggggggggggggggggggggggggggggggggggggggggggg.full_attention' must be 1..64" in \
         capsys.readouterr().err
     assert sorted(p.name for p in (tmp_path / "shm").iterdir()) == before  # names checked before any publish
@@ -152,7 +152,7 @@ def test_cli_config_build_tabulates_sinusoidal_and_alibi_and_explains_the_rest(t
     the command that builds it; BLOOM's ALiBi needs positions (its config has no context length)."""
     path, root = tmp_path / "config.json", str(tmp_path / "shm")
     path.write_text(json.dumps(WHISPER))
-    assert main(["table", "build", str(path), "--name", "whisper", "--root", root]) == 0
+    assert main(["table", "build", str(path), "--name", "whisper", "--shm-dir", root]) == 0
     out = capsys.readouterr().out
     assert "published whisper.encoder generation" in out and ": 30x64 float32" in out
     assert "skipped layer type decoder: a learned table's values are in the checkpoint" in out
@@ -160,14 +160,14 @@ def test_cli_config_build_tabulates_sinusoidal_and_alibi_and_explains_the_rest(t
         assert_matches_oracle(tbl.array, reference.sinusoidal(np.arange(30), 64, layout="t2t"), "float32",
                               angle_max=30.0)
     path.write_text(json.dumps(BLOOM))
-    assert main(["table", "build", str(path), "--root", root]) == 2
+    assert main(["table", "build", str(path), "--shm-dir", root]) == 2
     assert "default: the config has no context length: give the positions" in capsys.readouterr().err
-    assert main(["table", "build", str(path), "--name", "bloom", "--positions", "0:16", "--root", root]) == 0
+    assert main(["table", "build", str(path), "--name", "bloom", "--positions", "0:16", "--shm-dir", root]) == 0
     with attach("bloom", root=root) as tbl:
         slopes = posenc.from_hf_config(BLOOM)["default"].spec.slopes
         np.testing.assert_array_equal(tbl.array, (np.arange(16)[:, None] * slopes).astype(np.float32))
     path.write_text(json.dumps(T5))
-    assert main(["table", "build", str(path), "--root", root]) == 2
+    assert main(["table", "build", str(path), "--shm-dir", root]) == 2
     assert "encoder: T5 relative-position buckets depend on key - query" in capsys.readouterr().err
 
 

@@ -64,7 +64,7 @@ def test_precision_data_shows_posenc_exact_and_float32_angles_not(name):
 def test_cli_plot_writes_png_and_svg(kind, tmp_path):
     png, svg = tmp_path / f"{kind}.png", tmp_path / f"{kind}.svg"
     model = "bloom-560m" if kind == "alibi" else "qwen2-7b-yarn"
-    assert main(["plot", kind, "--config", str(CONFIGS / f"{model}.json"), "--out", str(png)]) == 0
+    assert main(["plot", kind, "--model-config", str(CONFIGS / f"{model}.json"), "--out", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     spec = json.dumps({"kind": "alibi", "n_heads": 12} if kind == "alibi" else
                       {"kind": "rope", "head_dim": 64, "base": 1e4, "label": "small"})
@@ -96,10 +96,10 @@ def test_cli_audit_exit_codes_and_json(tmp_path, capsys):
     cfg_path.write_text(json.dumps(cfg))
     spec = posenc.RopeSpec.from_hf_config(cfg)
     good = _save(tmp_path / "good.npy", exact(spec, np.arange(4096)))
-    assert main(["audit", good, "--config", str(cfg_path)]) == 0
+    assert main(["audit", good, "--model-config", str(cfg_path)]) == 0
     assert "diagnosis: CORRECT" in capsys.readouterr().out
     half = _save(tmp_path / "half.npy", stored(exact(spec, np.arange(4096)), np.float16))
-    assert main(["audit", half, "--config", str(cfg_path)]) == 1
+    assert main(["audit", half, "--model-config", str(cfg_path)]) == 1
     capsys.readouterr()
     broken = _save(tmp_path / "broken.npy", bf16_positions(spec, 4096))
     assert main(["audit", broken, "--json"]) == 3
@@ -184,7 +184,7 @@ def test_alibi_draws_the_sources_heads_and_refuses_a_source_without_alibi():
 
 def test_cli_heatmap_uses_the_config(tmp_path):
     out = tmp_path / "h.json"
-    assert main(["plot", "heatmap", "--config", str(CONFIGS / "llama-3.1-8b.json"), "--param", "positions=32",
+    assert main(["plot", "heatmap", "--model-config", str(CONFIGS / "llama-3.1-8b.json"), "--param", "positions=32",
                  "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     z = np.asarray(doc["data"]["panels"][0]["heat"]["z"])

@@ -90,10 +90,10 @@ def test_cli_build_uses_the_default_names(tmp_path, capsys):
     config = tmp_path / "Llama-3.1-8B" / "config.json"
     config.parent.mkdir()
     config.write_text((CONFIGS / "llama-3.1-8b.json").read_text())
-    assert main(["table", "build", str(config), "--positions", "0:64", "--root", root, "--progress", "never"]) == 0
+    assert main(["table", "build", str(config), "--positions", "0:64", "--shm-dir", root, "--progress", "never"]) == 0
     assert capsys.readouterr().out.startswith("published Llama-3.1-8B-64 generation 1: 64x128 float32")
     spec = json.dumps({"kind": "sinusoidal", "dim": 16})
-    assert main(["table", "build", spec, "--positions", "0:2048", "--root", root, "--progress", "never"]) == 0
+    assert main(["table", "build", spec, "--positions", "0:2048", "--shm-dir", root, "--progress", "never"]) == 0
     assert capsys.readouterr().out.startswith("published sinusoidal-d16-2k generation 2: ")
     with attach("sinusoidal-d16-2k", root=root) as tbl:
         assert tbl.spec == table({"kind": "sinusoidal", "dim": 16}, stop=2048)

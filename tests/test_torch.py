@@ -127,7 +127,7 @@ def test_refuses_a_spec_that_does_not_reproduce_the_stock_module(models):
     from posenc.torch.patch import _probe
 
     with pytest.raises(posenc.PosencError, match="do not reproduce"):
-        _probe(stock, pt.ExactRotaryEmbedding(wrong), None, False)
+        _probe("model.rotary_emb", stock, pt.ExactRotaryEmbedding(wrong), "default", False)
 
 
 def test_gemma3_layer_types_each_get_their_own_frequencies(models):
@@ -153,9 +153,13 @@ def test_table_backed_module_matches_the_computed_one(tmp_path, models):
     try:
         store.publish("tiny-llama", TableSpec(spec, 0, 4096), progress=None)
         from_table = torch_models.copy.deepcopy(model)
-        pt.patch_model(from_table, table="tiny-llama", shm_root=tmp_path)
+        report = pt.patch_model(from_table, table="tiny-llama", shm_root=tmp_path)
         computed = torch_models.copy.deepcopy(model)
-        pt.patch_model(computed)
+        computed_report = pt.patch_model(computed)
+        # the report says where the rows come from (it read like a computed one before)
+        assert report.replaced[0].tables == {"default": f"'tiny-llama' in {tmp_path} (float32, positions 0:4096)"}
+        assert f"rows read from shared-memory table 'tiny-llama' in {tmp_path}" in str(report)
+        assert not computed_report.replaced[0].tables and "rows computed by posenc" in str(computed_report)
         ids = torch.arange(16)[None]
         x = torch.zeros(1, dtype=torch.float32)
         a = from_table.model.rotary_emb(x, ids)
@@ -163,6 +167,30 @@ def test_table_backed_module_matches_the_computed_one(tmp_path, models):
         assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
         with pytest.raises(posenc.PosencError, match="not this model"):
             pt.ExactRotaryEmbedding(posenc.RopeSpec(16), table="tiny-llama", shm_root=tmp_path)
+    finally:
+        store.close()
+
+
+def test_a_table_not_in_the_directory_says_how_to_name_another(tmp_path, models, monkeypatch):
+    """Before: "no table named 'tiny-llama' in /dev/shm", with no word of shm_root= or POSENC_SHM_DIR."""
+    from posenc.shm import TableStore
+    from posenc.tables import TableSpec
+
+    model = torch_models.copy.deepcopy(models[LLAMA])
+    spec = pt.ExactRotaryEmbedding(model.config.to_dict()).specs["default"]
+    empty = tmp_path / "empty"
+    with pytest.raises(posenc.PosencError) as err:
+        pt.patch_model(model, table="tiny-llama", shm_root=empty)
+    message = str(err.value)
+    assert message.startswith(f"table: no table named 'tiny-llama' in {empty}")
+    assert "shm_root=DIR" in message and "POSENC_SHM_DIR=DIR" in message and "Tables there" not in message
+    store = TableStore(tmp_path / "shm")
+    try:
+        store.publish("tiny-llama", TableSpec(spec, 0, 64), progress=None)
+        with pytest.raises(posenc.PosencError, match="Tables there: tiny-llama[.] A table published"):
+            pt.patch_model(model, table="tiny", shm_root=tmp_path / "shm")
+        monkeypatch.setenv("POSENC_SHM_DIR", str(tmp_path / "shm"))  # the remedy the message gives
+        assert pt.patch_model(model, table="tiny-llama").replaced[0].tables
     finally:
         store.close()
 
@@ -187,8 +215,12 @@ def test_a_model_cast_to_bfloat16_is_refused_naming_the_cast_inv_freq_and_the_re
     with pytest.raises(posenc.PosencError) as err:
         pt.patch_model(model)
     message = str(err.value)
-    assert "inv_freq was cast to torch.bfloat16" in message and "patch_model before casting" in message
-    assert "torch_dtype=" in message
+    assert "inv_freq were cast to torch.bfloat16" in message and "patch_model before casting" in message
+    # transformers 5 loads with dtype= (torch_dtype= is its deprecated name), and the module is named
+    # where "layer type None" stood for a module serving one layer type
+    assert "from_pretrained(..., dtype=torch.bfloat16)" in message
+    assert "posenc's positions for 'model.rotary_emb' (layer type 'default')" in message
+    assert "None" not in message
     assert isinstance(model.model.rotary_emb, type(models[LLAMA].model.rotary_emb))  # nothing changed
     patched = torch_models.copy.deepcopy(models[LLAMA])
     pt.patch_model(patched)

@@ -1,4 +1,4 @@
-"""`posenc audit model.gguf [--config config.json]`: the RoPE llama.cpp will compute from a GGUF
+"""`posenc audit model.gguf [--model-config config.json]`: the RoPE llama.cpp will compute from a GGUF
 file, against the exact positions of the model's HF config.
 
 llama.cpp conversions get RoPE wrong often, and nothing fails loudly: a wrong `rope.freq_base`, a

@@ -5,7 +5,7 @@ The scenario's calls: the 128-d float32 row of a random millisecond timestamp in
 a named computed table, one position a request. posenc-load (C, `--connections` connections with one
 request in flight each, `--processes` processes) is the generator the payments tables use; each
 client's driver (`clients/<lang>/run-payments ADDRESS TABLE [flags]`, e.g. clients/go/cmd/posenc-payments)
-calls its library as a service would: `--workers` threads or goroutines on one client holding a pool of
+calls its library as a service would: `--client-threads` threads or goroutines on one client holding a pool of
 `--pool` connections. Closed loop first (the saturation of each), then open loop at 50, 80 and 95 % of
 posenc-load's saturation, offered to every driver alike, latency from each request's scheduled time.
 The server runs alone on the first CPU (`--threads 1`), every generator on the others, one at a time.
@@ -22,6 +22,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from ..cli.options import add_flag
 from ..client.process import REPO_BINARY, pinned, start_server
 from ..encodings import SinusoidalSpec
 from ..errors import PosencError
@@ -50,8 +51,8 @@ def add_arguments(parser) -> None:
                         help="posenc-load's connections, one request in flight each (default %(default)s)")
     parser.add_argument("--processes", type=int, default=4,
                         help="posenc-load processes sharing them (default %(default)s)")
-    parser.add_argument("--workers", type=int, default=256,
-                        help="each client's threads or goroutines calling it (default %(default)s)")
+    add_flag(parser, "--client-threads", old=("--workers",), type=int, default=256,
+             help="each client's threads or goroutines calling it (default %(default)s)")
     parser.add_argument("--pool", type=int, default=4, help="connections of each client's pool (default %(default)s)")
     parser.add_argument("--quick", action="store_true", help="a smoke run (0.3 s a point, one repeat): not figures")
 
@@ -72,7 +73,7 @@ def drivers_of(text: str) -> tuple[list[str], list[str]]:
 def run_driver(language: str, address: str, load_cpus: list[int], args, rate: float = 0) -> dict:
     """One run of a client's driver, pinned to the load CPUs: its JSON report."""
     argv = [str(CLIENTS / language / "run-payments"), address, COMPUTED, "-seconds", str(args.seconds),
-            "-warmup", str(args.warmup), "-workers", str(args.workers), "-pool", str(args.pool),
+            "-warmup", str(args.warmup), "-workers", str(args.client_threads), "-pool", str(args.pool),
             "-positions", "{}:{}".format(*POSITIONS), *(["-rate", f"{rate:.0f}"] if rate else [])]
     done = subprocess.run(pinned(set(load_cpus), argv), capture_output=True, text=True, check=False,
                           timeout=args.seconds + args.warmup + 300)
@@ -145,7 +146,7 @@ def measure(server, cpus: dict, drivers: list[str], args) -> tuple[dict, dict]:
 def how(generator: str, args) -> str:
     if generator == LOAD:
         return f"posenc-load (C): {args.connections} connections x 1, {args.processes} processes"
-    return f"{generator} client: {args.workers} workers, a pool of {args.pool} connections"
+    return f"{generator} client: {args.client_threads} workers, a pool of {args.pool} connections"
 
 
 def report(rows: dict, saturation: dict, drivers: list[str], missing: list[str], args) -> str:

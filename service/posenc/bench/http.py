@@ -33,13 +33,15 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cli.options import add_flag
 from ..http.api.codecs import JSON, encode, json_printer
 from ..http.runtime.launch import ServerProcess, free_port
 from .http_cases import CASES, PAYLOAD_ENV, request_headers, service_config
 from .timing import machine_line, markdown_table
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default %(default)s)")
+    add_flag(parser, "--seconds", old=("--duration",), type=int, default=10,
+             help="measured seconds per run, whole seconds: wrk's -d (default %(default)s)")
     parser.add_argument("--connections", type=int, default=64, help="wrk connections (default %(default)s)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per case (median reported)")
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of: %(default)s")
@@ -92,7 +94,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _wrk(wrk: str, url: str, pid: int, name: str, directory: Path, args) -> dict:
-    argv = ["taskset", "-c", "1", wrk, "-t1", f"-c{args.connections}", f"-d{args.duration}s", "--timeout", "10s",
+    argv = ["taskset", "-c", "1", wrk, "-t1", f"-c{args.connections}", f"-d{args.seconds}s", "--timeout", "10s",
             "--latency", "-s", str(directory / f"{name}.lua"), url + CASES[name].path]
     cpu_before = _cpu_seconds(pid)
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
@@ -210,7 +212,7 @@ def _report(results, cases, args, floors) -> str:
         f"here, {us / statistics.median(r['cpu_us'] for r in results[(name, 'bare ASGI')]):.1f}x the bare app's "
         f"whole request (which sends stored bytes): the floor of any server that prints those numbers."
         for name, us in floors.items())
-    return (f"{table}\n\nwrk -t1 -c{args.connections} -d{args.duration}s pinned to CPU 1; server pinned to CPU 0 "
+    return (f"{table}\n\nwrk -t1 -c{args.connections} -d{args.seconds}s pinned to CPU 1; server pinned to CPU 0 "
             f"(uvicorn, uvloop, httptools, 1 worker); median of {args.repeats}, cases interleaved; 'vs bare ASGI' is the "
             f"median of each posenc run's req/s over the bare app's in the run just before it. Server CPU µs/req "
             f"is the server process's user+system time over the requests it answered (less sensitive than req/s "

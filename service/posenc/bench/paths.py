@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 
+from ..cli.options import is_hidden
 from ..errors import PosencError
 
 #: Suites that go through the library's active path (the public API, shm publishing): one process a path.
@@ -54,8 +55,8 @@ def suite_argv(parser: argparse.ArgumentParser, args: argparse.Namespace, own: s
     own arguments), as given or defaulted: a child then runs the same measurement."""
     argv = []
     for action in parser._actions:
-        if action.dest not in own or not action.option_strings:
-            continue
+        if action.dest not in own or not action.option_strings or is_hidden(action):  # an old spelling's
+            continue  # value is the new name's: given once
         value = getattr(args, action.dest)
         if action.nargs == 0:  # store_true / store_false: the flag when it differs from its default
             if value != action.default:

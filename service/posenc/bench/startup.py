@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cli.options import add_flag
 from ..errors import PosencError
 from ..http.runtime.launch import free_port
 from .timing import machine_line, markdown_table
@@ -39,8 +40,9 @@ POLL_S = 0.005
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--runs", type=int, default=5, help="timed starts; medians are reported (default %(default)s)")
-    parser.add_argument("--config", type=Path, help="TOML config to serve (default: the embedded one)")
+    add_flag(parser, "--repeats", old=("--runs",), type=int, default=5,
+             help="timed starts; medians are reported (default %(default)s)")
+    parser.add_argument("--config", type=Path, help="the service's TOML config to serve (default: the embedded one)")
     parser.add_argument("--workers", type=int, help="override the config's worker processes (0 = one per core)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds a start may take (default %(default)s)")
 
@@ -149,7 +151,7 @@ def start_once(config: Path | None, workers: int | None, timeout_s: float,
 def run(args) -> str:
     load_before = os.getloadavg()[0]
     first = start_once(args.config, args.workers, args.timeout)
-    starts = [start_once(args.config, args.workers, args.timeout) for _ in range(args.runs)]
+    starts = [start_once(args.config, args.workers, args.timeout) for _ in range(args.repeats)]
     load_after = os.getloadavg()[0]
     rows = []
     for phase in PHASES.values():
@@ -165,6 +167,6 @@ def run(args) -> str:
     config = args.config or "the embedded config"
     workers = "the config's workers" if args.workers is None else f"--workers {args.workers}"
     return (f"{text}\n\n`posenc serve` with {config} ({workers}; {os.cpu_count()} CPUs here), each start on fresh "
-            f"ports and a private shm directory; median of {args.runs} starts after one that filled the caches "
+            f"ports and a private shm directory; median of {args.repeats} starts after one that filled the caches "
             f"(the bytecode, and numba's where it runs; that one: /readyz 200 after {first.ready_s:.3f} s). "
             f"Load average {load_before:.1f} before, {load_after:.1f} after. Machine: {machine_line()}.\n")

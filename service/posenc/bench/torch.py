@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cli.options import add_flag
 from .timing import machine_line, markdown_table, measure
 
 LLAMA_31 = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128,
@@ -20,7 +21,8 @@ LLAMA_31 = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 3
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--positions", type=int, default=131072, help="cache length (default 131072)")
+    add_flag(parser, "--rows", old=("--positions",), type=int, default=131072,
+             help="rows of the cos/sin cache: positions 0..ROWS-1 (default %(default)s)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per row, median reported")
     parser.add_argument("--no-accuracy", action="store_true", help="skip the per-family logit table")
 
@@ -29,7 +31,7 @@ def run(args) -> str:
     import torch
 
     torch.set_num_threads(1)
-    parts = [_speed(args.positions, args.repeats)]
+    parts = [_speed(args.rows, args.repeats)]
     if not args.no_accuracy:
         parts.append(_accuracy())
     parts.append(f"One thread (torch.set_num_threads(1)), torch {torch.__version__}. Machine: {machine_line()}.")

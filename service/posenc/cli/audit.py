@@ -1,9 +1,9 @@
-"""`posenc audit FILE [FILE2] [--config config.json] [--json]`: diagnose a RoPE cos/sin cache, or
+"""`posenc audit FILE [FILE2] [--model-config config.json] [--json]`: diagnose a RoPE cos/sin cache, or
 the RoPE llama.cpp will compute from a GGUF model file.
 
 FILE is .npy, .npz or .safetensors; two .npy files are cos then sin (or, with --rotated, q
 before then after the rotation); a .gguf file (by its magic) is read for its RoPE metadata and
-tensors and compared with --config. Exit status: 0 correct, 1 warnings only, 3 broken, 2 bad input.
+tensors and compared with --model-config. Exit status: 0 correct, 1 warnings only, 3 broken, 2 bad input.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..errors import PosencError
+from .options import add_flag
 
 EXIT = {"correct": 0, "warning": 1, "broken": 3}
 
@@ -23,7 +24,8 @@ def register(sub) -> None:
     p = sub.add_parser("audit", help="diagnose a RoPE cos/sin cache (or q before/after rotation)",
                        description=__doc__.split("\n\n", 1)[1])
     p.add_argument("files", nargs="+", metavar="FILE", help=".npy/.npz/.safetensors (one, or cos and sin), or .gguf")
-    p.add_argument("--config", help="the model's config.json (without it the spec is inferred)")
+    add_flag(p, "--model-config", old=("--config",), metavar="CONFIG",
+             help="the model's config.json (without it the spec is inferred)")
     p.add_argument("--layer-type", help="which of the config's layer types to audit against (default: best match)")
     p.add_argument("--start", type=int, default=0, help="the position of the first row (default 0)")
     p.add_argument("--rotated", action="store_true", help="two files are q before and after rotation")
@@ -56,7 +58,7 @@ def run(args) -> int:
     from ..audit import audit_bytes, to_text
     from ..audit.gguf import audit_gguf, is_gguf
 
-    config = read_config(args.config) if args.config else None
+    config = read_config(args.model_config) if args.model_config else None
     if len(args.files) == 1 and is_gguf(args.files[0]):
         report = audit_gguf(args.files[0], config, layer_type=args.layer_type)
     else:

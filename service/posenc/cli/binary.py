@@ -11,14 +11,17 @@ import os
 from pathlib import Path
 
 from ..errors import PosencError
+from .options import add_flag
 
 
 def register(sub) -> None:
     p = sub.add_parser("binary-serve", help="run the native binary-protocol server (docs/protocol.md)")
-    p.add_argument("--config", type=Path, help="TOML config (default: the embedded one)")
-    p.add_argument("--host", help="TCP address (default from the config: 127.0.0.1)")
-    p.add_argument("--port", type=int, help="TCP port (default: [server] binary_port, 8001; 0 = no TCP)")
-    p.add_argument("--unix", help="also listen on this Unix socket (default: [server] binary_socket)")
+    p.add_argument("--config", type=Path, help="the service's TOML config (default: the embedded one)")
+    p.add_argument("--host", help="listen address (default from the config: 127.0.0.1)")
+    add_flag(p, "--binary-port", old=("--port",), type=int, metavar="PORT",
+             help="binary-protocol TCP port (default: [server] binary_port, 8001; 0 = no TCP listener)")
+    add_flag(p, "--binary-socket", old=("--unix",), metavar="PATH",
+             help="binary-protocol Unix socket, also or instead (default: [server] binary_socket)")
     p.add_argument("--threads", type=int, default=0, help="event-loop threads (default: one per CPU)")
     p.add_argument("--shm-dir", help="table store (default: [server] shm_dir)")
     p.add_argument("--io", choices=("auto", "uring", "epoll"),
@@ -32,11 +35,12 @@ def run(args) -> int:
     from .. import config as service_config
     from ..client.process import service_argv
 
-    config = service_config.load(args.config).with_overrides(host=args.host, binary_port=args.port,
-                                                              binary_socket=args.unix, shm_dir=args.shm_dir)
+    config = service_config.load(args.config).with_overrides(host=args.host, binary_port=args.binary_port,
+                                                              binary_socket=args.binary_socket, shm_dir=args.shm_dir)
     argv = service_argv(config, threads=args.threads)
     if argv is None:
-        raise PosencError("port", "the binary server has neither a TCP port nor a Unix socket to listen on")
+        raise PosencError("binary-port", "the binary server has neither a TCP port nor a Unix socket to listen on "
+                          "(--binary-port 0 turns TCP off: give --binary-socket PATH)")
     if args.io:
         argv += ["--io", args.io]
     argv += [a for a in args.server_args if a != "--"]

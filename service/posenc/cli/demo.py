@@ -1,15 +1,14 @@
 """`posenc demo`: print a few encodings, to see at a glance that everything works.
 
-`posenc demo --config CONFIG` is `posenc positions CONFIG --positions 0,1,4096`: a model's own
+`posenc demo --model-config CONFIG` is `posenc positions CONFIG --positions 0,1,4096`: a model's own
 values are that command's job (every layer type, any positions), so demo hands over to it."""
 
 from __future__ import annotations
 
-import argparse
-
 from . import positions
+from .options import add_flag
 
-#: The positions `demo --config` shows.
+#: The positions `demo --model-config` shows.
 CONFIG_POSITIONS = "0,1,4096"
 LLAMA_31_8B = {
     "model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
@@ -21,15 +20,15 @@ LLAMA_31_8B = {
 
 def register(sub) -> None:
     p = sub.add_parser("demo", help="print a few encodings")
-    p.add_argument("--config", help="a model's config.json (or its directory): the same as "
-                   f"`posenc positions CONFIG --positions {CONFIG_POSITIONS}`, which takes more options")
+    add_flag(p, "--model-config", old=("--config",), metavar="CONFIG", help="a model's config.json (or its "
+             f"directory): the same as `posenc positions CONFIG --positions {CONFIG_POSITIONS}`, which takes "
+             "more options")
     p.set_defaults(handler=run)
 
 
 def run(args) -> int:
-    if args.config is not None:
-        return positions.run(argparse.Namespace(config=args.config, positions=CONFIG_POSITIONS, layer_type=None,
-                                                layer=None, dtype="float32", seq_len=None, json=False))
+    if args.model_config is not None:
+        return positions.run(positions.parsed([args.model_config, f"--positions={CONFIG_POSITIONS}"]))
     import numpy as np
 
     from .. import RopeSpec, alibi_slopes, rope_cos_sin, sinusoidal, t5_relative_position_bucket

@@ -1,9 +1,9 @@
-"""`posenc plot heatmap|spectrum|decay|alibi|precision [--config config.json | --spec JSON ...] --out FILE`.
+"""`posenc plot heatmap|spectrum|decay|alibi|precision [--model-config config.json | --spec JSON ...] --out FILE`.
 
 The explorer's figures as files, the format by the --out suffix: .png or .svg (drawn by
 matplotlib), .json (the page's Vega-Lite spec and the numbers behind the figure) or .csv (the
 figure's points, the same file as the page's CSV export). --spec may repeat (variants side by side,
-or with --overlay on one axis); --config draws every layer type of a model; parameters as --param
+or with --overlay on one axis); --model-config draws every layer type of a model; parameters as --param
 name=value (heatmap: positions, and dim without a source; decay: max_distance; alibi: context,
 gamma, and n_heads without a source; precision: max_position). A parameter the figure does not
 take is an error, as is a source without the encodings the figure draws.
@@ -18,6 +18,7 @@ import orjson
 
 from ..errors import PosencError
 from .audit import read_config
+from .options import add_flag
 
 #: --out's suffix -> what is written (posenc.plots' format name), and the help's words for it.
 OUT_SUFFIXES = {".png": ("png", "PNG image"), ".svg": ("svg", "SVG image"),
@@ -33,7 +34,8 @@ def register(sub) -> None:
     p = sub.add_parser("plot", help="draw an explorer figure to a PNG, SVG, JSON or CSV file",
                        description=__doc__.split("\n\n", 1)[1])
     p.add_argument("figure", choices=sorted(FIGURES))
-    p.add_argument("--config", help="a model's config.json: every layer type")
+    add_flag(p, "--model-config", old=("--config",), dest="config", metavar="CONFIG",
+             help="a model's config.json: every layer type")
     p.add_argument("--spec", action="append", default=[], help='a spec as JSON, e.g. \'{"kind": "rope", '
                    '"head_dim": 128, "base": 5e5}\' (repeat for variants side by side, or on one axis with --overlay)')
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="a figure parameter")
@@ -81,7 +83,7 @@ def run(args) -> int:
 
     fmt = out_format(args.out)
     if args.config and args.spec:
-        raise PosencError("spec", "give --config or --spec, not both")
+        raise PosencError("spec", "give --model-config or --spec, not both")
     params = _params(args.param)
     if args.overlay:
         if args.figure not in OVERLAY_FIGURES:

@@ -16,29 +16,43 @@ import sys
 from ..errors import PosencError
 
 
-def add_arguments(p, *, positions_default: str | None) -> None:
-    """The arguments of `posenc positions` (also `posenc demo --config`'s, with default positions)."""
-    p.add_argument("--positions", required=positions_default is None, default=positions_default,
-                   help="comma-separated positions, e.g. 0,1,4096 (--positions=-3,0,3 when the first is "
-                        "negative; T5 reads them as relative positions key - query)"
-                        + (f" (default {positions_default})" if positions_default else ""))
+def register(sub) -> None:
+    p = sub.add_parser("positions", help="a model config's cos/sin (or bias, rows, buckets) at chosen positions",
+                       description="Every layer type of a model config (config.json, a model directory, or a "
+                                   "JSON dict file): the layers using it, the spec posenc read, and its values "
+                                   "at --positions.")
+    add_arguments(p)
+
+
+def add_arguments(p) -> None:
+    """The arguments of `posenc positions`; `parsed` reads them for `posenc demo --model-config`."""
+    p.add_argument("config", metavar="CONFIG",
+                   help="a model's config.json, the model directory holding one, or a JSON file of the dict")
+    p.add_argument("--positions", required=True,
+                   help="the positions, comma-separated, e.g. 0,1,4096 (--positions=-3,0,3 when the first is "
+                        "negative; T5 reads them as relative positions key - query)")
     p.add_argument("--layer-type", help="only this layer type (default: every one)")
-    p.add_argument("--layer", type=int, help="only the layer type layer N uses")
+    p.add_argument("--layer", type=int, metavar="N", help="only the layer type layer N uses")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64", "float16", "bfloat16"],
                    help="output dtype (default float32)")
+    p.add_argument("--arrangement", default="freq",
+                   help="RoPE: how cos and sin are laid out, as HTTP's `arrangement`: freq "
+                   "(default: one column per frequency), cat (the halves duplicated, as transformers' rotary "
+                   "modules hand them over), interleave (each value twice, as Cohere's)")
     p.add_argument("--seq-len", type=float, help="RoPE: the sequence length length-dependent scaling (dynamic NTK, "
                    "LongRoPE) uses (default: max position + 1, as a fresh transformers module)")
     p.add_argument("--json", action="store_true", help="one JSON object: specs, layers and values at full precision")
     p.set_defaults(handler=run)
 
 
-def register(sub) -> None:
-    p = sub.add_parser("positions", help="a model config's cos/sin (or bias, rows, buckets) at chosen positions",
-                       description="Every layer type of a model config (config.json, a model directory, or a "
-                                   "JSON dict file): the layers using it, the spec posenc read, and its values "
-                                   "at --positions.")
-    p.add_argument("config", help="a config.json, the model directory holding one, or a JSON file of the dict")
-    add_arguments(p, positions_default=None)
+def parsed(argv: list[str]):
+    """`posenc positions ARGV...`'s arguments, every default included: what a command that hands
+    over to it (`posenc demo --model-config`) runs it with."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="posenc positions")
+    add_arguments(parser)
+    return parser.parse_args(argv)
 
 
 def parse_positions(text: str) -> list[int | float]:
@@ -73,29 +87,19 @@ def layers_without_positions(model, config: dict) -> list[int] | None:
 
 
 def select(model, layer_type: str | None, layer: int | None) -> list:
-    """The LayerPositions to show: one layer type, the one layer N uses, or all of them."""
+    """The LayerPositions to show: one layer type, the one layer N uses (`ModelPositions.layer`), or all."""
     if layer_type is not None and layer is not None:
         raise PosencError("layer", "give --layer-type or --layer, not both")
-    if not model.encodings:  # a model without positions: nothing to show but that
-        if layer_type is not None or layer is not None:
-            raise PosencError("layer-type" if layer_type is not None else "layer", model.no_positions())
-        return []
+    if layer is not None:
+        return [model.layer(layer)]
     if layer_type is not None:
         return [model.get(layer_type)]
-    if layer is None:
-        return list(model.encodings.values())
-    for entry in model.encodings.values():
-        if layer in entry.layers:
-            return [entry]
-    known = sorted({i for entry in model.encodings.values() for i in entry.layers})
-    if not known:
-        raise PosencError("layer", f"this {model.model_type} model's encodings are not per layer; use --layer-type")
-    raise PosencError("layer", f"no layer type of this {model.model_type} model lists layer {layer} "
-                      f"(layers with positions: {compact(known)})")
+    return list(model.encodings.values())  # none for a model without positions: that is the answer
 
 
-def values(entry, positions: list, dtype: str, seq_len: float | None) -> tuple[dict, list[str]]:
-    """({name: array [n, ...]}, what they are) for one layer type at `positions`."""
+def values(entry, positions: list, dtype: str, seq_len: float | None, arrangement: str) -> tuple[dict, list[str]]:
+    """({name: array [n, ...]}, what they are) for one layer type at `positions`; RoPE's cos and sin
+    laid out as `arrangement` by the library (which refuses any other name, naming the choices)."""
     import numpy as np
 
     from .. import api
@@ -105,8 +109,9 @@ def values(entry, positions: list, dtype: str, seq_len: float | None) -> tuple[d
 
     spec, kind = entry.spec, entry.spec.KIND
     if kind == RopeSpec.KIND:
-        cos, sin = api.rope_cos_sin(positions, spec, seq_len=seq_len, dtype=dtype)
-        about = [f"cos and sin [position, frequency] ({spec.n_freq} frequencies; attention factor applied)"]
+        cos, sin = api.rope_cos_sin(positions, spec, seq_len=seq_len, dtype=dtype, arrangement=arrangement)
+        about = [f"cos and sin [position, {cos.shape[1]}] ({spec.n_freq} frequencies, arrangement {arrangement}; "
+                 "attention factor applied)"]
         if spec.length_dependent:
             used = seq_len if seq_len is not None else max(positions) + 1
             about.append(f"frequencies at seq_len {used:g}" + ("" if seq_len is not None else
@@ -124,7 +129,7 @@ def values(entry, positions: list, dtype: str, seq_len: float | None) -> tuple[d
                               f"{spec.num_positions - 1}")
         return {"checkpoint_row": rows[:, None]}, [
             (f"rows of {spec.tensor or 'the checkpoint tensor'} (position + offset {spec.offset}): the values are "
-             "in the checkpoint (posenc table build model.safetensors --config config.json publishes them)")]
+             "in the checkpoint (posenc table build model.safetensors --model-config config.json publishes them)")]
     exact = np.asarray(positions, dtype=np.float64)
     table = TableSpec(spec, int(np.floor(exact.min())), int(np.floor(exact.max())) + 1, "float64")
     name = "bias" if kind == "alibi" else "rows"
@@ -136,17 +141,6 @@ def values(entry, positions: list, dtype: str, seq_len: float | None) -> tuple[d
 def as_plain(array):
     """Integers as they are, every float type (bfloat16 included, which numpy does not print) as float64: exact."""
     return array if array.dtype.kind in "iu" else array.astype("float64")
-
-
-def compact(layers) -> str:
-    """Sorted layer indices as runs: 0-4, 6-10, 12."""
-    runs: list[list[int]] = []
-    for i in sorted(layers):
-        if runs and i == runs[-1][1] + 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def run(args) -> int:
@@ -161,17 +155,22 @@ def run(args) -> int:
     if not positions:
         raise PosencError("positions", "give at least one position")
     chosen = select(model, args.layer_type, args.layer)
+    rope_shown = any(entry.spec.KIND == "rope" for entry in chosen)
+    if args.arrangement != "freq" and not rope_shown:
+        raise PosencError("arrangement", "lays out RoPE's cos and sin; the layer types shown use "
+                          f"{sorted({entry.spec.KIND for entry in chosen}) or 'no positions'}")
     none = layers_without_positions(model, config)
     shown = []
     for entry in chosen:
         try:
-            arrays, about = values(entry, positions, args.dtype, args.seq_len)
+            arrays, about = values(entry, positions, args.dtype, args.seq_len, args.arrangement)
         except PosencError as exc:
             raise type(exc)(exc.field, f"layer type {entry.layer_type!r}: {exc.message}") from None
         shown.append((entry, arrays, about))
     if args.json:
         doc = {"config": str(args.config), "model_type": model.model_type, "reader": model.reader,
-               "positions": positions, "dtype": args.dtype, "layers_without_positions": none, "notes": list(model.notes),
+               "positions": positions, "dtype": args.dtype, "arrangement": args.arrangement,
+               "layers_without_positions": none, "notes": list(model.notes),
                "layer_types": {entry.layer_type: {**entry.to_dict(), "about": about,
                                                   "values": {k: as_plain(v).tolist() for k, v in arrays.items()}}
                                for entry, arrays, about in shown}}
@@ -179,15 +178,17 @@ def run(args) -> int:
         print()
         return 0
     np.set_printoptions(precision=8, linewidth=110, threshold=sys.maxsize)
+    from ..models.positions import layer_runs
+
     print(f"{args.config}: model_type {model.model_type} (reader {model.reader}), "
           f"layer types {', '.join(model.layer_types) or 'none: no layer applies positions'}")
     if none:
-        print(f"layers without positions (NoPE): {compact(none)}")
+        print(f"layers without positions (NoPE): {layer_runs(none)}")
     for note in model.notes:
         print(f"note: {note}")
     width = max(len(f"{p:g}") for p in positions)
     for entry, arrays, about in shown:
-        where = f"layers {compact(entry.layers)}" if entry.layers else "once, at the input"
+        where = f"layers {layer_runs(entry.layers)}" if entry.layers else "once, at the input"
         print(f"\n{entry.layer_type}: {entry.spec.KIND} ({entry.apply}), {where}")
         print(f"  spec: {json.dumps(entry.spec.to_dict())}")
         for line in (*entry.notes, *about):

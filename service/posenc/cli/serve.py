@@ -7,7 +7,7 @@ from pathlib import Path
 
 def register(sub) -> None:
     p = sub.add_parser("serve", help="run the HTTP service (tables built once into shared memory)")
-    p.add_argument("--config", type=Path, help="TOML config (default: the embedded one, see deploy/posenc.toml)")
+    p.add_argument("--config", type=Path, help="the service's TOML config (default: the embedded one, see deploy/posenc.toml)")
     p.add_argument("--host", help="listen address (default from the config: 127.0.0.1)")
     p.add_argument("--port", type=int, help="HTTP port (default from the config: 8000)")
     p.add_argument("--workers", type=int, help="worker processes (0 = one per core)")

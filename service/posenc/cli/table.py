@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..errors import PosencError
 from ..shm.locks import LOCK_TIMEOUT_S
 from ..shm.paths import check_name
+from .options import add_flag
 
 if TYPE_CHECKING:
     from ..tables import TableSpec
@@ -31,18 +32,20 @@ def register(sub) -> None:
                        "directory holding one "
                        "(one table per layer type the model computes positions for: NAME.LAYER_TYPE when "
                        "it has several); or a .safetensors / .npy checkpoint holding a learned position table")
-    build.add_argument("--positions", help="START:STOP, e.g. 0:131072 (--positions=-8:8 for a negative START; "
+    build.add_argument("--positions", metavar="START:STOP", help="the positions the table holds, a range: "
+                       "START:STOP, e.g. 0:131072 (--positions=-8:8 for a negative START; "
                        "default: the table spec's, 0:context length of a HF config, or every position of "
                        "a checkpoint's table)")
     build.add_argument("--name", help="table name; for a config with several layer types the prefix of "
                        "NAME.LAYER_TYPE (default: a readable one, e.g. rope-d128-theta10000-128k for a spec, the "
                        "model's name for a config.json, gpt2-wpe-31dcd5 for a checkpoint; docs/cli.md)")
-    build.add_argument("--layer-type", help="HF config / --config: only this layer type's encoding")
-    build.add_argument("--tensor", help="checkpoint: the position-embedding tensor (default: the one --config "
+    build.add_argument("--layer-type", help="HF config / --model-config: only this layer type's encoding")
+    build.add_argument("--tensor", help="checkpoint: the position-embedding tensor (default: the one --model-config "
                        "names, or the file's only tensor)")
     build.add_argument("--offset", type=int, help="checkpoint: rows before position 0 (OPT: 2; default: "
-                       "--config's, else 0)")
-    build.add_argument("--config", help="checkpoint: the model's config.json, for its tensor name, offset and shape")
+                       "--model-config's, else 0)")
+    add_flag(build, "--model-config", old=("--config",), metavar="CONFIG",
+             help="checkpoint: the model's config.json, for its tensor name, offset and shape")
     build.add_argument("--dtype", choices=["float32", "float64"], help="stored dtype (default float32)")
     build.add_argument("--seq-len", type=float, help="RoPE only: the sequence length dynamic/longrope use")
     build.add_argument("--computed", action="store_true", help="a named computed encoding (sinusoidal, rope): "
@@ -69,8 +72,8 @@ def register(sub) -> None:
     verify.set_defaults(handler=run_verify)
 
     for action in (build, ls, rm, verify):
-        action.add_argument("--shm-dir", "--root", dest="root", metavar="DIR",
-                            help="table store (default $POSENC_SHM_DIR or /dev/shm; --root is the old name)")
+        add_flag(action, "--shm-dir", old=("--root",), metavar="DIR",
+                 help="table store (default $POSENC_SHM_DIR or /dev/shm)")
     for action in (build, rm):
         action.add_argument("--lock-timeout", type=float, default=LOCK_TIMEOUT_S, metavar="SECONDS",
                             help="give up when the registry lock stays taken this long (default %(default)s)")
@@ -179,16 +182,16 @@ def config_tables(config: dict, args) -> tuple[dict[str | None, TableSpec], dict
 
 
 def checkpoint_table(args) -> TableSpec:
-    """The learned table in a .safetensors / .npy file; --config supplies the family's LearnedSpec."""
+    """The learned table in a .safetensors / .npy file; --model-config supplies the family's LearnedSpec."""
     from .. import checkpoint
     from ..models import from_hf_config
 
     spec = None
-    if args.config is not None:
-        model = from_hf_config(load_json(args.config))
+    if args.model_config is not None:
+        model = from_hf_config(load_json(args.model_config))
         learned = model.of_kind("learned")
         if not learned:
-            raise PosencError("config", f"this {model.model_type} model has no learned position table "
+            raise PosencError("model-config", f"this {model.model_type} model has no learned position table "
                               f"(its layer types: {list(model.encodings)})")
         if args.layer_type is None and len(learned) > 1:
             raise PosencError("layer-type", f"the model has several learned tables; choose one of {list(learned)}")
@@ -215,9 +218,9 @@ def build_plan(args) -> tuple[dict[str | None, TableSpec], dict[str, str], str]:
             raise PosencError("computed", "a checkpoint's learned rows are given, not computed")
         table = checkpoint_table(args)
         return {None: table}, {}, table_names.checkpoint_name(args.spec, table, positions)
-    for option in ("tensor", "offset", "config"):
+    for option in ("tensor", "offset", "model_config"):
         if getattr(args, option) is not None:
-            raise PosencError(option, "only applies to a .safetensors / .npy checkpoint")
+            raise PosencError(option.replace("_", "-"), "only applies to a .safetensors / .npy checkpoint")
     spec = load_json(args.spec)
     if "encoding" in spec or "kind" in spec:
         if args.layer_type is not None:
@@ -238,7 +241,7 @@ def run_build(args) -> int:
     named = {check_name(base if layer_type is None else f"{base}.{layer_type}"): table
              for layer_type, table in tables.items()}
     show = args.progress == "always" or (args.progress == "auto" and sys.stderr.isatty())
-    store = TableStore(args.root, mode=args.mode, checksum=args.checksum, lock_timeout_s=args.lock_timeout)
+    store = TableStore(args.shm_dir, mode=args.mode, checksum=args.checksum, lock_timeout_s=args.lock_timeout)
     for name, table in named.items():
         info = store.publish(name, table, progress=ProgressBar(name) if show else None)
         print(f"published {info.name} generation {info.generation}: {info.shape[0]}x{info.shape[1]} {info.dtype} "
@@ -275,7 +278,7 @@ def spec_summary(spec: dict) -> str:
 def run_ls(args) -> int:
     from ..shm import list_tables
 
-    infos = list_tables(args.root)
+    infos = list_tables(args.shm_dir)
     if args.json:
         for info in infos:
             print(json.dumps(info.to_dict()))
@@ -292,7 +295,7 @@ def run_ls(args) -> int:
 def run_rm(args) -> int:
     from ..shm import TableStore
 
-    store = TableStore(args.root, lock_timeout_s=args.lock_timeout)
+    store = TableStore(args.shm_dir, lock_timeout_s=args.lock_timeout)
     for name in args.names:
         store.remove(name)
         print(f"removed {name}")
@@ -302,12 +305,12 @@ def run_rm(args) -> int:
 def run_verify(args) -> int:
     from ..shm import ShmError, attach, list_tables
 
-    names = args.names or sorted({i.name for i in list_tables(args.root) if i.state == "READY"})
+    names = args.names or sorted({i.name for i in list_tables(args.shm_dir) if i.state == "READY"})
     failed = 0
     for name in names:
         started = time.perf_counter()
         try:
-            with attach(name, root=args.root, verify=True) as tbl:
+            with attach(name, root=args.shm_dir, verify=True) as tbl:
                 print(f"ok    {name}  generation {tbl.generation}  {human_bytes(tbl.stored_bytes)}  "
                       f"checksum verified in {(time.perf_counter() - started) * 1e3:.1f} ms")
         except ShmError as exc:

@@ -8,6 +8,7 @@ in the checkpoint), the indices of the layers that use it, and how attention app
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -95,6 +96,30 @@ class ModelPositions:
                               f"model; choose one of {list(self.encodings)}")
         return self.encodings[layer_type]
 
+    def layer(self, index: int, *, field_name: str = "layer") -> LayerPositions:
+        """The entry layer `index` uses (Gemma-3's layer 5: its `full_attention`), as `get` is by layer
+        type. A PosencError naming the layers that have positions when layer `index` uses none: a NoPE
+        layer, an index no layer type lists, or a model whose encoding is added once at the input."""
+        try:
+            index = operator.index(index)
+        except TypeError:
+            raise PosencError(field_name, f"must be a layer index (an integer), got {index!r}") from None
+        if not self.encodings:
+            raise PosencError(field_name, self.no_positions())
+        for entry in self.encodings.values():
+            if index in entry.layers:
+                return entry
+        known = sorted({i for entry in self.encodings.values() for i in entry.layers})
+        if not known:
+            raise PosencError(field_name, f"this {self.model_type} model's encodings are not per layer (added once "
+                              f"at the input); choose a layer type: {list(self.encodings)}")
+        if index in self.without:
+            raise PosencError(field_name, f"layer {index} of this {self.model_type} model applies no positions "
+                              f"(NoPE); layers with positions: {layer_runs(known)}")
+        raise PosencError(field_name, f"no layer type of this {self.model_type} model lists layer {index}: it "
+                          f"applies no positions, or there is no such layer (layers with positions: "
+                          f"{layer_runs(known)})")
+
     def of_kind(self, kind: str) -> dict[str, LayerPositions]:
         return {name: entry for name, entry in self.encodings.items() if entry.spec.KIND == kind}
 
@@ -111,3 +136,14 @@ class ModelPositions:
         return {"model_type": self.model_type, "reader": self.reader,
                 "layer_types": {name: entry.to_dict() for name, entry in self.encodings.items()},
                 "layers_without_positions": list(self.without), "notes": list(self.notes)}
+
+
+def layer_runs(layers) -> str:
+    """Sorted layer indices as runs, as people write them: 0-4, 6-10, 12."""
+    runs: list[list[int]] = []
+    for i in sorted(layers):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)

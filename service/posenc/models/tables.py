@@ -14,7 +14,7 @@ WHY_NOT = {
     "t5": "T5 relative-position buckets depend on key - query, not on one position: no table "
           "(compute them with POST /v1/t5/buckets or posenc.t5_relative_position_bucket)",
     "learned": "a learned table's values are in the checkpoint: posenc table build model.safetensors "
-               "--config config.json",
+               "--model-config config.json",
 }
 #: Where configs keep the context length, in the order transformers' families use them.
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx",

@@ -33,6 +33,18 @@ class Replacement:
     stock: str  # class name of the module replaced
     layer_types: tuple[str, ...]
     arrangement: str
+    #: {layer_type: "'NAME' in DIR (DTYPE, positions START:STOP)"} of the shared-memory tables its
+    #: rows are read from; empty when posenc computes them
+    tables: dict[str, str] = field(default_factory=dict)
+
+    def source(self) -> str:
+        """Where the rows come from, as the report says it: a table or posenc's computation."""
+        if not self.tables:
+            return "rows computed by posenc"
+        read = ", ".join(f"{layer}: {where}" if len(self.layer_types) > 1 else where
+                         for layer, where in self.tables.items())
+        return (f"rows read from shared-memory table {read}; computed where it does not serve: positions "
+                "beyond it, or a dtype it is not stored in (a float64 table serves every dtype)")
 
 
 @dataclass
@@ -44,7 +56,7 @@ class PatchReport:
         lines = [f"posenc.torch.patch_model: {len(self.replaced)} rotary module(s) of this "
                  f"{self.model_type} model now exact"]
         lines += [f"  {r.path}: {r.stock} -> ExactRotaryEmbedding (layer types {list(r.layer_types)}, "
-                  f"{r.arrangement})" for r in self.replaced]
+                  f"{r.arrangement}; {r.source()})" for r in self.replaced]
         return "\n".join(lines)
 
 
@@ -75,18 +87,20 @@ def _stock_layer_types(path: str, module: nn.Module, model_positions) -> tuple[s
                       f"{path!r} serves")
 
 
-def _probe(stock: nn.Module, exact: ExactRotaryEmbedding, layer_type: str | None, multi: bool) -> str:
-    """The arrangement under which exact matches stock at PROBE_POSITIONS; PosencError if none does."""
+def _probe(path: str, stock: nn.Module, exact: ExactRotaryEmbedding, layer_type: str, multi: bool) -> str:
+    """The arrangement under which exact matches stock at PROBE_POSITIONS; PosencError if none does.
+    `layer_type` is the one probed; the stock module is called with it only when it serves several."""
     position_ids = torch.tensor([PROBE_POSITIONS])
     x = torch.zeros(1, 1, len(PROBE_POSITIONS), 1, dtype=torch.float32)
     args = (x, position_ids, layer_type) if multi else (x, position_ids)
+    called_with = layer_type if multi else None
     with torch.no_grad():
         want_cos, want_sin = _cos_sin_of(stock(*args), stock)
     errors = {}
     for arrangement in ARRANGEMENTS:
         exact.arrangement = arrangement
         exact.cache.clear()
-        got_cos, got_sin = _cos_sin_of(exact(x.to(torch.float64), position_ids, layer_type), stock)
+        got_cos, got_sin = _cos_sin_of(exact(x.to(torch.float64), position_ids, called_with), stock)
         if got_cos.shape != want_cos.shape:
             errors[arrangement] = f"shape {got_cos.shape} vs the stock {want_cos.shape}"
             continue
@@ -95,8 +109,8 @@ def _probe(stock: nn.Module, exact: ExactRotaryEmbedding, layer_type: str | None
             exact.cache.clear()
             return arrangement
         errors[arrangement] = f"max difference {err:.3g}"
-    raise PosencError("model", f"posenc's positions for layer type {layer_type!r} do not reproduce the stock "
-                      f"{type(stock).__name__} at positions {PROBE_POSITIONS} ({errors}); not patched"
+    raise PosencError("model", f"posenc's positions for {path!r} (layer type {layer_type!r}) do not reproduce the "
+                      f"stock {type(stock).__name__} at positions {PROBE_POSITIONS} ({errors}); not patched"
                       + _cast_inv_freq_hint(stock))
 
 
@@ -122,17 +136,21 @@ def _cast_inv_freq_hint(stock: nn.Module) -> str:
     if not cast:
         return ""
     dtypes = sorted({str(dtype) for dtype in cast.values()})
-    return (f". The stock module's {', '.join(sorted(cast))} was cast to {', '.join(dtypes)} (model.to(...) casts "
+    were = "was" if len(cast) == 1 else "were"
+    return (f". The stock module's {', '.join(sorted(cast))} {were} cast to {', '.join(dtypes)} (model.to(...) casts "
             "buffers too), so its angles use rounded frequencies: that, not the config, is the difference. Call "
             "patch_model before casting the model (the exact module's rows stay exact in any dtype), or load it "
-            "with torch_dtype=... instead of .to(), which keeps inv_freq in float32")
+            f"in that dtype with from_pretrained(..., dtype={dtypes[0]}) (torch_dtype= before transformers 4.56) "
+            "instead of .to(), which keeps inv_freq in float32")
 
 
 def patch_model(model: nn.Module, *, table=None, shm_root=None, cache: CosSinCache | None = None) -> PatchReport:
     """Replace every rotary module of `model` with an exact one; returns what was replaced.
 
-    `table`: a shared-memory table name (or {layer_type: name}) that `posenc serve` publishes for this
-    model, read instead of computing the rows, so many processes on a host share one cache.
+    `table`: a shared-memory table name (or {layer_type: name}) that `posenc serve` or `posenc table
+    build` publishes for this model, read instead of computing the rows, so many processes on a host
+    share one cache; `shm_root`: the directory they publish into (default $POSENC_SHM_DIR, else
+    /dev/shm). The report says which modules read a table.
     Refuses (PosencError, nothing changed) a model that is not rotary (ALiBi, T5, learned tables),
     one without rotary modules, or one whose stock module posenc's spec does not reproduce.
     """
@@ -153,9 +171,9 @@ def patch_model(model: nn.Module, *, table=None, shm_root=None, cache: CosSinCac
         tables = table if not isinstance(table, dict) else {k: v for k, v in table.items() if k in layer_types}
         exact = ExactRotaryEmbedding(positions if multi or len(entries) == len(positions.encodings)
                                      else entries[layer_types[0]], table=tables, cache=cache, shm_root=shm_root)
-        arrangement = _probe(stock, exact, layer_types[0] if multi else None, multi)
+        arrangement = _probe(path, stock, exact, layer_types[0], multi)
         for other in layer_types[1:]:
-            if _probe(stock, exact, other, multi) != arrangement:
+            if _probe(path, stock, exact, other, multi) != arrangement:
                 raise PosencError("model", f"layer types of {path!r} disagree on the cache layout")
         planned.append((path, stock, exact, layer_types, arrangement))
     report = PatchReport(positions.model_type)
@@ -164,7 +182,9 @@ def patch_model(model: nn.Module, *, table=None, shm_root=None, cache: CosSinCac
         parent_path, _, attr = path.rpartition(".")
         parent = model.get_submodule(parent_path) if parent_path else model
         setattr(parent, attr, exact.to(_device_of(stock)))
-        report.replaced.append(Replacement(path, type(stock).__name__, layer_types, arrangement))
+        tables = {layer: f"{table.name!r} in {table.path.parent} ({table.spec.dtype}, positions "
+                         f"{table.start}:{table.stop})" for layer, table in exact.tables.items()}
+        report.replaced.append(Replacement(path, type(stock).__name__, layer_types, arrangement, tables))
     return report
 
 

@@ -25,6 +25,10 @@ from .cache import CosSinCache
 from .tensors import ARRANGEMENTS, COMPLEX, complex_parts, cos_sin, positions_array, posenc_dtype, to_torch
 
 
+#: Table names a "no table named" error lists of those that are there.
+SHOWN_TABLES = 8
+
+
 def rope_layers(source) -> dict[str, RopeSpec]:
     """{layer_type: RopeSpec} from a config (dict or transformers config), ModelPositions,
     LayerPositions or RopeSpec; PosencError when it holds no RoPE or something else besides."""
@@ -161,7 +165,7 @@ def _attach_tables(table, specs: dict[str, RopeSpec], shm_root) -> dict:
     """Attach the named shared-memory tables, each checked to hold exactly its layer type's spec."""
     if table is None:
         return {}
-    from ..shm import attach
+    from ..shm import ShmError, attach
 
     names = table if isinstance(table, dict) else {layer: table for layer in specs}
     if len(specs) > 1 and not isinstance(table, dict):
@@ -171,10 +175,29 @@ def _attach_tables(table, specs: dict[str, RopeSpec], shm_root) -> dict:
     for layer, name in names.items():
         if layer not in specs:
             raise PosencError("table", f"unknown layer type {layer!r}; known: {list(specs)}")
-        tbl = attach(name, root=shm_root)
+        try:
+            tbl = attach(name, root=shm_root)
+        except ShmError as exc:
+            if exc.field != "name":
+                raise
+            raise ShmError("table", f"{exc.message}. {_elsewhere(shm_root)}") from None
         if tbl.spec.encoding != specs[layer] or tbl.spec.seq_len is not None:
             tbl.close()
             raise PosencError("table", f"table {name!r} holds {tbl.spec.encoding!r}, not this model's "
                               f"{layer} positions {specs[layer]!r}")
         attached[layer] = tbl
     return attached
+
+
+def _elsewhere(shm_root) -> str:
+    """What to do when a table is not where it was looked for: the directory is `shm_root`
+    (default $POSENC_SHM_DIR, else /dev/shm), which a service given another one does not use."""
+    from ..shm import list_tables
+
+    ready = sorted({info.name for info in list_tables(shm_root) if info.state == "READY"})
+    shown = ", ".join(ready[:SHOWN_TABLES]) + (f" and {len(ready) - SHOWN_TABLES} more" if len(ready) > SHOWN_TABLES
+                                               else "")
+    there = f"Tables there: {shown}. " if ready else ""
+    return (f"{there}A table published into another directory (`posenc serve` with [server] shm_dir or "
+            "--shm-dir, `posenc table build --shm-dir DIR`) is read with shm_root=DIR, or with POSENC_SHM_DIR=DIR "
+            "in the environment")

@@ -59,6 +59,10 @@ _ROPE_SPEC = Field(None, description="RoPE spec: head_dim (required), base, part
 _HF_CONFIG = Field(None, description="Instead of spec: a model's config.json, from which the RoPE spec is read.")
 _LAYER_TYPE = Field(None, description="With hf_config: the layer type whose RoPE to use, when the model has "
                     "several (e.g. Gemma-3 sliding_attention / full_attention; see POST /v1/models/positions).")
+_LAYER = Field(None, description="With hf_config, instead of layer_type: the layer type this layer index uses "
+               "(Gemma-3's layer 5: full_attention).", examples=[5])
+#: Fields that choose within a model, so go with the hf_config source only (and one at a time).
+_HF_CONFIG_ONLY = ("layer_type", "layer")
 
 
 _NOT_NULL = {"not": {"type": "null"}}
@@ -77,10 +81,13 @@ def _document_rules(schema: dict, model: type[_Strict]) -> None:
         branches = []
         for source in model.SOURCES:
             others = {name: _NULL for name in model.SOURCES if name != source}
-            if source != "hf_config" and "layer_type" in schema["properties"]:
-                others["layer_type"] = _NULL  # layer_type goes with hf_config only
+            if source != "hf_config":  # layer_type, layer go with hf_config only
+                others.update({name: _NULL for name in _HF_CONFIG_ONLY if name in schema["properties"]})
             branches.append({"required": [source], "properties": {source: _NOT_NULL, **others}})
         schema["oneOf"] = branches
+        if all(name in schema["properties"] for name in _HF_CONFIG_ONLY):  # one of them at most
+            schema.setdefault("allOf", []).append({"anyOf": [{"properties": {name: _NULL}}
+                                                             for name in _HF_CONFIG_ONLY]})
     for name, (other, value) in model.ONLY_WITH.items():  # null unless `other` is `value`
         schema.setdefault("allOf", []).append(
             {"anyOf": [{"required": [other], "properties": {other: {"const": value}}},
@@ -90,8 +97,8 @@ def _document_rules(schema: dict, model: type[_Strict]) -> None:
 class _Strict(BaseModel):
     """A request's fields (unknown ones refused). REQUIRED_ARRAY names the array field a request
     must carry (in its JSON body, or as its binary body); exactly one of SOURCES must be given (not
-    null), and `layer_type` only with the `hf_config` source. The route code and the OpenAPI
-    document both read these (read_call and which_source(); _document_rules)."""
+    null), and `layer_type` or `layer` (not both) only with the `hf_config` source. The route code
+    and the OpenAPI document both read these (read_call and which_source(); _document_rules)."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=_document_rules)
     REQUIRED_ARRAY: ClassVar[str | None] = None
@@ -105,8 +112,11 @@ class _Strict(BaseModel):
         if len(given) != 1:
             raise PosencError(self.SOURCES[-1], f"give exactly one of {', '.join(self.SOURCES)}" +
                               (f" (got {', '.join(given)})" if given else ""))
-        if given[0] != "hf_config" and getattr(self, "layer_type", None) is not None:
-            raise PosencError("layer_type", "applies to hf_config only")
+        chosen = [name for name in _HF_CONFIG_ONLY if getattr(self, name, None) is not None]
+        if chosen and given[0] != "hf_config":
+            raise PosencError(chosen[0], "applies to hf_config only")
+        if len(chosen) > 1:
+            raise PosencError(chosen[-1], f"give {' or '.join(_HF_CONFIG_ONLY)}, not both")
         return given[0]
 
 
@@ -130,6 +140,7 @@ class RopeCosSinRequest(_Strict):
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
     layer_type: str | None = _LAYER_TYPE
+    layer: Integer | None = _LAYER
     seq_len: float | None = _SEQ_LEN
     dtype: Dtype = "float32"
     arrangement: Arrangement = Field(
@@ -152,6 +163,7 @@ class RopeApplyRequest(_Strict):
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
     layer_type: str | None = _LAYER_TYPE
+    layer: Integer | None = _LAYER
     layout: Literal["half", "interleaved"] | None = Field(None, description="Default: the spec's layout.")
     seq_len: float | None = _SEQ_LEN
     xpos_role: Literal["q", "k"] = "q"
@@ -165,6 +177,7 @@ class RopeInvFreqRequest(_Strict):
     spec: dict[str, Any] | None = _ROPE_SPEC
     hf_config: dict[str, Any] | None = _HF_CONFIG
     layer_type: str | None = _LAYER_TYPE
+    layer: Integer | None = _LAYER
     seq_len: float | None = Field(None, description="For dynamic/longrope; default: the value at init.")
 
 

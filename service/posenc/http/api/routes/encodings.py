@@ -96,7 +96,8 @@ async def _rope_spec(request: Request, params) -> tuple[RopeSpec, float | None]:
         table = await named_table(request, params.table, "rope")
         return table.spec.encoding, table.spec.seq_len
     if source == "hf_config":
-        return service_of(request).specs(layer_spec, params.hf_config, params.layer_type, "rope"), None
+        return service_of(request).specs(layer_spec, params.hf_config, params.layer_type, params.layer,
+                                         "rope"), None
     return service_of(request).specs(rope_spec_of, params.spec), None
 
 

@@ -1,5 +1,5 @@
 """/v1/models: what a model's config.json says about its positions, and the one spec a route
-needs out of it (`layer_spec`: routes that take `hf_config` also take `layer_type`)."""
+needs out of it (`layer_spec`: routes that take `hf_config` also take `layer_type` or `layer`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ....errors import PosencError
 from ....models import ModelPositions, from_hf_config
 from ..calls import fields_under, read_call
 from ..openapi import error_responses, request_body
-from ..schemas import _Strict
+from ..schemas import Integer, _Strict
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -21,6 +21,9 @@ class ModelPositionsRequest(_Strict):
     hf_config: dict[str, Any] = Field(description="A model's config.json.",
                                       examples=[{"model_type": "llama", "hidden_size": 4096,
                                                  "num_attention_heads": 32, "rope_theta": 500000.0}])
+    layer: Integer | None = Field(None, description="Only the layer type this layer index uses (as `posenc positions "
+                              "--layer` and `ModelPositions.layer`): layer_types then holds that one; a layer "
+                              "that uses none is a 422 naming the layers that do.", examples=[5])
 
 
 class LayerPositionsResponse(BaseModel):
@@ -49,14 +52,16 @@ def read_model(config) -> ModelPositions:
         return from_hf_config(config)
 
 
-def layer_spec(config, layer_type: str | None, kind: str):
-    """The `kind` spec of the config's model for `layer_type`; without one, the model's only
-    layer type of that kind (a 422 on `layer_type` naming the choices when it has several)."""
+def layer_spec(config, layer_type: str | None, layer: int | None, kind: str):
+    """The `kind` spec of the config's model for `layer_type`, or for the layer type layer index
+    `layer` uses (the request gave one at most: _Strict.which_source); without either, the model's
+    only layer type of that kind (a 422 on `layer_type` naming the choices when it has several)."""
     model = read_model(config)
-    if layer_type is not None:
-        entry = model.get(layer_type)
+    if layer_type is not None or layer is not None:
+        entry = model.get(layer_type) if layer is None else model.layer(layer)
         if entry.spec.KIND != kind:
-            raise PosencError("layer_type", f"layer type {layer_type!r} of this {model.model_type} model uses "
+            which = "layer_type" if layer is None else "layer"
+            raise PosencError(which, f"layer type {entry.layer_type!r} of this {model.model_type} model uses "
                               f"{entry.spec.KIND}, not {kind}; its {kind} layer types: {list(model.of_kind(kind))}")
         return entry.spec
     candidates = model.of_kind(kind)
@@ -73,6 +78,12 @@ def layer_spec(config, layer_type: str | None, kind: str):
              response_model=ModelPositionsResponse, responses=error_responses(400, 406, 413, 415, 422),
              openapi_extra=request_body(ModelPositionsRequest))
 async def model_positions(request: Request) -> dict:
-    """The `posenc.from_hf_config` summary: per layer type its spec, layers and how attention applies it."""
+    """The `posenc.from_hf_config` summary: per layer type its spec, layers and how attention applies it
+    (with `layer`: the one layer type that layer uses)."""
     call = await read_call(request, ModelPositionsRequest)
-    return read_model(call.params.hf_config).to_dict()
+    model = read_model(call.params.hf_config)
+    summary = model.to_dict()
+    if call.params.layer is not None:
+        chosen = model.layer(call.params.layer).layer_type
+        summary["layer_types"] = {chosen: summary["layer_types"][chosen]}
+    return summary
