@@ -148,6 +148,7 @@ def run(args) -> int:
 
     from .. import from_hf_config
     from ..models import config_dict
+    from ..models.positions import layer_runs
 
     config = config_dict(str(args.config))
     model = from_hf_config(config)
@@ -155,8 +156,7 @@ def run(args) -> int:
     if not positions:
         raise PosencError("positions", "give at least one position")
     chosen = select(model, args.layer_type, args.layer)
-    rope_shown = any(entry.spec.KIND == "rope" for entry in chosen)
-    if args.arrangement != "freq" and not rope_shown:
+    if args.arrangement != "freq" and not any(entry.spec.KIND == "rope" for entry in chosen):
         raise PosencError("arrangement", "lays out RoPE's cos and sin; the layer types shown use "
                           f"{sorted({entry.spec.KIND for entry in chosen}) or 'no positions'}")
     none = layers_without_positions(model, config)
@@ -178,8 +178,6 @@ def run(args) -> int:
         print()
         return 0
     np.set_printoptions(precision=8, linewidth=110, threshold=sys.maxsize)
-    from ..models.positions import layer_runs
-
     print(f"{args.config}: model_type {model.model_type} (reader {model.reader}), "
           f"layer types {', '.join(model.layer_types) or 'none: no layer applies positions'}")
     if none:
