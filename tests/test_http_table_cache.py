@@ -40,7 +40,8 @@ def test_covering_follows_replacements_removals_and_attachments(store):
     store.publish("sin8", _spec(100))  # replaced by a wider table: the next refresh swaps it in
     cache.apply(cache.scan())
     assert cache.covering(key, far, F32).stop == 100
-    cache.forget("sin8")
+    store.remove("sin8")
+    cache.forget("sin8")  # as a DELETE does: after the registry let go of it
     assert cache.covering(key, near, F32) is None
     store.publish("other", _spec(20, dim=16))
     cache.attach("other")

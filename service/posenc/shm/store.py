@@ -218,17 +218,43 @@ class TableStore:
 
     def reclaim(self) -> int:
         """Unlink segments the registry does not name and no live writer holds (a writer that
-        died mid-build, or between READY and the registry flip). Returns how many."""
+        died mid-build, or between READY and the registry flip), after letting go of those this
+        store published that others replaced or removed (`release_superseded`). Returns how many
+        it unlinked."""
         self._check_open()
         reclaimed = 0
         with self._registry.locked() as registry:
             current = registry.entries()
+            self._release(self._superseded(current))
             for name, generation, path in segment_files(self.root):
-                if current.get(name) == generation or self._owned.get(name, (0,))[0] == generation:
+                if current.get(name) == generation:
                     continue
                 if _abandoned(path):
                     reclaimed += 1
         return reclaimed
+
+    def release_superseded(self) -> int:
+        """Let go of the tables this store published that another store (another worker, the CLI)
+        has since replaced or removed: its build lock on such a segment keeps the unlinked file,
+        and its memory, until this store next publishes that name. Takes the registry lock only
+        when there is one (cheap enough to call every second). Returns how many it let go of."""
+        self._check_open()
+        if not self._superseded(self._registry.entries()):  # a seqlock read: no lock needed to look
+            return 0
+        with self._registry.locked() as registry:
+            superseded = self._superseded(registry.entries())
+            self._release(superseded)
+        return len(superseded)
+
+    def _superseded(self, current: dict[str, int]) -> list[str]:
+        """The names whose generation this store holds that `current` (the registry) no longer names."""
+        return [name for name, (generation, _) in list(self._owned.items())
+                if current.get(name) != generation]
+
+    def _release(self, names: list[str]) -> None:
+        """Close our locks on `names`' generations (caller holds the registry lock)."""
+        for name in names:
+            os.close(self._owned.pop(name)[1])
 
     def close(self) -> None:
         """Unpublish and unlink every table this store still owns (clean shutdown), and free

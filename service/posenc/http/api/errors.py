@@ -1,10 +1,11 @@
 """The one error body every failure uses: {"error": {"code", "message", "field", "request_id"}}.
 
 Library errors (`PosencError`, which names the field) become 422, an output over the limit
-413; FastAPI's own validation and routing errors are reshaped to the same body (a 405 lists
-every method the path has), and an unexpected exception is a logged 500 that reveals nothing
-of the request. `request_id` is the request's X-Request-Id (null when the request never
-reached the app, e.g. a malformed head).
+413 (a shared-memory refusal names files under the server's shm directory: the client gets its
+message without that directory, the server's log all of it); FastAPI's own validation and
+routing errors are reshaped to the same body (a 405 lists every method the path has), and an
+unexpected exception is a logged 500 that reveals nothing of the request. `request_id` is the
+request's X-Request-Id (null when the request never reached the app, e.g. a malformed head).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
 from ...errors import OutputTooLarge, PosencError, PositionBeyondLimit
+from ...shm import ShmError
+from ...shm.paths import resolve_root
 
 log = logging.getLogger("posenc.http")
 #: The X-Request-Id of the request this task is handling (set by the ASGI layer, read by error bodies and logs).
@@ -75,11 +78,23 @@ def error_response(err: HttpError) -> Response:
                     media_type="application/json", headers=err.headers)
 
 
-def from_posenc_error(exc: PosencError) -> HttpError:
+def from_posenc_error(exc: PosencError, shm_dir: str) -> HttpError:
+    """The answer to a library error; `shm_dir` is the server's shm directory, which it never names."""
     code = "output_too_large" if isinstance(exc, OutputTooLarge) else "invalid_parameter"
     # a position over the limit: the caller is told the limit, not how the server's operator raises it
     message = exc.caller_message if isinstance(exc, PositionBeyondLimit) else str(exc)
+    if isinstance(exc, ShmError):
+        message = without_directory(message, shm_dir)
+        if message != str(exc):
+            log.warning("%s (request %s)", exc, REQUEST_ID.get())  # the operator's copy, paths and all
     return HttpError(code, message, exc.field)
+
+
+def without_directory(message: str, shm_dir: str) -> str:
+    """`message` with files under `shm_dir` named relative to it, and the directory itself as
+    "the shm directory"."""
+    root = str(resolve_root(shm_dir))
+    return message.replace(root + "/", "").replace(root, "the shm directory")
 
 
 async def _http_error(request: Request, exc: HttpError) -> Response:
@@ -87,7 +102,7 @@ async def _http_error(request: Request, exc: HttpError) -> Response:
 
 
 async def _posenc_error(request: Request, exc: PosencError) -> Response:
-    return error_response(from_posenc_error(exc))
+    return error_response(from_posenc_error(exc, request.app.state.service.config.server.shm_dir))
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> Response:

@@ -142,6 +142,8 @@ class Service:
             await asyncio.sleep(REFRESH_S)
             try:
                 self.tables.apply(await anyio.to_thread.run_sync(self.tables.scan))
+                if self._store is not None:  # tables it published, since replaced or removed elsewhere
+                    await anyio.to_thread.run_sync(self._store.release_superseded)
             except Exception:  # a torn listing must not end refreshing for good
                 log.exception("table refresh failed")
             self.ready = self.ready or not self.missing_tables()
@@ -181,16 +183,32 @@ class Service:
         return self._store
 
     async def publish(self, name: str, spec: TableSpec):
+        """Publish `spec` as `name` and hold it in this worker. A DELETE (here or in another worker)
+        may remove it before this worker has mapped it: the PUT still happened, before that DELETE,
+        so it is answered as done, and this worker holds no table of that name."""
         store = self._writable(name)
         info = await anyio.to_thread.run_sync(store.publish, name, spec, limiter=self._jobs)
         record_created_table(self.run_dir, name, info.generation)
-        await anyio.to_thread.run_sync(self.tables.attach, name)
+        try:
+            await anyio.to_thread.run_sync(self.tables.attach, name)
+        except ShmError as exc:
+            self.tables.forget(name)  # an older generation it may hold is not current either
+            if exc.field != "name":  # not a removal: the next refresh attaches it; the log says why not now
+                log.warning("published table %r but could not attach it: %s", name, exc)
         return info
 
     async def remove(self, name: str) -> None:
+        """Unpublish `name`: 404 if no table has that name (none was published, or an earlier DELETE
+        here or in another worker removed it: this worker then lets go of what it may still hold
+        now, not at its next refresh)."""
         store = self._writable(name)
         try:
             await anyio.to_thread.run_sync(store.remove, name)
-        except ShmError:
-            raise HttpError("not_found", f"no table named {name!r}", "name") from None
+            removed = True
+        except ShmError as exc:
+            if exc.field != "name":  # the store could not do it (e.g. its lock held too long): not a 404
+                raise
+            removed = False
         self.tables.forget(name)
+        if not removed:
+            raise HttpError("not_found", f"no table named {name!r}", "name")
