@@ -2,19 +2,34 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.posenc-installed
+# Two installs, each with its stamp: what serving needs (`pip install -e .`: numpy, numba, FastAPI,
+# uvicorn, matplotlib...; `make run`) and, on top, the test extras (`.[test]`: torch, transformers,
+# playwright, locust, schemathesis...; `make test`), so `make run` never waits for the test tools.
+SERVE_STAMP := $(VENV)/.posenc-serve-installed
+TEST_STAMP  := $(VENV)/.posenc-test-installed
 # Reinstall when packaging or native sources change (editable install: Python edits need nothing).
 INSTALL_INPUTS := pyproject.toml $(wildcard setup.py native/src/*.c native/src/*.h native/include/*.h native/python/*.c)
 
-.PHONY: run test install schemathesis server-deps bench clean wheel native-server bench-qps bench-deps loadtest bench-http browser platform-tools client-tools
+.PHONY: run test install install-test schemathesis server-deps load-tools bench clean wheel native-server bench-qps bench-deps loadtest bench-http browser platform-tools client-tools
 
-$(STAMP): $(INSTALL_INPUTS)
+# pip without --quiet: a line per package it collects, downloads and installs, so a first install
+# (a minute or more) shows that it is moving.
+$(SERVE_STAMP): $(INSTALL_INPUTS)
+	@echo "==> $(VENV): a virtual environment for posenc ($(PYTHON))"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --upgrade pip
+	@echo "==> posenc and what serving needs (pyproject.toml's dependencies), the native core compiled in"
+	$(BIN)/python -m pip install -e .
 	touch $@
 
-install: $(STAMP) server-deps native-server
+$(TEST_STAMP): $(SERVE_STAMP)
+	@echo "==> the test extras on top (pyproject.toml's [test]: torch CPU, transformers, playwright, locust...)"
+	$(BIN)/python -m pip install -e '.[test]'
+	touch $@
+
+install: $(SERVE_STAMP) server-deps native-server
+
+install-test: install $(TEST_STAMP) load-tools
 
 # liburing (Debian's liburing-dev) lets posenc-server use its io_uring loop (docs/server-io.md);
 # without it (no root, no package) the server builds with the epoll loop alone.
@@ -22,10 +37,14 @@ server-deps:
 	@[ -e /usr/include/liburing.h ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq liburing-dev >/dev/null; } \
 	  || echo "liburing-dev is not installed: posenc-server builds with the epoll loop only"
 
-# The binary-protocol server and its load tools: native/build/posenc-server, posenc-load, posenc-jitter
-# (needs only a C compiler; sub-makes rebuild what changed).
+# The binary-protocol server, native/build/posenc-server, which `posenc serve` runs beside HTTP (needs
+# only a C compiler; the sub-make rebuilds what changed, on every core, as the Dockerfile builds it).
 native-server:
-	$(MAKE) -C native/server
+	@echo "==> posenc-server, the binary-protocol server (native/server)"
+	$(MAKE) -C native/server -j"$$(nproc)"
+
+# Its load tools for the tests and `make bench-qps`: native/build/posenc-load, posenc-jitter.
+load-tools:
 	$(MAKE) -C loadtest/native
 
 # The wheel (with the native library) that the Docker image installs: the Dockerfile's builder stage
@@ -77,7 +96,7 @@ $(SCHEMATHESIS_STAMP):
 	touch $@
 schemathesis: $(SCHEMATHESIS_STAMP)
 
-test: install browser platform-tools client-tools schemathesis
+test: install-test browser platform-tools client-tools schemathesis
 	$(BIN)/python -m pytest
 
 bench: install
@@ -91,12 +110,12 @@ bench-deps:
 	command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 
 # Binary protocol vs redis on this machine, server and load generator pinned to different cores.
-bench-qps: install bench-deps
+bench-qps: install bench-deps load-tools
 	$(BIN)/posenc bench qps --readme docs/benchmarks.md
 
 # Locust SLO run: starts `posenc serve` (embedded config), 30 s of the realistic mix on 127.0.0.1;
 # fails on any failed request or P99 over the threshold (loadtest/slo.py --help for the knobs).
-loadtest: install
+loadtest: install-test
 	$(BIN)/python loadtest/slo.py
 
 # HTTP with wrk vs a bare ASGI app returning the same bytes (server on CPU 0, wrk on CPU 1).

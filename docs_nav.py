@@ -14,7 +14,7 @@ ORDER = {
                "http-pipeline.md", "binary-protocol.md", "go.md", "java.md", "server-io.md",
                "explore-and-audit.md", "explorer.md", "deploy.md", "startup.md", "platforms.md"],
     "Contracts": ["protocol.md", "shm-format.md", "audit.md"],
-    "Reference": ["api.md", "benchmarks.md", "layout.md"],
+    "Reference": ["api.md", "formulas.md", "benchmarks.md", "layout.md"],
 }
 
 TITLES = {

@@ -49,7 +49,7 @@ def test_bloom_within_one_float32_ulp_of_torch(goldens):
 
 
 def test_bloom_differs_from_paper_golden():
-    """FORMULAS.md: at n=16 BLOOM's second slope is 0.4999999702, the paper's is 0.5."""
+    """docs/formulas.md: at n=16 BLOOM's second slope is 0.4999999702, the paper's is 0.5."""
     bloom = posenc.alibi_slopes(16, variant="bloom")
     assert bloom[1] == pytest.approx(0.4999999702, abs=1e-10)
     assert posenc.alibi_slopes(16)[1] == 0.5

@@ -2,8 +2,9 @@
 
 Each fenced block has a language, and the language says what is done with it:
 
-* ``python``: executed; a page's blocks run in order in one namespace (doctest-style), in a working
-  directory holding the files the examples name (``config.json``, ``q.npy``, ...; see ``workdir``);
+* ``python``: executed, each block in a namespace of its own (a reader copies one block, so it must
+  run alone: its imports included), in a working directory holding the files the examples name
+  (``config.json``, ``q.npy``, ...; see ``workdir``);
 * ``sh``: run by bash (``set -e``; ``curl`` fails on an HTTP error) when every command is ``posenc``,
   ``curl``, ``python3 -c`` or a variable assignment; ``console``: each ``$`` line is run and what it
   prints must be the block's output below it;
@@ -263,13 +264,12 @@ def test_the_examples_of_a_page_run(page, live, shm_dir, workdir, monkeypatch):
     monkeypatch.chdir(workdir)
     monkeypatch.setenv("POSENC_SHM_DIR", shm_dir)
     env = shell_env(live, shm_dir)
-    namespace = {"__name__": f"docs_{page.stem}"}
     for block in blocks(page):
         if block.skip or block.lang == "text":
             continue
         text = rewrite(block.text, live, shm_dir)
         if block.lang == "python":
-            run_python(block, namespace, text)
+            run_python(block, {"__name__": f"docs_{page.stem}_{block.line}"}, text)
         elif block.lang == "sh":
             run_sh(block, text, workdir, env)
         elif block.lang == "console":

@@ -74,6 +74,63 @@ def test_the_readme_is_a_front_page():
     assert targets and all((ROOT / t).exists() for t in targets), [t for t in targets if not (ROOT / t).exists()]
 
 
+#: A count of tests: "8,375 tests", "11 tests in 74 s", "47 JUnit 5 tests", "8,237 passed".
+TEST_COUNT = re.compile(r"\b\d[\d,]*(?:\s+[\w.-]+){0,2}?\s+(?:tests|passed)\b")
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def test_one_place_states_the_suites_size_and_time():
+    """The README's Quick start says how many tests `make test` runs and how long it takes; another page
+    that states a count for the whole suite disagrees sooner or later (issue 39: README 5,745 tests in
+    11 min, docs/index.md 2791 in 7 min 52 s). A count elsewhere must name the tests/ file it counts."""
+    readme = (ROOT / "README.md").read_text()
+    quick_start = readme[readme.index("## Quick start"):readme.index("\n## ", readme.index("## Quick start") + 1)]
+    assert len(TEST_COUNT.findall(quick_start)) == 1, "the README's Quick start states the suite's size once"
+    problems = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = page.read_text()
+        for match in TEST_COUNT.finditer(text):
+            if page.name == "README.md" and match.group() in quick_start:
+                continue
+            line_start = text.rfind("\n", 0, match.start()) + 1
+            if "tests/" not in text[line_start:match.end()]:
+                line = text.count("\n", 0, match.start()) + 1
+                problems.append(f"{page.relative_to(ROOT)}:{line}: {match.group()!r}")
+    assert not problems, "a test count that is not the README's and names no tests/ file:\n" + "\n".join(problems)
+
+
+def test_the_binary_protocol_rows_name_one_machine():
+    """README, the benchmarks page's prose and its generated table footer named three machines for the
+    binary-protocol rows (issue 39): the footer's (what `posenc bench qps` printed) is the one."""
+    bench = (ROOT / "docs" / "benchmarks.md").read_text()
+    section = bench[bench.index("## Binary protocol (`posenc bench qps`)"):bench.index("What the previous run")]
+    machine = re.search(r"Machine: (AMD EPYC|Intel Xeon)", section)[1]
+    assert set(re.findall(r"AMD EPYC|Intel Xeon", section)) == {machine}
+    readme = (ROOT / "README.md").read_text()
+    assert re.search(rf"binary-protocol\s+rows on a quiet {machine}", readme)
+    (row,) = [line for line in readme.splitlines() if line.startswith("| binary protocol rows |")]
+    assert f"| {machine}" in row, row
+
+
+def test_code_blocks_show_their_long_lines(site):
+    """A long line of a code block (torch.md's expected output after a comment) wraps instead of running
+    on behind a horizontal scrollbar."""
+    if not CHROMIUM.exists():
+        pytest.skip("Debian chromium not installed (make browser)")
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        hidden = {}
+        for name in ("torch", "library", "http", "cli"):
+            page.goto((site / name / "index.html").as_uri())
+            hidden[name] = page.evaluate("""() => [...document.querySelectorAll('pre > code')]
+                .filter(code => code.scrollWidth > code.clientWidth + 1)
+                .map(code => code.innerText.split('\\n').reduce((a, b) => (b.length > a.length ? b : a)))""")
+        browser.close()
+    assert not any(hidden.values()), hidden
+
+
 def test_the_nav_takes_the_pages_that_exist():
     """docs_nav.py: a page ORDER names but the tree lacks is left out; a page ORDER does not name goes to More."""
     sys.path.insert(0, str(ROOT))

@@ -110,6 +110,19 @@ def test_health_ready_docs(client):
     assert {"get", "put", "delete"} <= set(paths["/v1/tables/{name}"])
 
 
+def test_the_root_says_where_the_pages_are(client):
+    """GET / was a 404: a browser or curl pointed at the bare address now learns where the docs,
+    the explorer and the probes are, and every path it names answers."""
+    index = client.get("/")
+    assert index.status_code == 200 and index.json()["service"] == "posenc"
+    paths = [link["path"] for link in index.json()["links"]]
+    assert {"/docs", "/explore", "/openapi.json", "/healthz"} <= set(paths)
+    for path in paths:
+        assert client.get(path).status_code == 200, path
+    assert client.head("/").status_code == 200
+    assert {"get", "head"} <= set(client.get("/openapi.json").json()["paths"]["/"])
+
+
 # --- encodings from specs -------------------------------------------------------------------------
 @pytest.mark.parametrize("accept, dtype", [(a, d) for a in (JSON, NPY, RAW) for d in DTYPES
                                            if (a, d) != (NPY, "bfloat16")])  # no npy type: see below

@@ -190,6 +190,9 @@ def test_sigterm_drains_in_flight_requests_and_unlinks_every_table():
         assert server.process.wait(timeout=15) == 0, server.log()
         assert segments(shm_dir) == []
         assert "removed 1 configured and 1 created tables" in server.log()
+        # The registry stays, and the log says why (issue 39: a user saw it left behind).
+        assert os.listdir(shm_dir) == ["posenc-registry"]
+        assert "the registry (posenc-registry, 128 KiB) stays: it numbers" in server.log()
     finally:
         server.stop()
         shutil.rmtree(shm_dir, ignore_errors=True)

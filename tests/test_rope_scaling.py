@@ -1,4 +1,4 @@
-"""RoPE inverse frequencies: FORMULAS.md goldens, HF transformers 5.24 values, real configs."""
+"""RoPE inverse frequencies: docs/formulas.md goldens, HF transformers 5.24 values, real configs."""
 
 import math
 
@@ -20,7 +20,7 @@ def default_inv(base, d):
 
 
 def test_yarn_correction_range_golden():
-    """FORMULAS.md: D=128, b=1e4, L_orig=2048 gives low=16, high=41."""
+    """docs/formulas.md: D=128, b=1e4, L_orig=2048 gives low=16, high=41."""
     spec = posenc.RopeSpec(128, scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048})
     assert yarn.correction_range(spec.dims, spec.scaling_params) == (16, 41)
     inv, attention = posenc.rope_inv_freq(spec)
@@ -43,7 +43,7 @@ def test_yarn_mscale_rules():
 
 
 def test_llama31_bands_golden():
-    """FORMULAS.md: Llama-3.1 (D=128, b=5e5, f=8, 1/4, 8192): 29 kept, 6 smoothed, 29 divided."""
+    """docs/formulas.md: Llama-3.1 (D=128, b=5e5, f=8, 1/4, 8192): 29 kept, 6 smoothed, 29 divided."""
     spec = posenc.RopeSpec.from_hf_config(hf_config("llama-3.1-8b"))
     bands = llama3.bands(spec.dims, spec.scaling_params)
     assert [int((bands == k).sum()) for k in (0, 1, 2)] == [29, 6, 29]

@@ -52,7 +52,7 @@ def test_random_positions_match_oracle(positions, dim, layout, base):
 
 
 def test_reference_layouts_spelled_out():
-    """The three layouts on a 5-dim row at position 3, from the formulas in FORMULAS.md section 5."""
+    """The three layouts on a 5-dim row at position 3, from the formulas in docs/formulas.md section 5."""
     p, d = 3.0, 5
     w = [10000 ** (-2 * i / d) for i in range(3)]
     inter = posenc.sinusoidal([p], d, dtype="float64")[0]
@@ -69,7 +69,7 @@ def test_reference_layouts_spelled_out():
 
 def test_t2t_timescales_and_whisper_form():
     """min/max timescale as tensor2tensor: min_timescale multiplies the *inverse* timescales
-    (FORMULAS.md), so the last frequency is min_ts * (min_ts / max_ts), not 1/max_ts."""
+    (docs/formulas.md), so the last frequency is min_ts * (min_ts / max_ts), not 1/max_ts."""
     pos = np.arange(10.0)
     ours = posenc.sinusoidal(pos, 8, layout="t2t", min_timescale=2.0, max_timescale=500.0, dtype="float64")
     inv = 2.0 * np.exp(-np.arange(4) * math.log(500.0 / 2.0) / 3)

@@ -1,4 +1,4 @@
-"""T5 relative position buckets: the FORMULAS.md table and transformers' own values."""
+"""T5 relative position buckets: the docs/formulas.md table and transformers' own values."""
 
 import numpy as np
 import pytest
@@ -10,7 +10,7 @@ from posenc import reference
 
 
 def test_bucket_table_golden():
-    """FORMULAS.md, 32 buckets / max distance 128, bidirectional, keys before the query (rel < 0)."""
+    """docs/formulas.md, 32 buckets / max distance 128, bidirectional, keys before the query (rel < 0)."""
     table = {8: 8, 11: 8, 12: 9, 15: 9, 16: 10, 22: 10, 23: 11, 31: 11, 32: 12, 45: 12, 46: 13, 63: 13, 64: 14,
              90: 14, 91: 15, 10**6: 15}
     rel = -np.array(list(table))

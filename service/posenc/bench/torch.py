@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cli.options import add_flag
+from ..errors import PosencError
 from .timing import machine_line, markdown_table, measure
 
 LLAMA_31 = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128,
@@ -28,7 +29,12 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> str:
-    import torch
+    try:
+        import torch
+        import transformers  # noqa: F401  (its LlamaRotaryEmbedding and tiny models are the baselines)
+    except ModuleNotFoundError as exc:
+        raise PosencError("bench torch", f"needs {exc.name}, which posenc does not install by itself: pip "
+                          "install 'posenc[torch]' transformers (a checkout: make install-test)") from None
 
     torch.set_num_threads(1)
     parts = [_speed(args.rows, args.repeats)]

@@ -23,7 +23,7 @@ MAX_FACTOR = 65504.0
 
 @dataclass(frozen=True, init=False)
 class SinusoidalSpec(Canonical):
-    """Layouts (FORMULAS.md section 5):
+    """Layouts (docs/formulas.md section 5):
 
     * "interleaved" (Vaswani, DistilBERT, XLM): PE[p,2i]=sin(p w_i), PE[p,2i+1]=cos(p w_i),
       w_i = base^(-2i/dim); odd dim ends with a sin column.

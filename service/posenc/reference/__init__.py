@@ -1,7 +1,7 @@
 """The oracle: plain numpy float64, written to be obviously right, slow where it must be.
 
 Only tests and benchmarks import this package; the public API runs the kernels. Each
-function follows the reference model code cited in ../shared/FORMULAS.md line by line.
+function follows the reference model code cited in docs/formulas.md line by line.
 """
 
 from .alibi import alibi_bias, alibi_slopes

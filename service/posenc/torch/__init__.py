@@ -7,6 +7,13 @@
 is the drop-in module, `alibi_bias` the exact ALiBi bias as a tensor for BLOOM/MPT/Falcon masks.
 """
 
+try:
+    import torch  # noqa: F401  (every module below needs it)
+except ModuleNotFoundError as exc:
+    raise ModuleNotFoundError("posenc.torch needs torch, which posenc does not install by itself: "
+                              "pip install 'posenc[torch]' (or a torch build for your CUDA from pytorch.org)",
+                              name=exc.name) from None
+
 from .cache import CosSinCache
 from .patch import PatchReport, patch_model
 from .rotary import ExactRotaryEmbedding

@@ -4,7 +4,7 @@ Every variant provides
   * `KEYS`: required and optional keys of its `scaling` dict (checked at the boundary),
   * `validate(params, dims) -> params`: range checks, naming the offending key,
   * `inv_freq(dims, params, seq_len) -> (inv_freq float64[n_freq], attention_factor)`.
-All math is float64 (HF computes float32; see FORMULAS.md section 0). `dims` is a
+All math is float64 (HF computes float32; see docs/formulas.md section 0). `dims` is a
 `RopeDims`; `seq_len` is only read by the length-dependent variants (dynamic, longrope).
 """
 

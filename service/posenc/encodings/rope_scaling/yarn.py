@@ -1,5 +1,5 @@
 """YaRN (Peng et al. 2023): interpolate low frequencies, keep high ones, ramp in between,
-and scale attention by mscale. Follows HF `_compute_yarn_parameters` (FORMULAS.md section 1), its
+and scale attention by mscale. Follows HF `_compute_yarn_parameters` (docs/formulas.md section 1), its
 logarithms correctly rounded (posenc.crmath)."""
 
 import math
@@ -73,7 +73,8 @@ def _correction_dim(dims, rotations: float) -> float:
 
 
 def correction_range(dims, params) -> tuple[float, float]:
-    """The [low, high] frequency-index band where the ramp runs (FORMULAS: D=128, b=1e4, L=2048 -> 16, 41)."""
+    """The [low, high] frequency-index band where the ramp runs (docs/formulas.md: D=128, b=1e4, L=2048
+    -> 16, 41)."""
     d = dims.rotary_dim
     low, high = _correction_dim(dims, params["beta_fast"]), _correction_dim(dims, params["beta_slow"])
     if params["truncate"]:

@@ -282,6 +282,17 @@ class TableListResponse(BaseModel):
     tables: list[TableInfoResponse]
 
 
+class IndexLink(BaseModel):
+    path: str = Field(examples=["/docs"])
+    about: str = Field(examples=["API docs: every route with its parameters, tried from the browser"])
+
+
+class IndexResponse(BaseModel):
+    service: str = Field(examples=["posenc"])
+    version: str = Field(description="posenc's version")
+    links: list[IndexLink] = Field(description="this service's pages and probes")
+
+
 class HealthResponse(BaseModel):
     status: str = Field(examples=["ok"])
     kernel_path: str = Field(description="native ISA path in use (scalar, avx2, avx512) or 'numba'",

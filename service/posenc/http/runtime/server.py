@@ -6,12 +6,14 @@ with connection guards). One worker serves in the parent itself; N workers are f
 warm parent (not uvicorn's spawned interpreters, which imported everything and loaded every
 kernel again: seconds each), so each only attaches the tables before serving. SIGTERM or Ctrl-C
 stops accepting, lets in-flight requests finish for up to `drain_timeout_s`, stops the
-sidecars, removes the tables the workers created over HTTP and unlinks the configured ones.
+sidecars, removes the tables the workers created over HTTP and unlinks the configured ones. The
+registry stays (REGISTRY_KEPT).
 """
 
 from __future__ import annotations
 
 import copy
+import errno
 import logging
 import logging.config
 import math
@@ -19,6 +21,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Sequence
@@ -171,9 +174,51 @@ def warm_gathers(config: ServiceConfig) -> None:
             warm_lookups([mapped])
 
 
+#: Why a clean stop leaves posenc-registry in the shm directory (issue 39 asked): its counter is what
+#: keeps generation numbers from repeating. Deleted, the next server's tables would start again at
+#: generation 1, and a reader that outlived this server (a sidecar's app: deploy/k8s/overlays/example)
+#: would take the new generation 1 for the one it holds, keep serving the unlinked old table and
+#: hold its memory. Nothing else is left: every table this server published is unlinked.
+REGISTRY_KEPT = ("the registry (posenc-registry, 128 KiB) stays: it numbers the next tables' generations, "
+                 "so a reader that outlives this server sees that its table was replaced")
+
+#: errno of a failed bind -> (the setting to change, what to do).
+_LISTEN_ADVICE = {
+    errno.EADDRINUSE: ("port", "another process listens there: stop it, or choose another port with --port"),
+    errno.EACCES: ("port", "ports below 1024 need privileges: choose another with --port"),
+}
+
+
+def check_http_address(host: str, port: int) -> None:
+    """Raise PosencError naming host:port when HTTP cannot listen there (taken by another process, an
+    address not of this machine), before anything is built: uvicorn finds out only after the tables
+    are published and the sidecar started, logs "[Errno 98] Address already in use" without the
+    address and exits 3. Probes each address the host resolves to as uvicorn binds it (SO_REUSEADDR,
+    IPv6 sockets IPv6-only), closing it at once; port 0 (any free port) needs no probe."""
+    if port == 0:
+        return
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise PosencError("host", f"cannot listen on {host!r}: {exc.strerror}") from None
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                where = f"[{address[0]}]:{port}" if family == socket.AF_INET6 else f"{address[0]}:{port}"
+                field, advice = _LISTEN_ADVICE.get(exc.errno, ("host", "is it an address of this machine?"))
+                message = f"HTTP cannot listen on {where}: {exc.strerror} ({advice})"
+                raise PosencError(field, message) from None
+
+
 def serve(config: ServiceConfig, sidecars: Sequence[Sidecar] | None = None) -> int:
     """Run the service in this process until SIGTERM/SIGINT; returns the exit status."""
     config.check_serveable()
+    check_http_address(config.server.host, config.server.port)
     logging.config.dictConfig(_log_config())
     # SIGTERM behaves like Ctrl-C: uvicorn drains and returns; during setup it unwinds the finally below.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -209,5 +254,6 @@ def serve(config: ServiceConfig, sidecars: Sequence[Sidecar] | None = None) -> i
         if store is not None:
             store.close()
         shutil.rmtree(run_dir, ignore_errors=True)
-        log.info("stopped; removed %d configured and %d created tables", len(config.tables), len(removed))
+        log.info("stopped; removed %d configured and %d created tables; %s", len(config.tables), len(removed),
+                 REGISTRY_KEPT)
     return 0
