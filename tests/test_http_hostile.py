@@ -103,7 +103,7 @@ FIXED = {
     "health": Request(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200, False),
     "close": Request(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 200, True),
     "missing table": Request(b"GET /v1/tables/nope/rows/1 HTTP/1.1\r\nHost: x\r\n\r\n", 404, False),
-    "row past the end": Request(b"GET /v1/tables/sin32/rows/%d HTTP/1.1\r\nHost: x\r\n\r\n" % ROWS, 422, False),
+    "row past the end": Request(b"GET /v1/tables/sin32/rows/%d HTTP/1.1\r\nHost: x\r\n\r\n" % ROWS, 404, False),
     "bad spec": Request(b"POST /v1/sinusoidal HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                         b"Content-Length: 35\r\n\r\n" + b'{"spec":{"dim":-1},"positions":[0]}', 422, False),
     "bad json": Request(b"POST /v1/sinusoidal HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

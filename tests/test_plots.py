@@ -47,7 +47,7 @@ def test_spectrum_counts_and_regions():
     yarn = posenc.RopeSpec(128, base=1e4, scaling={"rope_type": "yarn", "factor": 4.0},
                            original_max_position_embeddings=2048)
     data = spectrum_data(yarn)
-    assert data["yarn_ramp"] == [16.0, 41.0]  # FORMULAS.md: D=128, b=1e4, L=2048
+    assert data["yarn_ramp"] == [16.0, 41.0]  # docs/formulas.md: D=128, b=1e4, L=2048
     assert data["extended_context"] == 8192 and data["attention_factor"] == pytest.approx(0.1 * math.log(4) + 1)
 
 
