@@ -21,12 +21,11 @@ import socket
 import time
 from dataclasses import dataclass
 
-import httptools
 import numpy as np
 import orjson
 import pytest
-from posenc import SinusoidalSpec
-from posenc.tables import TableSpec
+from posenc import sinusoidal
+from http_wire import Answer, converse, parse_answers
 from serve_support import served
 
 ROWS = 256
@@ -48,14 +47,7 @@ stop = {ROWS}
 """
 
 
-def _table() -> np.ndarray:
-    spec = TableSpec(SinusoidalSpec(32), 0, ROWS)
-    rows = np.empty(spec.shape, dtype=np.float32)
-    spec.fill(rows)
-    return rows
-
-
-TABLE = _table()
+TABLE = sinusoidal(np.arange(ROWS), 32, dtype="float32")  # what the table's rows must be
 
 
 @pytest.fixture(scope="module")
@@ -65,59 +57,6 @@ def server():
 
 
 # --- talking to it ---------------------------------------------------------------------------------
-@dataclass
-class Answer:
-    status: int
-    headers: dict
-    body: bytes
-
-
-def parse_answers(data: bytes) -> list[Answer]:
-    """Every complete response in `data`, in order (a 100 Continue is one too)."""
-    answers: list[Answer] = []
-
-    class Sink:
-        def on_message_begin(self):
-            self.headers, self.body = {}, b""
-
-        def on_header(self, name, value):
-            self.headers[name.decode().lower()] = value.decode("latin-1")
-
-        def on_body(self, body):
-            self.body += body
-
-        def on_message_complete(self):
-            answers.append(Answer(parser.get_status_code(), self.headers, self.body))
-
-    parser = httptools.HttpResponseParser(Sink())
-    parser.feed_data(data)
-    return answers
-
-
-def converse(port: int, steps: list[tuple[bytes, float]], timeout_s: float = 8.0) -> bytes:
-    """Send each step's bytes, pausing its seconds after it (a pause lets the server reach a
-    state: an answer written, a stream under way); then read until the server closes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for data, pause_s in steps:
-            try:
-                s.sendall(data)
-            except (BrokenPipeError, ConnectionResetError):
-                break
-            time.sleep(pause_s)
-        got = bytearray()
-        deadline = time.monotonic() + timeout_s
-        try:
-            while time.monotonic() < deadline:
-                chunk = s.recv(1 << 20)
-                if not chunk:
-                    break
-                got += chunk
-        except (socket.timeout, ConnectionResetError):
-            pass
-        return bytes(got)
-
-
 def json_post(path: str, body: dict, extra: bytes = b"", request_id: bytes | None = None) -> bytes:
     data = orjson.dumps(body)
     rid = b"X-Request-Id: %s\r\n" % request_id if request_id else b""

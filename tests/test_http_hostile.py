@@ -14,17 +14,15 @@ by hand."""
 
 from __future__ import annotations
 
-import socket
-import time
 from dataclasses import dataclass
 
-import httptools
 import numpy as np
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from posenc import SinusoidalSpec
+from http_wire import converse, parse_answers
 from serve_support import served
 from posenc.tables import TableSpec
 
@@ -144,62 +142,6 @@ requests = st.one_of(
 )
 
 
-@dataclass
-class Answer:
-    status: int
-    headers: dict
-    body: bytes
-
-
-def parse_answers(data: bytes) -> list[Answer]:
-    """Every complete response in `data`, in order."""
-    answers: list[Answer] = []
-
-    class Sink:
-        def on_message_begin(self):
-            self.headers, self.body = {}, b""
-
-        def on_header(self, name, value):
-            self.headers[name.decode().lower()] = value.decode()
-
-        def on_body(self, body):
-            self.body += body
-
-        def on_message_complete(self):
-            answers.append(Answer(parser.get_status_code(), self.headers, self.body))
-
-    parser = httptools.HttpResponseParser(Sink())
-    parser.feed_data(data)
-    return answers
-
-
-def exchange(port: int, chunks: list[bytes], half_close: bool, timeout_s: float = 10.0) -> bytes:
-    """Send the chunks (each its own write), optionally shut the sending side, read until EOF."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for chunk in chunks:
-            try:
-                s.sendall(chunk)
-            except (BrokenPipeError, ConnectionResetError):
-                break  # the server closed after an answer that ends the connection
-        if half_close:
-            try:
-                s.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
-        got = b""
-        deadline = time.monotonic() + timeout_s
-        try:
-            while time.monotonic() < deadline:
-                chunk = s.recv(1 << 16)
-                if not chunk:
-                    break
-                got += chunk
-        except (socket.timeout, ConnectionResetError):
-            pass
-        return got
-
-
 def check_answer(answer: Answer, request: Request, index: int) -> None:
     where = f"answer {index} to {request.data[:60]!r}"
     assert answer.status == request.status, f"{where}: {answer.status} {answer.body[:200]!r}"
@@ -225,7 +167,7 @@ def mutate(data: bytes, at: int, byte: int, how: str) -> bytes:
 
 
 def count_500s(port: int) -> float:
-    text = exchange(port, [b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"], False).decode()
+    text = converse(port, [(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 0)]).decode()
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                if line.startswith("posenc_http_requests_total{") and 'status="5' in line)
 
@@ -253,7 +195,7 @@ def test_answers_are_in_order_exact_and_never_5xx(server, script, cuts, half_clo
     stream = b"".join(datas)
     points = sorted({c % len(stream) for c in cuts} | {0, len(stream)})
     chunks = [stream[a:b] for a, b in zip(points, points[1:]) if b > a]
-    answers = parse_answers(exchange(server.port, chunks, half_close))
+    answers = parse_answers(converse(server.port, [(chunk, 0) for chunk in chunks], half_close, timeout_s=10))
     for i, answer in enumerate(answers):  # 501: a transfer coding the server does not decode (RFC 9112 6.1)
         assert answer.status < 500 or answer.status == 501, f"answer {i}: {answer.status} {answer.body[:200]!r}"
         assert answer.headers.get("x-request-id"), f"answer {i} has no X-Request-Id"
