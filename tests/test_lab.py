@@ -5,6 +5,7 @@ chance, structural facts such as dynamic NTK leaving the training length alone).
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -22,6 +23,7 @@ from posenc.cli import main  # noqa: E402
 from posenc.lab import results  # noqa: E402
 from posenc.lab.budgets import BUDGETS  # noqa: E402
 from posenc.lab.models import apply_rotary  # noqa: E402
+from posenc.lab.progress import Progress  # noqa: E402
 from posenc.lab.run import run_lab  # noqa: E402
 from posenc.lab.schemes import SCHEMES  # noqa: E402
 from posenc.lab.signals import Geometry, causal_mask, signals  # noqa: E402
@@ -296,3 +298,22 @@ def test_plot_lab_draws_the_results(smoke, tmp_path):
     assert main(["plot", "lab", "--results", str(not_results), "--out", str(tmp_path / "x.svg")]) == 2
     assert main(["plot", "lab", "--out", str(tmp_path / "x.svg")]) == 2
     assert main(["plot", "alibi", "--results", str(path), "--out", str(tmp_path / "x.svg")]) == 2
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_one_line_on_a_terminal_and_a_line_per_stage_in_a_log():
+    log, terminal = io.StringIO(), _Terminal()
+    for stream in (log, terminal):
+        bar = Progress(10, stream=stream, interval=0)
+        bar.update("lm / rope: training", 4, "step 1/2")
+        bar.update("lm / rope: training", 4, "step 2/2")
+        bar.update("lm / rope: evaluating", 2, "length 64")
+        bar.close()
+    assert log.getvalue().count("\n") == 3 and "\r" not in log.getvalue()  # two stages and the end
+    assert " 40% " in log.getvalue() and "100% " in log.getvalue().splitlines()[-1]
+    assert terminal.getvalue().count("\n") == 1 and terminal.getvalue().count("\r") == 4
+    assert "step 2/2" in terminal.getvalue()
