@@ -16,7 +16,7 @@ from .. import __version__
 from ..errors import PosencError
 
 #: Subcommand modules, in the order `posenc --help` lists them.
-COMMANDS = ["demo", "positions", "info", "bench", "table", "serve", "binary", "audit", "plot", "explore"]
+COMMANDS = ["demo", "positions", "info", "bench", "table", "serve", "binary", "audit", "plot", "explore", "lab"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -68,4 +68,11 @@ def render_audit(report: dict, fmt: str = "svg") -> tuple[bytes | dict, dict]:
     return _output(build(report), fmt)
 
 
-__all__ = ["ALL_FORMATS", "FIGURES", "FORMATS", "figure", "render", "render_audit"]
+def render_lab(results: dict, fmt: str = "svg") -> tuple[bytes | dict, dict]:
+    """A `posenc lab` results document drawn (metrics and attention entropy against length)."""
+    from .lab import build
+
+    return _output(build(results), fmt)
+
+
+__all__ = ["ALL_FORMATS", "FIGURES", "FORMATS", "figure", "render", "render_audit", "render_lab"]
