@@ -216,7 +216,10 @@ def _request_parser(callbacks) -> httptools.HttpRequestParser:
     """A request parser as uvicorn makes one (a response is written to a request pipelined after a
     Connection: close one, which is then not run: see `finish`)."""
     parser = httptools.HttpRequestParser(callbacks)
-    parser.set_dangerous_leniencies(lenient_data_after_close=True)
+    try:
+        parser.set_dangerous_leniencies(lenient_data_after_close=True)
+    except AttributeError:  # httptools < 0.6.3, which uvicorn allows too
+        pass
     return parser
 
 
