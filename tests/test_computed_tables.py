@@ -281,7 +281,8 @@ def test_http_post_rows_any_positions(http):
     bad = http.post("/v1/tables/pay/rows", json={"positions": [LIMIT + 1]})
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "positions"
     outside = http.get(f"/v1/tables/pay/rows/{LIMIT + 1}")
-    assert outside.status_code == 422 and outside.json()["error"]["field"] == "positions"
+    assert outside.status_code == 404 and outside.json()["error"]["field"] == "position", outside.text  # no such row
+    assert str(LIMIT) in outside.json()["error"]["message"]
 
 
 def test_http_put_lists_and_serves_a_computed_table(http):

@@ -277,7 +277,8 @@ def test_an_uploaded_npy_table_is_served_by_every_rows_route(client):
     assert np.array_equal(np.float32(client.get("/v1/tables/opt-wpe/rows/7").json()["data"]), OPT_WPE[9])
     batch = client.post("/v1/tables/opt-wpe/rows", json={"positions": [0, 29, 3]}, headers={"accept": NPY})
     np.testing.assert_array_equal(np.load(io.BytesIO(batch.content)), OPT_WPE[[2, 31, 5]])
-    assert client.get("/v1/tables/opt-wpe/rows/30").json()["error"]["field"] == "positions"
+    outside = client.get("/v1/tables/opt-wpe/rows/30")  # a row the table does not hold: 404
+    assert outside.status_code == 404 and outside.json()["error"]["field"] == "position"
     assert client.get("/v1/tables/opt-wpe/rows/1?dtype=float64").json()["error"]["field"] == "dtype"
     assert client.delete("/v1/tables/opt-wpe", headers=KEY).status_code == 204
 
