@@ -8,6 +8,7 @@ import httpx
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from conftest import hf_config
 from shm_support import published_config
 
 import posenc
@@ -42,6 +43,22 @@ def server():
 def client(server):
     with HttpClient(server.url) as c:
         yield c
+
+
+def test_a_layer_by_index_is_the_librarys_layer(client):
+    config = hf_config("gemma-3-1b")  # sliding and full attention layers, each its own RoPE
+    model = posenc.from_hf_config(config)
+    for layer in (0, 5):
+        entry = model.layer(layer)
+        cos, sin = client.rope_cos_sin([0, 7, 4096], hf_config=config, layer=layer)
+        want_cos, want_sin = posenc.rope_cos_sin([0, 7, 4096], entry.spec)
+        np.testing.assert_array_equal(cos, want_cos)
+        np.testing.assert_array_equal(sin, want_sin)
+        assert client.model_positions(config, layer=layer)["layer_types"] == {entry.layer_type: entry.to_dict()}
+    assert model.layer(0).spec != model.layer(5).spec  # the two layers above differ
+    with pytest.raises(HttpError) as err:
+        client.rope_cos_sin([1], hf_config=config, layer=26)
+    assert err.value.field == "layer"
 
 
 def test_rows_are_the_library_values(client):

@@ -186,11 +186,12 @@ def _sinusoidal(positions, spec, table, dtype):
     return _Requests.computed("/v1/sinusoidal", positions, {"spec": _spec_dict(spec), "table": table, "dtype": dtype})
 
 
-def _cos_sin(positions, spec, hf_config, table, layer_type, seq_len, dtype, arrangement):
-    """None for `arrangement` sends none: the server's default ("freq"), and the prepared fast path."""
+def _cos_sin(positions, spec, hf_config, table, layer_type, layer, seq_len, dtype, arrangement):
+    """None for `arrangement` sends none: the server's default ("freq"), and the prepared fast path.
+    `layer` (an index) or `layer_type` picks one of an `hf_config`'s encodings."""
     return _Requests.computed("/v1/rope/cos_sin", positions, {
         "spec": _spec_dict(spec), "hf_config": hf_config, "table": table, "layer_type": layer_type,
-        "seq_len": seq_len, "dtype": dtype, "arrangement": arrangement})
+        "layer": layer, "seq_len": seq_len, "dtype": dtype, "arrangement": arrangement})
 
 
 class HttpClient:
@@ -219,11 +220,12 @@ class HttpClient:
         return self._send(*_sinusoidal(positions, spec, table, dtype))
 
     def rope_cos_sin(self, positions, spec=None, *, hf_config: dict | None = None, table: str | None = None,
-                     layer_type: str | None = None, seq_len: float | None = None, dtype: str = "float32",
-                     arrangement: str | None = None):
-        """(cos, sin) as posenc.rope_cos_sin gives them, `arrangement` included ("cat": transformers')."""
-        return _split_cos_sin(self._send(*_cos_sin(positions, spec, hf_config, table, layer_type, seq_len, dtype,
-                                                   arrangement)))
+                     layer_type: str | None = None, layer: int | None = None, seq_len: float | None = None,
+                     dtype: str = "float32", arrangement: str | None = None):
+        """(cos, sin) as posenc.rope_cos_sin gives them, `arrangement` included ("cat": transformers');
+        with `hf_config`, `layer=i` (or `layer_type=`) picks the encoding layer i uses."""
+        return _split_cos_sin(self._send(*_cos_sin(positions, spec, hf_config, table, layer_type, layer, seq_len,
+                                                   dtype, arrangement)))
 
     def rope_apply(self, x, spec=None, *, positions=None, offset: int | None = None, table: str | None = None,
                    layout: str | None = None, seq_len: float | None = None) -> np.ndarray:
@@ -251,10 +253,12 @@ class HttpClient:
     def tables(self) -> list[dict]:
         return self._send("GET", "/v1/tables", {}, None, {"accept": "application/json"})["tables"]
 
-    def model_positions(self, hf_config: dict) -> dict:
+    def model_positions(self, hf_config: dict, *, layer: int | None = None) -> dict:
         """POST /v1/models/positions: every position encoding the model of a config.json uses,
-        by layer type ({"model_type", "reader", "layer_types": {name: {kind, spec, layers, apply, notes}}})."""
-        method, path, query, body, headers = _Requests.json_call("/v1/models/positions", {"hf_config": hf_config})
+        by layer type ({"model_type", "reader", "layer_types": {name: {kind, spec, layers, apply, notes}}});
+        with `layer=i`, only the one layer i uses."""
+        method, path, query, body, headers = _Requests.json_call("/v1/models/positions",
+                                                                 {"hf_config": hf_config, "layer": layer})
         return self._send(method, path, query, body, {**headers, "accept": "application/json"})
 
     def audit(self, arrays, *, config: dict | None = None, start: int | None = None,
@@ -303,9 +307,9 @@ class AsyncHttpClient:
     async def sinusoidal(self, positions, spec=None, *, table=None, dtype="float32") -> np.ndarray:
         return await self._send(*_sinusoidal(positions, spec, table, dtype))
 
-    async def rope_cos_sin(self, positions, spec=None, *, hf_config=None, table=None, layer_type=None,
+    async def rope_cos_sin(self, positions, spec=None, *, hf_config=None, table=None, layer_type=None, layer=None,
                            seq_len=None, dtype="float32", arrangement=None):
-        rows = await self._send(*_cos_sin(positions, spec, hf_config, table, layer_type, seq_len, dtype,
+        rows = await self._send(*_cos_sin(positions, spec, hf_config, table, layer_type, layer, seq_len, dtype,
                                           arrangement))
         return _split_cos_sin(rows)
 
