@@ -147,10 +147,8 @@ class ServiceApp:
         token = REQUEST_ID.set(request_id)
         recorder = scope[RECORDER] = _Recorder(send, request_id)  # `send` below may be CORS's wrapper of it
         try:
-            refusal = None if valid else HttpError("invalid_parameter", "X-Request-Id must be 1..128 characters "
-                                                   "of [A-Za-z0-9._~:/+=@-]", "x-request-id")
-            if refusal is None:
-                refusal = unspoken(scope)
+            refusal = unspoken(scope) if valid else HttpError(
+                "invalid_parameter", "X-Request-Id must be 1..128 characters of [A-Za-z0-9._~:/+=@-]", "x-request-id")
             if refusal is not None:
                 await self._refuse(recorder, refusal)
             elif lane is not None:  # no CORS (the ASGI lane's condition): `inner` is _serve itself

@@ -85,7 +85,7 @@ def plain(scope) -> bool:
     return True
 
 
-def _tokens(value: bytes) -> list[bytes]:
+def tokens(value: bytes) -> list[bytes]:
     """The lower-case elements of a comma-separated header value, empty ones left out."""
     return [token for token in (part.strip().lower() for part in value.split(b",")) if token]
 
@@ -99,11 +99,11 @@ def unspoken(scope) -> HttpError | None:
         client cannot use an HTTP answer. Other upgrades (h2c) are optional for the client:
         the protocol ignores them and the request is answered over HTTP/1.1."""
     for key, value in scope["headers"]:
-        if key == CONTENT_ENCODING and any(token != b"identity" for token in _tokens(value)):
+        if key == CONTENT_ENCODING and any(token != b"identity" for token in tokens(value)):
             return HttpError("unsupported_media_type", f"Content-Encoding {text_of(value)[:100]!r}: send the body "
                              "without a content coding (this service decodes none)", "content-encoding",
                              headers={"accept-encoding": "identity"})
-        if key == UPGRADE and any(token.split(b"/")[0] == b"websocket" for token in _tokens(value)):
+        if key == UPGRADE and any(token.split(b"/")[0] == b"websocket" for token in tokens(value)):
             return HttpError("unsupported_upgrade", "Upgrade: websocket: this service speaks HTTP/1.1 only and has "
                              "no WebSocket route; send the request without Upgrade", "upgrade")
     return None

@@ -71,7 +71,7 @@ from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from ..api.errors import REQUEST_ID, error_body
-from ..pipeline.headers import REQUEST_ID_HEADER, render, request_id_from
+from ..pipeline.headers import REQUEST_ID_HEADER, render, request_id_from, tokens
 from ..runtime.metrics import count_rejection
 
 #: How long a closing connection keeps reading (and dropping) what the client still sends after
@@ -346,9 +346,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         """Refuse (501) a request whose body has a transfer coding other than chunked: this server
         decodes no gzip, deflate or compress coding (RFC 9112 section 6.1). llhttp itself refuses
         (400) a request whose last coding is not chunked: its body cannot be delimited."""
-        codings = [coding.strip().lower() for coding in value.split(b",")]
-        unknown = [coding for coding in codings if coding and coding != b"chunked"]
-        if unknown:
+        if any(coding != b"chunked" for coding in tokens(value)):
             self._refusal = (501, "not_implemented", f"Transfer-Encoding {value.decode('latin-1')[:100]!r}: this "
                              "server decodes only the chunked transfer coding", "transfer-encoding", "bad_request")
             raise _Refused
@@ -427,9 +425,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         cycle = self.cycle
         cycle.waiting_for_100_continue = False  # the whole body is here: no interim 100 (see the module docstring)
         held = self._held
-        if held is not None and held[0] is self.cycle:
+        if held is not None and held[0] is cycle:
             self._held = None
-            cycle = held[0]
             if not self._answered(cycle.scope, bytes(cycle.body), cycle.keep_alive, cycle):
                 self._run(*held)
 
