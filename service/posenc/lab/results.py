@@ -26,6 +26,9 @@ from ..errors import PosencError
 from .metrics import HEADLINE
 
 FORMAT = "posenc-lab/1"
+#: The documented-size run that docs/lab.md reports (shipped with the package: `posenc pick` cites its rows,
+#: the explorer's Lab view draws it).
+DOCUMENTED = Path(__file__).with_name("documented.json")
 #: The keys whose values are identical on a rerun (same seed, machine and versions).
 REPRODUCIBLE = ("format", "configuration", "results")
 
@@ -101,6 +104,11 @@ def read(path: str | Path) -> dict:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise PosencError("results", f"{path} is not a posenc lab results file (format {FORMAT!r})")
     return doc
+
+
+def documented() -> dict:
+    """The documented-size run shipped with posenc (docs/lab.md's tables)."""
+    return read(DOCUMENTED)
 
 
 def rows(doc: dict) -> list[tuple[str, str, list[dict]]]:
