@@ -115,6 +115,10 @@ def test_results_file_holds_the_full_configuration(smoke):
             if scheme.scaling:
                 assert described["train"]["rope"]["scaling"] == {"rope_type": "default"}
                 assert described["eval"]["rope"]["scaling"]["rope_type"] == scheme.scaling
+            if scheme.scaling in ("linear", "ntk", "yarn"):  # set for each evaluated length
+                by_length = described["eval_rope_by_length"]
+                assert [by_length[str(n)]["scaling"]["factor"] for n in plan.eval_lengths] == \
+                    [max(1.0, n / plan.train_len) for n in plan.eval_lengths]
     for run in doc["results"]:
         plan = SMOKE.tasks[run["task"]]
         assert run["training"]["steps"] == plan.steps and len(run["training"]["loss_curve"]) == 10
@@ -131,13 +135,15 @@ def test_results_file_holds_the_full_configuration(smoke):
 GEOMETRY = Geometry(d_model=32, n_heads=4, train_len=16, max_len=128, rope_base=10000.0)
 
 
-def _expected_rope(scaling: str | None) -> posenc.RopeSpec:
-    """The evaluation spec posenc.lab.signals promises for each scaling, built here independently."""
-    head_dim, factor = GEOMETRY.head_dim, 8.0
+def _expected_rope(scaling: str | None, length: int) -> posenc.RopeSpec:
+    """The evaluation spec posenc.lab.signals promises for each scaling at `length` positions, built here
+    independently: a static scaling set for that length (factor length / 16, at least 1), dynamic NTK set
+    once for the longest length (factor 128 / 16)."""
+    head_dim, factor = GEOMETRY.head_dim, max(1.0, length / 16)
     return {None: posenc.RopeSpec(head_dim),
             "linear": posenc.RopeSpec(head_dim, scaling={"rope_type": "linear", "factor": factor}),
             "ntk": posenc.RopeSpec(head_dim, scaling={"rope_type": "ntk", "factor": factor}),
-            "dynamic": posenc.RopeSpec(head_dim, scaling={"rope_type": "dynamic", "factor": 1.0},
+            "dynamic": posenc.RopeSpec(head_dim, scaling={"rope_type": "dynamic", "factor": 8.0},
                                        max_position_embeddings=16),
             "yarn": posenc.RopeSpec(head_dim, scaling={"rope_type": "yarn", "factor": factor},
                                     original_max_position_embeddings=16)}[scaling]
@@ -155,7 +161,7 @@ def test_each_schemes_signal_is_the_one_posenc_serves(name, length):
         else:
             assert signal.absolute is None
         if scheme.rotary:
-            spec = _expected_rope(scheme.scaling) if phase == "eval" else posenc.RopeSpec(GEOMETRY.head_dim)
+            spec = _expected_rope(scheme.scaling, length) if phase == "eval" else posenc.RopeSpec(GEOMETRY.head_dim)
             cos, sin = posenc.rope_cos_sin(positions, spec, arrangement="cat")
             assert np.array_equal(signal.cos.numpy(), cos) and np.array_equal(signal.sin.numpy(), sin)
         else:
@@ -182,8 +188,8 @@ def test_rope_alibi_is_posencs_rope_alibi():
 @pytest.mark.parametrize("scaling", [None, "yarn", "dynamic"])
 def test_the_models_rotation_is_posencs_rope_apply(scaling):
     """The attention's rotation with the scheme's cos/sin rotates as posenc.rope_apply (layout "half")."""
-    spec = _expected_rope(scaling)
     length = 100
+    spec = _expected_rope(scaling, length)
     x = np.random.default_rng(3).standard_normal((2, 4, length, GEOMETRY.head_dim))
     cos, sin = (torch.from_numpy(t) for t in posenc.rope_cos_sin(np.arange(length), spec, dtype="float64",
                                                                     arrangement="cat"))
@@ -223,7 +229,7 @@ def test_training_works_and_the_training_length_beats_chance(smoke):
     vocab = {task: plan.params["vocab"] for task, plan in SMOKE.tasks.items()}
     for (task, scheme), points in evaluations(doc).items():
         if SCHEMES[scheme].trained_as != scheme:
-            continue  # a test-time scaling set for 8x the length may cost at the training length
+            continue  # a test-time scaling is RoPE's model (test_scalings_leave_the_training_length_alone)
         at_train = points[0]
         if task == "lm":
             assert at_train["perplexity"] < 0.9 * vocab[task], scheme
@@ -238,13 +244,15 @@ def test_no_model_beats_the_source(smoke):
             assert all(p["perplexity"] > p["source_perplexity"] for p in points), scheme
 
 
-def test_dynamic_ntk_leaves_the_training_length_alone(smoke):
-    """Dynamic NTK changes nothing up to max_position_embeddings (the training length): there it is RoPE."""
+def test_scalings_leave_the_training_length_alone(smoke):
+    """At the training length every test-time scaling is plain RoPE: a static one is set for that length
+    (factor 1), dynamic NTK changes nothing up to max_position_embeddings; past it, each changes the model."""
     doc, _, _, _ = smoke
     rows = evaluations(doc)
     for task in SMOKE.tasks:
-        assert rows[(task, "rope_dynamic")][0] == rows[(task, "rope")][0]
-        assert rows[(task, "rope_dynamic")][-1] != rows[(task, "rope")][-1]
+        for scaling in ("rope_linear", "rope_ntk", "rope_dynamic", "rope_yarn"):
+            assert rows[(task, scaling)][0] == rows[(task, "rope")][0], scaling
+            assert rows[(task, scaling)][-1] != rows[(task, "rope")][-1], scaling
 
 
 def test_attention_entropy_grows_with_length_and_alibi_bounds_it(smoke):

@@ -180,7 +180,7 @@ def run_task(budget: Budget, task_name: str, scheme_names: list[str], seed: int,
         seconds[f"{task_name}/{trained_as}"] = round(time.monotonic() - started, 3)
     configuration = {"task": task.describe(), "plan": dict(vars(plan)),
                      "geometry": vars(geometry) | {"head_dim": geometry.head_dim, "extension": geometry.extension},
-                     "schemes": {scheme.name: describe(scheme, geometry)
+                     "schemes": {scheme.name: describe(scheme, geometry, list(plan.eval_lengths))
                                  for members in groups(scheme_names).values() for scheme in members}}
     return configuration, runs, seconds
 

@@ -4,13 +4,16 @@ or without a scaling (`posenc.torch.cos_sin` of a `RopeSpec`), the ALiBi bias (`
 Only a learned table's values come from training (the model holds them; `LearnedSpec` describes it).
 
 The RoPE scalings (applied at test time to the model trained with plain RoPE) are each one
-`RopeSpec`, as a config.json would state it, set for the longest evaluated length (factor = that
-length / the training length) and used at every evaluated length:
+`RopeSpec`, as a config.json would state it. The static ones are configured for the length they are
+evaluated at (factor = that length / the training length, 1 at the training length itself), as a
+config.json extending the model to that context states it; dynamic NTK is configured once, for the
+longest evaluated length, since one setting for every length is its point:
 
-* linear: every frequency divided by the factor (position interpolation);
+* linear: every frequency divided by the factor (position interpolation, Chen et al. 2023);
 * ntk: the base raised to base * factor^(d/(d-2)) (static NTK-aware scaling);
-* dynamic: HF's dynamic NTK with factor 1: no change up to the training length, then the base grows
-  as (length / training length)^(d/(d-2)), the NTK stretch each length needs, no more;
+* dynamic: HF's dynamic NTK with factor = the longest length / the training length: no change up to
+  the training length, then base * (factor * length / training length - (factor - 1))^(d/(d-2)) at
+  each length, as transformers' dynamic update recomputes it;
 * yarn: YaRN with the training length as original_max_position_embeddings (its ramp and attention
   factor as HF computes them).
 """
@@ -51,29 +54,32 @@ class Geometry:
         return self.max_len / self.train_len
 
 
-def rope_spec(scheme: Scheme, geometry: Geometry, phase: str) -> RopeSpec:
-    """The RoPE spec of `phase` ("train" or "eval"): training is always plain RoPE."""
-    base, head_dim, factor = geometry.rope_base, geometry.head_dim, geometry.extension
+def rope_spec(scheme: Scheme, geometry: Geometry, phase: str, length: int) -> RopeSpec:
+    """The RoPE spec of `phase` ("train" or "eval") for a model run at `length` positions: training
+    is always plain RoPE; a static scaling is the one configured for `length`."""
+    base, head_dim = geometry.rope_base, geometry.head_dim
     if phase == "train" or scheme.scaling is None:
         return RopeSpec(head_dim, base=base)
     if scheme.scaling == "dynamic":
-        return RopeSpec(head_dim, base=base, scaling={"rope_type": "dynamic", "factor": 1.0},
+        return RopeSpec(head_dim, base=base, scaling={"rope_type": "dynamic", "factor": geometry.extension},
                         max_position_embeddings=geometry.train_len)
+    factor = max(1.0, length / geometry.train_len)
     if scheme.scaling == "yarn":
         return RopeSpec(head_dim, base=base, scaling={"rope_type": "yarn", "factor": factor},
                         original_max_position_embeddings=geometry.train_len)
     return RopeSpec(head_dim, base=base, scaling={"rope_type": scheme.scaling, "factor": factor})
 
 
-def encodings(scheme: Scheme, geometry: Geometry, phase: str) -> dict:
-    """posenc's specs of the scheme's signals in `phase`: {"absolute", "rope", "alibi"} as present."""
+def encodings(scheme: Scheme, geometry: Geometry, phase: str, length: int) -> dict:
+    """posenc's specs of the scheme's signals in `phase` at `length` positions: {"absolute", "rope",
+    "alibi"} as present."""
     out = {}
     if scheme.absolute == "sinusoidal":
         out["absolute"] = SinusoidalSpec(geometry.d_model)
     elif scheme.absolute == "learned":
         out["absolute"] = LearnedSpec(geometry.max_len, dim=geometry.d_model)
     if scheme.rotary:
-        out["rope"] = rope_spec(scheme, geometry, phase)
+        out["rope"] = rope_spec(scheme, geometry, phase, length)
     if scheme.alibi:
         out["alibi"] = AlibiSpec(geometry.n_heads)
     return out
@@ -103,7 +109,7 @@ def signals(scheme: Scheme, geometry: Geometry, length: int, phase: str) -> Sign
     """The scheme's signals for positions 0..length-1 in `phase`, each computed by posenc (float64,
     cast once to float32). A length-dependent scaling (dynamic NTK) sees this length, as HF's
     module does on a fresh forward of that many positions."""
-    specs = encodings(scheme, geometry, phase)
+    specs = encodings(scheme, geometry, phase, length)
     positions = np.arange(length, dtype=np.float64)
     absolute = cos = sin = None
     if isinstance(specs.get("absolute"), SinusoidalSpec):
@@ -117,12 +123,13 @@ def signals(scheme: Scheme, geometry: Geometry, length: int, phase: str) -> Sign
     return Signals(absolute, cos, sin, bias)
 
 
-def describe(scheme: Scheme, geometry: Geometry) -> dict:
-    """The scheme as the results file records it: posenc's specs for training and evaluation,
-    and the numbers they imply (ALiBi slopes, RoPE's inverse frequencies and attention factor)."""
+def describe(scheme: Scheme, geometry: Geometry, lengths: list[int]) -> dict:
+    """The scheme as the results file records it: posenc's specs for training and for evaluation at
+    the longest length, and the numbers they imply (ALiBi slopes, RoPE's inverse frequencies and
+    attention factor); a static RoPE scaling, configured per length, also by evaluated length."""
     out = {"trained_as": scheme.trained_as, "summary": scheme.summary}
     for phase in ("train", "eval"):
-        specs = encodings(scheme, geometry, phase)
+        specs = encodings(scheme, geometry, phase, geometry.max_len)
         entry = {role: spec.to_dict() for role, spec in specs.items()}
         if "rope" in specs:
             inv_freq, attention = specs["rope"].inv_freq(float(geometry.max_len))  # dynamic's, at the longest
@@ -131,4 +138,7 @@ def describe(scheme: Scheme, geometry: Geometry) -> dict:
         if "alibi" in specs:
             entry["alibi_slopes"] = specs["alibi"].slopes.tolist()
         out[phase] = entry
+    if scheme.scaling not in (None, "dynamic"):
+        out["eval_rope_by_length"] = {str(length): rope_spec(scheme, geometry, "eval", length).to_dict()
+                                      for length in lengths}
     return out
