@@ -47,6 +47,7 @@ MEANINGS = {
     "--readme": r"into this file",
     "--isa": r"kernel paths",
     "--lock-timeout": r"registry lock",
+    "--results": r"`posenc lab` results file",
 }
 #: Spellings replaced by the words above; each still parses (hidden), none is listed.
 RETIRED = {"--duration", "--runs", "--root", "--unix"}

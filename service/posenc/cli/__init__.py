@@ -16,7 +16,8 @@ from .. import __version__
 from ..errors import PosencError
 
 #: Subcommand modules, in the order `posenc --help` lists them.
-COMMANDS = ["demo", "positions", "info", "bench", "table", "serve", "binary", "audit", "plot", "explore", "lab"]
+COMMANDS = ["demo", "positions", "info", "bench", "table", "serve", "binary", "audit", "plot", "explore", "lab",
+            "pick"]
 
 
 def build_parser() -> argparse.ArgumentParser:

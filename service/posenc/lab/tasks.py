@@ -68,7 +68,6 @@ class MarkovSource:
         nll = np.empty((n, length + 1), dtype=np.float64)
         nll[:, :self.order] = np.log(self.vocab)
         draws = rng.random((n, length + 1))
-        rows = np.arange(n)
         for t in range(self.order, length + 1):
             context = np.zeros(n, dtype=np.int64)
             for back in range(self.order, 0, -1):
