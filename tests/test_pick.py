@@ -345,3 +345,27 @@ def test_http_refusals_name_the_field(client, body, field):
     response = client.post("/v1/pick", json=body)
     assert response.status_code == 422, response.text
     assert response.json()["error"]["field"] == field
+
+
+def test_the_docs_list_every_source_pick_cites():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "pick.md").read_text()
+    for source in SOURCES.values():
+        assert f"| `{source.key}` | [{source.title}]({source.url})" in page
+
+
+def test_a_results_file_of_some_schemes_only_still_answers_from_what_it_holds():
+    """A researcher's rerun of `--schemes rope,rope_yarn --tasks lm`: answers cite only what it holds."""
+    doc = copy.deepcopy(DOC)
+    doc["results"] = [run for run in doc["results"] if run["task"] == "lm" and run["trained_as"] == "rope"]
+    for run in doc["results"]:
+        run["evaluations"] = {s: p for s, p in run["evaluations"].items() if s in ("rope", "rope_yarn")}
+    assert pick(8192, extrapolate=True, results=doc).scheme == "rope"
+    answer = pick(32768, config=LLAMA2, results=doc)
+    check(answer, doc, LLAMA2)
+    assert answer.scheme == "rope_yarn"
+    mpt = config("mpt-7b")
+    answer = pick(65536, config=mpt, results=doc)
+    check(answer, doc, mpt)
+    assert answer.scheme == "unchanged" and [e["id"] for r in answer.reasons for e in r.evidence] == ["press2022"]

@@ -80,29 +80,30 @@ def _extend_other(scenario: Scenario, lab: LabFile, kind: str, spec) -> Pick:
     at_train = lab.cite(task, lab_scheme, lab.train_len(task)) if point else None
     measured = (f"in the lab, {lab_scheme}'s perplexity went from {at_train['value']:.2f} at the training length to "
                 f"{point['value']:.2f} at {length / lab.train_len(task):g}x") if point else ""
+    measured_evidence = (at_train, point) if point else ()
+    model_type = _config_evidence("model_type", scenario.config.get("model_type"))
     if kind in ("alibi", "nope", "t5"):
-        reasons = []
         if kind == "alibi":
-            reasons.append(Reason(f"ALiBi's bias is defined at every distance; {measured}.", (at_train, point)))
-            reasons.append(Reason("Press et al. trained at 1024 and matched, at 2048, a model trained at 2048.",
-                                  (cite("press2022"),)))
+            reasons = [Reason("Press et al. trained at 1024 and matched, at 2048, a model trained at 2048.",
+                              (cite("press2022"),))]
+            if point:
+                reasons.insert(0, Reason(f"ALiBi's bias is defined at every distance; {measured}.", measured_evidence))
         elif kind == "t5":
-            reasons.append(Reason(f"T5's buckets are defined at every distance: offsets past max_distance "
-                                  f"{spec.max_distance} share the last bucket, so longer inputs reuse trained "
-                                  f"buckets.", (cite("raffel2020"),)))
+            reasons = [Reason(f"T5's buckets are defined at every distance: offsets past max_distance "
+                              f"{spec.max_distance} share the last bucket, so longer inputs reuse trained buckets.",
+                              (cite("raffel2020"),))]
         else:
-            reasons.append(Reason(f"A model without positional encoding has nothing to rescale; {measured}.",
-                                  (at_train, point)))
+            reasons = [Reason("A model without positional encoding has nothing to rescale"
+                              + (f"; {measured}." if point else "."), measured_evidence or (model_type,))]
         return _unchanged(scenario, lab, kind, "its encoding has no length to change", reasons)
     if scenario.training_budget == "none":
-        raise PosencError("training_budget", f"a {kind} model has no scaling to apply at test time ({measured}); "
-                          f"reaching {target:,} positions needs training: give fine_tune or full")
+        raise PosencError("training_budget", f"a {kind} model has no scaling to apply at test time"
+                          + (f" ({measured})" if point else "") + f"; reaching {target:,} positions needs training: "
+                          "give fine_tune or full")
     what = (f"grow the learned table to {target:,} rows and train the new rows at {target:,} positions"
             if kind == "learned" else f"fine-tune at {target:,} positions")
-    evidence = tuple(e for e in (at_train, point) if e) or (cite("press2022"),)
-    reasons = [Reason(f"An absolute encoding does not carry past the length it was trained at: {measured}."
-                      if point else "An absolute encoding does not carry past the length it was trained at.",
-                      evidence)]
+    reasons = [Reason("An absolute encoding does not carry past the length it was trained at"
+                      + (f": {measured}." if point else "."), measured_evidence or (model_type,))]
     params = {"num_positions": target} if kind == "learned" else {"train_context": target}
     return Pick(scenario.to_dict(), kind, what, params, tuple(reasons), lab=lab.describe())
 
