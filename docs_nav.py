@@ -12,7 +12,7 @@ ORDER = {
     "Start": ["index.md"],
     "Guides": ["library.md", "cli.md", "model-families.md", "models.md", "torch.md", "shm.md", "http.md",
                "http-pipeline.md", "binary-protocol.md", "go.md", "java.md", "server-io.md",
-               "explore-and-audit.md", "explorer.md", "lab.md", "deploy.md", "startup.md", "platforms.md"],
+               "explore-and-audit.md", "explorer.md", "lab.md", "pick.md", "deploy.md", "startup.md", "platforms.md"],
     "Contracts": ["protocol.md", "shm-format.md", "audit.md"],
     "Reference": ["api.md", "formulas.md", "benchmarks.md", "layout.md"],
 }
@@ -20,7 +20,7 @@ ORDER = {
 TITLES = {
     "index.md": "Overview", "cli.md": "Command line", "model-families.md": "Model families", "torch.md": "Inside transformers",
     "explore-and-audit.md": "Explorer and audit", "go.md": "Go client", "deploy.md": "Deploy", "protocol.md": "Binary protocol v1",
-    "shm-format.md": "Shared-memory format v1", "audit.md": "Audit report", "java.md": "Java client", "lab.md": "Lab: train short, test long",
+    "shm-format.md": "Shared-memory format v1", "audit.md": "Audit report", "java.md": "Java client", "lab.md": "Lab: train short, test long", "pick.md": "Pick an encoding",
 }
 
 

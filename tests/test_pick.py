@@ -102,6 +102,8 @@ def check(answer, doc: dict = DOC, model_config: dict | None = None) -> None:
         assert np.array_equal(read.inv_freq(float(target))[0], expected.inv_freq(float(target))[0])
         assert read.inv_freq(float(target))[1] == expected.inv_freq(float(target))[1]
     json.dumps(answer.to_dict(), allow_nan=False)
+    text = answer.to_text()  # what the CLI prints: every piece of evidence on a line of its own
+    assert text.count("\n     [") == sum(len(r.evidence) for r in (*answer.reasons, *answer.notes))
 
 
 # --- the scenario table ---------------------------------------------------------------------------------

@@ -66,10 +66,12 @@ def environment(threads: int) -> dict:
             "deterministic_algorithms": True}
 
 
-def document(budget, seed: int, configurations: dict, runs: list[dict], timing: dict) -> dict:
+def document(budget, seed: int, configurations: dict, runs: list[dict], timing: dict, started_in: dict) -> dict:
+    """The results document; `started_in` is `environment()` taken when the run started (the checkout's
+    commit then is the code that ran, whatever was committed during a run of tens of minutes)."""
     return {"format": FORMAT,
             "configuration": {"budget": budget.to_dict(), "seed": seed, "tasks": configurations},
-            "results": runs, "environment": environment(budget.threads), "timing_seconds": timing}
+            "results": runs, "environment": started_in, "timing_seconds": timing}
 
 
 def reproducible_part(doc: dict) -> dict:

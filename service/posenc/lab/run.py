@@ -206,6 +206,7 @@ def run_lab(budget: str = "smoke", *, schemes: list[str] | None = None, tasks: l
     task_names = selected(tasks, plan.tasks, "tasks")
     seed = as_int(seed, "seed", minimum=0, maximum=2**63 - 1)
     bar = Progress(work_units(plan, task_names, scheme_names)) if progress else None
+    started_in = results.environment(plan.threads)
     started = time.monotonic()
     configurations, runs, seconds = {}, [], {}
     with deterministic(plan.threads):
@@ -216,4 +217,4 @@ def run_lab(budget: str = "smoke", *, schemes: list[str] | None = None, tasks: l
     if bar:
         bar.close()
     return results.document(plan, seed, configurations, runs,
-                            {"total": round(time.monotonic() - started, 3), "per_model": seconds})
+                            {"total": round(time.monotonic() - started, 3), "per_model": seconds}, started_in)

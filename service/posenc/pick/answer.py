@@ -80,6 +80,8 @@ def _reasons(reasons) -> list[str]:
         for evidence in reason.evidence:
             if evidence["kind"] == "lab":
                 lines.append(f"     [lab] {evidence['file']} {evidence['path']}: {describe_point(evidence)}")
+            elif evidence["kind"] == "config":
+                lines.append(f"     [config] {evidence['key']} = {evidence['value']} ({evidence['says']})")
             else:
                 lines.append(f"     [{evidence['id']}] {evidence['where']}, \"{evidence['title']}\" {evidence['url']}")
     return lines

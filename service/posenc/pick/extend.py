@@ -18,7 +18,7 @@ from .answer import Pick, Reason
 from .evidence import LabFile
 from .scenario import Scenario
 from .sources import cite
-from .train import rope_base, rope_base_reason
+from .train import rope_base, rope_base_reason, scale_note
 
 #: The test-time RoPE scalings the lab measures (each evaluates the model trained with plain RoPE).
 TEST_TIME = ("rope_linear", "rope_ntk", "rope_dynamic", "rope_yarn")
@@ -178,6 +178,8 @@ def _extend_rope(scenario: Scenario, lab: LabFile, spec: RopeSpec) -> Pick:
                           "long-context models were made: base 10,000 to 500,000 (Xiong et al.), to 1,000,000 "
                           "for Code Llama at 16,384.", (cite("xiong2023"), cite("roziere2023"))),
                    rope_base_reason(target, base)]
+    if scenario.training_budget != "full":  # the answer rests on lab rows: say what size they are
+        notes.append(scale_note(lab, "lm", scheme if lab.has("lm", scheme) else "rope"))
     new_spec, parameters = _scaled(scheme, spec, ratio, original, target)
     patch, patch_notes = _config_patch(scenario, new_spec, scheme, parameters, target)
     name = NAMES[scheme][0]
@@ -237,10 +239,16 @@ def _copy_note(lab: LabFile, scheme: str, ratio: float) -> Reason:
     if not lab.has("copy", scheme):
         return Reason("The lab file holds no copy task for this scaling: exact retrieval past the original "
                       "context is unmeasured here.", (lab.cite("lm", scheme, lab.train_len("lm")),))
-    point = lab.cite("copy", scheme, lab.length_for("copy", ratio))
-    return Reason(f"Exact positions are another matter: on the copy task {scheme} scored {point['value']:.3f} token "
-                  f"accuracy at {point['length'] / point['train_len']:g}x (chance {lab.chance('copy'):.3f}).",
-                  (point,))
+    length = lab.length_for("copy", ratio)
+    point = lab.cite("copy", scheme, length)
+    text = (f"Exact positions are another matter: on the copy task {scheme} scored {point['value']:.3f} token "
+            f"accuracy at {point['length'] / point['train_len']:g}x (chance {lab.chance('copy'):.3f})")
+    best = lab.best("copy", [name for name in TEST_TIME if lab.has("copy", name)], length)
+    if best == scheme:
+        return Reason(text + ".", (point,))
+    other = lab.cite("copy", best, length)
+    return Reason(text + f"; {best} kept {other['value']:.3f}, the best test-time scaling there: a task that must "
+                  "retrieve exact positions may rank them otherwise.", (point, other))
 
 
 def _scaled(scheme: str, spec: RopeSpec, ratio: float, original: int, target: int) -> tuple[RopeSpec, dict]:

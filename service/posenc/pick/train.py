@@ -152,12 +152,12 @@ def pick_train(scenario: Scenario, lab: LabFile) -> Pick:
                                   (cite("su2021"),)))
     params, spec, param_reasons = _parameters(scheme, scenario)
     reasons += param_reasons + _latency_reasons(scheme, scenario)
-    notes.append(_scale_note(lab, task, scheme))
+    notes.append(scale_note(lab, task, scheme))
     return Pick(scenario.to_dict(), scheme, _summary(scheme, params), params, tuple(reasons), tuple(notes),
                 spec=spec, lab=lab.describe())
 
 
-def _scale_note(lab: LabFile, task: str, scheme: str) -> Reason:
+def scale_note(lab: LabFile, task: str, scheme: str) -> Reason:
     """What the lab's size is: the caveat every lab-based answer carries."""
     budget = lab.doc["configuration"]["budget"]
     model = budget.get("model", {})
