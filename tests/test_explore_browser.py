@@ -280,7 +280,7 @@ def test_posenc_explore_prints_the_page(server, capsys):
     assert main(["explore", "--url", f"http://127.0.0.1:{free_port()}", "--no-browser"]) == 1
 
 
-FIT = """view => [...document.querySelectorAll(`.view[data-figure=${view}] .slot[data-state=drawn]`)].map(slot => {
+FIT = """view => [...document.querySelectorAll(`${view} .slot[data-state=drawn]`)].map(slot => {
   const chart = slot.querySelector('.chart').getBoundingClientRect();
   const figure = slot.querySelector('.chart canvas').getBoundingClientRect();
   return {slot: slot.dataset.slot, chart: [chart.left, chart.right], figure: [figure.left, figure.right]};
@@ -301,7 +301,7 @@ def test_every_panel_fits_its_box(server, context):
     browser.page.wait_for_selector("body[data-state=drawn]", timeout=TIMEOUT_MS)
     browser.page.locator(".view[data-figure=precision] .slot[data-slot=b] canvas").wait_for(timeout=TIMEOUT_MS)
     for view in ("heatmap", "spectrum", "decay", "precision"):
-        boxes = browser.page.evaluate(FIT, view)
+        boxes = browser.page.evaluate(FIT, f".view[data-figure={view}]")
         assert [b["slot"] for b in boxes] == ["a", "b"], (view, boxes)
         for b in boxes:
             assert b["chart"][0] - 0.5 <= b["figure"][0] and b["figure"][1] <= b["chart"][1] + 0.5, (view, b)

@@ -1,9 +1,10 @@
 """POST /v1/audit and the /explore routes in-process: every body form, the figures for tables,
-specs and configs, and a 4xx naming the field for each kind of bad input."""
+specs and configs and of `posenc lab` results files, and a 4xx naming the field for each kind of bad input."""
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 from pathlib import Path
@@ -16,6 +17,8 @@ from fastapi.testclient import TestClient
 from gguf_converter import write as write_gguf
 from posenc.config import ServiceConfig
 from posenc.http import create_app
+from posenc.lab import results as lab_results
+from posenc.plots import render_lab
 from posenc.plots.sources import spec_from_dict
 from safetensors.numpy import save
 from shm_support import published_config
@@ -299,3 +302,60 @@ def test_audit_figure(client):
 ])
 def test_bad_figure_requests(client, path, body, status, field):
     error_of(client.post(path, json=body), status, field)
+
+
+# --- the Lab view's figure ------------------------------------------------------------------------
+def lm_rope_and_alibi() -> dict:
+    """The documented run cut to the lm task's rope and alibi models: a results file that is not the default."""
+    doc = copy.deepcopy(lab_results.documented())
+    doc["configuration"]["tasks"] = {"lm": doc["configuration"]["tasks"]["lm"]}
+    kept = ("rope", "alibi")
+    doc["results"] = [{**run, "evaluations": {s: p for s, p in run["evaluations"].items() if s in kept}}
+                      for run in doc["results"] if run["task"] == "lm" and run["trained_as"] in kept]
+    return doc
+
+
+def test_lab_figure_of_the_documented_run(client):
+    """Without results, the documented run shipped with posenc; GET /explore/lab/documented is that file."""
+    documented = client.get("/explore/lab/documented")
+    assert documented.status_code == 200 and documented.headers["content-type"] == "application/json"
+    assert documented.json() == lab_results.documented()
+    r = client.post("/explore/figures/lab", json={})
+    assert r.status_code == 200 and "<svg" in r.json()["svg"]
+    assert r.json()["summary"]["text"] == "posenc lab, budget documented, seed 0: lm, copy"
+    vega = client.post("/explore/figures/lab", json={"format": "vega"}).json()
+    assert vega["data"] == render_lab(lab_results.documented(), "vega")[0]["data"]
+    assert [p["title"] for p in vega["data"]["panels"]] == [
+        "lm: perplexity vs length", "lm: attention entropy vs length", "copy: token accuracy vs length",
+        "copy: attention entropy vs length"]
+    # The whole file, posted back, fits the body limit (~90 KB; the default limit is 8 MiB) and draws the same.
+    again = client.post("/explore/figures/lab", json={"results": documented.json(), "format": "vega"})
+    assert len(documented.content) < BODY_LIMIT // 16 and again.json() == vega
+
+
+def test_lab_figure_of_a_posted_results_file(client):
+    doc = lm_rope_and_alibi()
+    vega = client.post("/explore/figures/lab", json={"results": doc, "format": "vega"})
+    assert vega.status_code == 200, vega.text
+    panels = vega.json()["data"]["panels"]
+    assert [p["title"] for p in panels] == ["lm: perplexity vs length", "lm: attention entropy vs length"]
+    perplexity = {s["name"]: s["y"] for s in panels[0]["series"]}
+    assert set(perplexity) == {"rope", "alibi", "source (floor)"}
+    assert perplexity["alibi"] == [p["perplexity"] for task, scheme, points in lab_results.rows(doc)
+                                   if scheme == "alibi" for p in points]
+    csv = client.post("/explore/figures/lab", json={"results": doc, "format": "csv"})
+    assert csv.json()["csv"] == render_lab(doc, "csv")[0].decode()
+    assert csv.json()["csv"].startswith("panel,series,x,y")
+
+
+@pytest.mark.parametrize("body, field, says", [
+    ({"results": {"format": "something else"}}, "results", "is not a posenc lab results file"),
+    ({"results": {"report": {"status": "correct"}}}, "results", "is not a posenc lab results file"),
+    ({"results": {"format": lab_results.FORMAT, "results": []}}, "results", "is not a complete"),
+    ({"results": [1, 2]}, "results", None),
+    ({"results": {}, "format": "png"}, "format", None),
+    ({"report": {}}, "report", None),
+])
+def test_lab_figure_of_what_is_not_a_results_file(client, body, field, says):
+    err = error_of(client.post("/explore/figures/lab", json=body), 422, field)
+    assert err["field"] == field and (says is None or says in err["message"]), err

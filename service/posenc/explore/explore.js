@@ -1,8 +1,8 @@
 // The explorer page: asks the service for each figure (a Vega-Lite spec with the library's numbers) and
 // draws it with the vendored Vega (interactive: zoom, hover values, export). Two sources, A and B, are
-// drawn side by side in every view; the page's state lives in its URL (the share link's format is in
-// docs/explorer.md, "Share links"). Talks only to the service that served it; user input goes into text
-// nodes and JSON bodies, never into HTML.
+// drawn side by side in every view; the Lab view has two of its own (`posenc lab` results files). The page's
+// state lives in its URL (the share link's format is in docs/explorer.md, "Share links"). Talks only to the
+// service that served it; user input goes into text nodes and JSON bodies, never into HTML.
 "use strict";
 
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -230,6 +230,7 @@ function saveState() {
     state[slot] = { kind, value: kind === "table" ? $(".table", box).value : kind === "config" || kind === "specs" ? $(`.${kind}`, box).value : "" };
   });
   $$(".view[data-figure]").forEach((v) => { state.p[v.dataset.figure] = params(v); });
+  state.lab = { a: labChoice("a"), b: labChoice("b") }; // which kind of source only: a file stays in this page
   history.replaceState(null, "", "#" + encodeURIComponent(JSON.stringify(state)));
 }
 
@@ -249,6 +250,10 @@ function restoreState() {
   Object.entries(state.p || {}).forEach(([figure, values]) => {
     const view = $(`.view[data-figure=${CSS.escape(figure)}]`);
     if (view) Object.entries(values).forEach(([name, value]) => { const input = $(`.params input[name=${CSS.escape(name)}]`, view); if (input) setParam(input, value); });
+  });
+  SLOTS.forEach((slot) => {
+    const radio = state.lab && $(`input[name=lab-${slot}][value=${CSS.escape(String(state.lab[slot]))}]`);
+    if (radio) radio.checked = true;
   });
   return true;
 }
@@ -298,6 +303,72 @@ async function audit(file) {
   }
 }
 
+// --- the Lab view: `posenc lab` results files ---------------------------------------------------------------
+// A: the documented run (the service has it: no file to send) or a results file; B: nothing or a results file.
+// A chosen file is read here and sent as JSON with each request; the URL records only which kinds are chosen.
+const labFiles = { a: null, b: null }; // the File chosen for each slot
+let labDrawing = Promise.resolve(); // drawings run one after another: the last choice is what stays on screen
+
+function labChoice(slot) { return $(`input[name=lab-${slot}]:checked`).value; }
+
+async function drawLabSlot(el, slot) {
+  clearSlot(el, "loading");
+  const kind = labChoice(slot), file = kind === "file" ? labFiles[slot] : null;
+  const name = kind === "documented" ? "the documented run" : file ? file.name : "a results file";
+  $(".slot-name", el).textContent = `${slot.toUpperCase()}: ${name}`;
+  if (kind === "file" && !file) {
+    clearSlot(el, "empty");
+    $(".note", el).textContent = "choose or drop a results file (posenc lab --out results.json)";
+    return;
+  }
+  try {
+    const body = { format: "vega" };
+    if (file) {
+      const text = await file.text();
+      try { body.results = JSON.parse(text); } catch (e) { throw new Error(`is not valid JSON (${e.message})`); }
+    }
+    const request = { path: "/explore/figures/lab", body };
+    const drawn = await post(request.path, body);
+    await embed(el, drawn, "lab", request);
+    $(".summary", el).textContent = summaryText(drawn.summary);
+    el.dataset.state = "drawn";
+  } catch (e) {
+    clearSlot(el, "error");
+    $(".error", el).textContent = file ? `${file.name}: ${e.message}` : e.message;
+  }
+}
+
+function drawLab() {
+  labDrawing = labDrawing.then(async () => {
+    const view = $("#lab"), active = SLOTS.filter((slot) => labChoice(slot) !== "none");
+    view.dataset.state = "loading";
+    const els = slotsOf(view, active);
+    for (const [i, slot] of active.entries()) await drawLabSlot(els[i], slot);
+    settle(view);
+  });
+  return labDrawing;
+}
+
+function wireLab() {
+  $$("#lab input[type=radio]").forEach((radio) => radio.addEventListener("change", () => { saveState(); drawLab(); }));
+  $$("#lab .lab-source").forEach((box) => {
+    const slot = box.dataset.slot, input = $(".lab-file", box);
+    const take = (file) => {
+      labFiles[slot] = file;
+      $(`input[name=lab-${slot}][value=file]`).checked = true;
+      saveState();
+      drawLab();
+    };
+    input.addEventListener("change", () => { if (input.files.length) take(input.files[0]); });
+    box.addEventListener("dragover", (e) => { e.preventDefault(); box.classList.add("over"); });
+    box.addEventListener("dragleave", () => box.classList.remove("over"));
+    box.addEventListener("drop", (e) => {
+      e.preventDefault(); box.classList.remove("over");
+      if (e.dataTransfer.files.length) take(e.dataTransfer.files[0]);
+    });
+  });
+}
+
 // --- wiring --------------------------------------------------------------------------------------------------
 async function loadTables() {
   try {
@@ -344,8 +415,10 @@ function wire() {
 }
 
 wire();
+wireLab();
 loadTables().then(async () => {
   const restored = restoreState();
   document.body.dataset.ready = "yes";
+  drawLab(); // the documented run needs no input: drawn at once, beside the other views
   if (restored) await drawAll();
 });

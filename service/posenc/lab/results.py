@@ -103,8 +103,15 @@ def read(path: str | Path) -> dict:
         doc = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PosencError("results", f"cannot read {path}: {exc}") from None
+    return checked(doc, str(path))
+
+
+def checked(doc, name: str = "") -> dict:
+    """`doc` if it says it is a results file (its "format"); PosencError("results") otherwise. `name`: what
+    the message calls it (a path), or nothing where the field says it (HTTP, the explorer)."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise PosencError("results", f"{path} is not a posenc lab results file (format {FORMAT!r})")
+        raise PosencError("results", f"{name + ' ' if name else ''}is not a posenc lab results file "
+                          f"(format {FORMAT!r})")
     return doc
 
 

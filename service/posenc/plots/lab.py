@@ -35,8 +35,9 @@ def _task_panels(task: str, configuration: dict, evaluations: list[tuple[str, li
 
 
 def build(doc: dict) -> Figure:
-    from ..lab.results import rows
+    from ..lab.results import checked, rows
 
+    checked(doc)
     try:
         tasks = doc["configuration"]["tasks"]
         by_task: dict[str, list] = {}

@@ -3,7 +3,9 @@
 POST /explore/figures/{figure} takes {"source": {"table": name} | {"spec"} | {"specs"} | {"config"},
 "params": {...}, "format": "svg" | "vega" | "csv"} and answers {"svg": "...", "summary": {...}} (or
 {"vega": spec, "data": numbers, ...}, or {"csv": "...", ...}: the page's CSV export); /explore/figures/audit
-takes {"report": <a POST /v1/audit answer>} and the same formats.
+takes {"report": <a POST /v1/audit answer>} and the same formats, /explore/figures/lab {"results": <a
+`posenc lab` results file>} (none: the documented run shipped with posenc, which GET /explore/lab/documented
+answers) and the same formats.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from pydantic import Field
 
 from ....errors import PosencError
 from ....explore import ASSETS, CSP, asset, media_type
-from ....plots import FIGURES, render, render_audit
+from ....lab import results as lab_results
+from ....plots import FIGURES, render, render_audit, render_lab
 from ..calls import read_call, service_of
 from ..errors import HttpError
 from ..openapi import error_responses, request_body
@@ -42,6 +45,13 @@ class FigureRequest(_Strict):
 
 class AuditFigureRequest(_Strict):
     report: dict[str, Any] = Field(description="a report from POST /v1/audit")
+    format: Literal[FORMATS] = "svg"
+
+
+class LabFigureRequest(_Strict):
+    results: dict[str, Any] | None = Field(None, description='a `posenc lab` results file ("format": '
+                                           f'"{lab_results.FORMAT}"); none: the documented-size run shipped with '
+                                           "posenc (GET /explore/lab/documented)")
     format: Literal[FORMATS] = "svg"
 
 
@@ -87,11 +97,32 @@ async def audit_figure(request: Request) -> Response:
     return _figure_response(drawn, summary, call.params.format)
 
 
+@router.post("/figures/lab", summary="A `posenc lab` results file drawn (SVG in JSON); none: the documented run",
+             responses=error_responses(400, 406, 413, 415, 422), openapi_extra=request_body(LabFigureRequest))
+async def lab_figure(request: Request) -> Response:
+    call = await read_call(request, LabFigureRequest)
+    doc, fmt = call.params.results, call.params.format
+    drawn, summary = await service_of(request).run(
+        lambda: render_lab(lab_results.documented() if doc is None else doc, fmt), FIGURE_COST_NS)
+    return _figure_response(drawn, summary, fmt)
+
+
+#: GET /explore/lab/documented's answer: a JSON object (the results file's format is docs/lab.md's).
+_RESULTS_FILE = {200: {"description": "The results file (docs/lab.md reports it)",
+                       "content": {"application/json": {"schema": {"type": "object"}}}}}
+
+
+@router.get("/lab/documented", summary="The documented-size `posenc lab` results file shipped with posenc",
+            response_class=Response, responses=_RESULTS_FILE)
+async def lab_documented() -> Response:
+    return Response(lab_results.DOCUMENTED.read_bytes(), media_type="application/json")
+
+
 @router.post("/figures/{figure}", summary="One explorer figure (SVG in JSON) for a table, specs or a config",
              responses=error_responses(400, 404, 406, 413, 415, 422), openapi_extra=request_body(FigureRequest))
 async def figure(request: Request, figure: str) -> Response:
     if figure not in FIGURES:
-        raise HttpError("not_found", f"no figure {figure!r}; one of {sorted(FIGURES)} or audit", "figure")
+        raise HttpError("not_found", f"no figure {figure!r}; one of {sorted(FIGURES)}, audit or lab", "figure")
     call = await read_call(request, FigureRequest)
     source = await _source(request, call.params.source)
     drawn, summary = await service_of(request).run(
