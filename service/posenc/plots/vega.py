@@ -47,6 +47,8 @@ def _series_layer(panel: Panel) -> dict:
             "x": {"field": "x", "type": "quantitative", "scale": _scale(panel.x_log), "axis": _axis(panel.x_label)},
             "y": {"field": "y", "type": "quantitative", "scale": _scale(panel.y_log), "axis": _axis(panel.y_label)},
             "color": {"field": "series", "type": "nominal", "sort": [s.name for s in panel.series],
+                      # more series than Vega's 10 default colours (the lab's 10 schemes and a floor): 20, none reused
+                      **({"scale": {"scheme": "category20"}} if len(panel.series) > 10 else {}),
                       "legend": {"title": None, "orient": "bottom", "columns": 2, "labelFontSize": 12,
                                  "labelLimit": 360}},
             "strokeWidth": {"condition": {"test": {"field": "series", "oneOf": emphasis}, "value": 3}, "value": 1.5}
