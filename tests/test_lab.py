@@ -80,6 +80,21 @@ def test_a_rerun_reproduces_the_numbers_exactly(smoke):
         {k: v for k, v in copy_config.items() if k != "schemes"}
 
 
+def test_jobs_give_the_serial_runs_numbers(smoke):
+    """`--jobs 2`: the trained models in two spawned processes, the document's runs and configuration those
+    of the serial run, in its order, to the bit."""
+    doc, _, _, _ = smoke
+    chosen = ["alibi", "nope"]
+    parallel = json.loads(results.dumps(run_lab("smoke", schemes=chosen, seed=0, jobs=2, progress=True)))
+    serial = [run for run in doc["results"] if run["trained_as"] in chosen]
+    assert [(run["task"], run["trained_as"]) for run in parallel["results"]] == \
+        [(run["task"], run["trained_as"]) for run in serial]
+    for ours, theirs in zip(parallel["results"], serial):
+        assert ours["training"] == theirs["training"]
+        assert ours["evaluations"] == {name: theirs["evaluations"][name] for name in ours["evaluations"]}
+    assert parallel["timing_seconds"]["jobs"] == 2
+
+
 def test_lab_restores_the_callers_torch_settings():
     before = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
     torch.manual_seed(7)

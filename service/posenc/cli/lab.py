@@ -1,4 +1,4 @@
-"""`posenc lab [--budget smoke|documented] [--schemes a,b] [--tasks lm,copy] [--seed N] [--out FILE]`.
+"""`posenc lab [--budget smoke|documented] [--schemes a,b] [--tasks lm,copy] [--seed N] [--jobs N] [--out FILE]`.
 
 Train tiny decoder-only Transformers on synthetic tasks at one length and evaluate them at up to
 8 times it (perplexity on a Markov source, token accuracy on a copy task, attention entropy on
@@ -28,6 +28,8 @@ def register(sub) -> None:
     p.add_argument("--schemes", help=f"comma-separated subset of {', '.join(SCHEMES)} (default: all)")
     p.add_argument("--tasks", help="comma-separated subset of lm, copy (default: both)")
     p.add_argument("--seed", type=int, default=0, help="every seed of the run derives from it (default 0)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="train N models at once, a process each (the same numbers; default 1)")
     p.add_argument("--out", default="lab-results.json", help="the results file (default lab-results.json)")
     p.set_defaults(handler=run)
 
@@ -58,7 +60,7 @@ def run(args) -> int:
     from ..lab.run import run_lab
 
     doc = run_lab(args.budget, schemes=_names(args.schemes, "schemes"), tasks=_names(args.tasks, "tasks"),
-                  seed=args.seed, progress=True)
+                  seed=args.seed, progress=True, jobs=args.jobs)
     results.write(doc, args.out)
     print(results.summary(doc))
     print(f"wrote {args.out} ({doc['timing_seconds']['total']:.0f} s)", file=sys.stderr)

@@ -155,34 +155,45 @@ def evaluate(model: TinyDecoder, task_name: str, batches: dict[int, Batch], sche
     return points
 
 
-def run_task(budget: Budget, task_name: str, scheme_names: list[str], seed: int,
-             progress: Progress | None) -> tuple[dict, list[dict], dict[str, float]]:
-    """(the task's configuration, its runs, seconds per trained model) for one task."""
+def _setting(budget: Budget, task_name: str, seed: int):
+    """(plan, task, geometry) of one task: all derived from the budget, the task's name and the seed."""
     plan = budget.tasks[task_name]
     task = make_task(task_name, plan.params, derive_seed(seed, task_name, "source"))
     size = budget.model
-    geometry = Geometry(size.d_model, size.n_heads, plan.train_len, max(plan.eval_lengths), budget.rope_base)
+    return plan, task, Geometry(size.d_model, size.n_heads, plan.train_len, max(plan.eval_lengths), budget.rope_base)
+
+
+def run_group(budget: Budget, task_name: str, trained_as: str, scheme_names: list[str], seed: int,
+              progress) -> tuple[dict, float]:
+    """(the run, its seconds) of one trained model: `trained_as` trained on `task_name`, then evaluated with
+    each of its group's schemes among `scheme_names`. Depends on nothing but its arguments (every seed is
+    derived from names), so groups may run in any order or process. `progress`: anything with
+    Progress.update's signature, or None."""
+    plan, task, geometry = _setting(budget, task_name, seed)
     batches = {length: task.batch(np.random.Generator(np.random.PCG64(derive_seed(seed, task_name, "eval", length))),
                                   plan.eval_sequences, length) for length in plan.eval_lengths}
-    runs, seconds = [], {}
-    for trained_as, evaluated in groups(scheme_names).items():
-        started = time.monotonic()
-        torch.manual_seed(derive_seed(seed, task_name, "init"))
-        model = TinyDecoder(vocab_size=task.vocab_size, d_model=size.d_model, n_heads=size.n_heads,
-                            n_layers=size.n_layers, d_ff=size.d_ff,
-                            learned_positions=geometry.max_len if SCHEMES[trained_as].absolute == "learned" else 0)
-        training = train(model, task, plan, SCHEMES[trained_as], geometry, budget,
-                         derive_seed(seed, task_name, "train"), progress, f"{task_name} / {trained_as}: training")
-        evaluations = {scheme.name: evaluate(model, task_name, batches, scheme, geometry, progress,
-                                             f"{task_name} / {scheme.name}: evaluating")
-                       for scheme in evaluated}
-        runs.append({"task": task_name, "trained_as": trained_as, "training": training, "evaluations": evaluations})
-        seconds[f"{task_name}/{trained_as}"] = round(time.monotonic() - started, 3)
-    configuration = {"task": task.describe(), "plan": dict(vars(plan)),
-                     "geometry": vars(geometry) | {"head_dim": geometry.head_dim, "extension": geometry.extension},
-                     "schemes": {scheme.name: describe(scheme, geometry, list(plan.eval_lengths))
-                                 for members in groups(scheme_names).values() for scheme in members}}
-    return configuration, runs, seconds
+    size = budget.model
+    started = time.monotonic()
+    torch.manual_seed(derive_seed(seed, task_name, "init"))
+    model = TinyDecoder(vocab_size=task.vocab_size, d_model=size.d_model, n_heads=size.n_heads,
+                        n_layers=size.n_layers, d_ff=size.d_ff,
+                        learned_positions=geometry.max_len if SCHEMES[trained_as].absolute == "learned" else 0)
+    training = train(model, task, plan, SCHEMES[trained_as], geometry, budget,
+                     derive_seed(seed, task_name, "train"), progress, f"{task_name} / {trained_as}: training")
+    evaluations = {scheme.name: evaluate(model, task_name, batches, scheme, geometry, progress,
+                                         f"{task_name} / {scheme.name}: evaluating")
+                   for scheme in groups(scheme_names)[trained_as]}
+    run = {"task": task_name, "trained_as": trained_as, "training": training, "evaluations": evaluations}
+    return run, round(time.monotonic() - started, 3)
+
+
+def task_configuration(budget: Budget, task_name: str, scheme_names: list[str], seed: int) -> dict:
+    """What the results file records of one task: its source, plan, geometry and every scheme's specs."""
+    plan, task, geometry = _setting(budget, task_name, seed)
+    return {"task": task.describe(), "plan": dict(vars(plan)),
+            "geometry": vars(geometry) | {"head_dim": geometry.head_dim, "extension": geometry.extension},
+            "schemes": {scheme.name: describe(scheme, geometry, list(plan.eval_lengths))
+                        for members in groups(scheme_names).values() for scheme in members}}
 
 
 def selected(names: list[str] | None, known, field: str) -> list[str]:
@@ -196,25 +207,33 @@ def selected(names: list[str] | None, known, field: str) -> list[str]:
 
 
 def run_lab(budget: str = "smoke", *, schemes: list[str] | None = None, tasks: list[str] | None = None,
-            seed: int = 0, progress: bool = False) -> dict:
+            seed: int = 0, progress: bool = False, jobs: int = 1) -> dict:
     """The lab's results document (posenc.lab.results) for `budget` ("smoke" | "documented"),
-    the schemes and tasks given (None: all), `seed`; a progress line on stderr if `progress`."""
+    the schemes and tasks given (None: all), `seed`; a progress line on stderr if `progress`. `jobs`
+    trained models run at once, each in a process of its own with the budget's threads: the same
+    document whatever `jobs` (the seeds derive from names, the runs are listed in the same order)."""
     if budget not in BUDGETS:
         raise PosencError("budget", f"unknown budget {budget!r}; choose from {list(BUDGETS)}")
     plan = BUDGETS[budget]
     scheme_names = selected(schemes, SCHEMES, "schemes")
     task_names = selected(tasks, plan.tasks, "tasks")
     seed = as_int(seed, "seed", minimum=0, maximum=2**63 - 1)
+    jobs = as_int(jobs, "jobs", minimum=1, maximum=64)
+    units = [(task_name, trained_as) for task_name in task_names for trained_as in groups(scheme_names)]
     bar = Progress(work_units(plan, task_names, scheme_names)) if progress else None
     started_in = results.environment(plan.threads)
     started = time.monotonic()
-    configurations, runs, seconds = {}, [], {}
-    with deterministic(plan.threads):
-        for task_name in task_names:
-            configurations[task_name], task_runs, task_seconds = run_task(plan, task_name, scheme_names, seed, bar)
-            runs += task_runs
-            seconds |= task_seconds
+    if jobs == 1 or len(units) == 1:
+        with deterministic(plan.threads):
+            done = [run_group(plan, task_name, trained_as, scheme_names, seed, bar) for task_name, trained_as in units]
+    else:
+        from .parallel import run_groups
+
+        done = run_groups(budget, units, scheme_names, seed, jobs, bar)
     if bar:
         bar.close()
-    return results.document(plan, seed, configurations, runs,
-                            {"total": round(time.monotonic() - started, 3), "per_model": seconds}, started_in)
+    configurations = {task_name: task_configuration(plan, task_name, scheme_names, seed) for task_name in task_names}
+    seconds = {f"{task_name}/{trained_as}": spent for (task_name, trained_as), (_, spent) in zip(units, done)}
+    return results.document(plan, seed, configurations, [run for run, _ in done],
+                            {"total": round(time.monotonic() - started, 3), "per_model": seconds,
+                             "jobs": jobs}, started_in)
