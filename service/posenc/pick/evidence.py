@@ -37,8 +37,7 @@ class LabFile:
     @classmethod
     def of(cls, doc: dict, label: str) -> LabFile:
         """A results document given whole (the HTTP route's), checked to hold what pick reads."""
-        if not isinstance(doc, dict) or doc.get("format") != results.FORMAT:
-            raise PosencError("results", f"is not a posenc lab results file (format {results.FORMAT!r})")
+        results.checked(doc)
         try:
             results.rows(doc)
             for task in doc["configuration"]["tasks"].values():

@@ -61,14 +61,15 @@ def array_responses(model: type[BaseModel] = ArrayResponse) -> dict:
 REQUEST_MODELS: dict[str, type[BaseModel]] = {}
 
 
-def request_body(model: type[_Strict]) -> dict:
+def request_body(model: type[_Strict], *, required: bool = True) -> dict:
     """openapi_extra for a route reading `model` (calls.read_call): a JSON body; where the model has
-    a REQUIRED_ARRAY, or a binary body (that array) with the other fields as query parameters."""
+    a REQUIRED_ARRAY, or a binary body (that array) with the other fields as query parameters.
+    `required=False` for a route whose every field has a default, which answers a request without a body."""
     known = REQUEST_MODELS.setdefault(model.__name__, model)
     assert known is model, f"two request models named {model.__name__}"
     content = {JSON: {"schema": {"$ref": _REF.format(model=model.__name__)}}}
     if model.REQUIRED_ARRAY is None:
-        return {"requestBody": {"required": True, "content": content}}
+        return {"requestBody": {"required": required, "content": content}}
     content[NPY] = _BINARY
     content[RAW] = _BINARY
     return {"requestBody": {"required": True, "content": content}, "parameters": query_parameters(model)}

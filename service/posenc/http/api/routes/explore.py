@@ -98,7 +98,7 @@ async def audit_figure(request: Request) -> Response:
 
 
 @router.post("/figures/lab", summary="A `posenc lab` results file drawn (SVG in JSON); none: the documented run",
-             responses=error_responses(400, 406, 413, 415, 422), openapi_extra=request_body(LabFigureRequest))
+             responses=error_responses(400, 406, 413, 415, 422), openapi_extra=request_body(LabFigureRequest, required=False))
 async def lab_figure(request: Request) -> Response:
     call = await read_call(request, LabFigureRequest)
     doc, fmt = call.params.results, call.params.format
