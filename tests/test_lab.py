@@ -316,6 +316,9 @@ def test_plot_lab_draws_the_results(smoke, tmp_path):
         out = tmp_path / f"lab.{suffix}"
         assert main(["plot", "lab", "--results", str(path), "--out", str(out)]) == 0
         assert out.stat().st_size > 10_000
+    csv = tmp_path / "lab.csv"  # the explorer's CSV export of the Lab view, the same bytes
+    assert main(["plot", "lab", "--results", str(path), "--out", str(csv)]) == 0
+    assert csv.read_bytes() == render_lab(doc, "csv")[0]
     not_results = tmp_path / "other.json"
     not_results.write_text('{"format": "something else"}')
     assert main(["plot", "lab", "--results", str(not_results), "--out", str(tmp_path / "x.svg")]) == 2

@@ -8,7 +8,7 @@ or with --overlay on one axis); --model-config draws every layer type of a model
 name=value (heatmap: positions, and dim without a source; decay: max_distance; alibi: context,
 gamma, and n_heads without a source; precision: max_position). A parameter the figure does not
 take is an error, as is a source without the encodings the figure draws. `lab` draws a
-`posenc lab` results file (--results) instead: .png, .svg or .json.
+`posenc lab` results file (--results) instead, in any of those formats.
 """
 
 from __future__ import annotations
@@ -92,8 +92,6 @@ def _lab_drawing(args, fmt: str):
     if args.config or args.spec or args.param or args.overlay:
         raise PosencError("results", "the lab figure takes --results only (no --model-config, --spec, --param "
                           "or --overlay)")
-    if fmt == "csv":
-        raise PosencError("--out", "the lab figure is drawn as .png, .svg or .json (its numbers are the results file)")
     return render_lab(results.read(args.results), fmt)
 
 
