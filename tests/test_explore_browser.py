@@ -346,8 +346,10 @@ def figure_titles(browser: Browser, view: str, slot: str = "a") -> list[str]:
 
 def test_the_documented_share_link_round_trips_and_overlays(server, context, tmp_path):
     """Opening docs/explorer.md's example link draws its state (two scalings overlaid in the spectrum and decay
-    views, titles naming the scaling) and the page writes the same link back; the CSV export is the service's
-    (the same bytes as `posenc plot --out x.csv`); unticking the overlay redraws the variants side by side."""
+    views, titles naming the scaling; the Pick panel's question answered) and the page writes the same link back;
+    the CSV export is the service's (the same bytes as `posenc plot --out x.csv`); unticking the overlay redraws the
+    variants side by side."""
+    from posenc.pick import pick
     from posenc.plots import render
 
     link = documented_link().replace(DOC_ORIGIN, server.url)
@@ -357,6 +359,9 @@ def test_the_documented_share_link_round_trips_and_overlays(server, context, tmp
     browser.page.wait_for_selector("body[data-state=drawn]", timeout=TIMEOUT_MS)
     assert browser.page.url == link  # round trip: the page's own state, written back, is the documented link
     assert browser.page.input_value(".source[data-slot=a] .specs") == state["a"]["value"]
+    browser.page.wait_for_selector("#pick[data-state=answered]", timeout=TIMEOUT_MS)
+    asked = {k: v for k, v in state["pick"].items() if k != "use_config"}
+    assert browser.page.inner_text("#pick .pick-summary") == pick(**asked).summary  # YaRN, factor 4
     specs = json.loads(state["a"]["value"])
     for view in ("spectrum", "decay"):
         assert browser.page.is_checked(f".view[data-figure={view}] input[name=overlay]")

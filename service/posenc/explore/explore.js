@@ -1,6 +1,7 @@
 // The explorer page: asks the service for each figure (a Vega-Lite spec with the library's numbers) and
 // draws it with the vendored Vega (interactive: zoom, hover values, export). Two sources, A and B, are
-// drawn side by side in every view; the Lab view has two of its own (`posenc lab` results files). The page's
+// drawn side by side in every view; the Lab view has two of its own (`posenc lab` results files); the Pick panel
+// asks `posenc pick` (POST /v1/pick) which encoding suits a job and shows the answer with its evidence. The page's
 // state lives in its URL (the share link's format is in docs/explorer.md, "Share links"). Talks only to the
 // service that served it; user input goes into text nodes and JSON bodies, never into HTML.
 "use strict";
@@ -55,12 +56,13 @@ function isSourceError(err) {
 }
 
 // --- views ---------------------------------------------------------------------------------------------------
-// A view's parameters: numbers, and true/false for a checkbox (the spectrum's and decay's "overlay").
+// A view's (or the Pick form's) parameters: numbers, true/false for a checkbox (the spectrum's and decay's
+// "overlay"), a select's choice as text; a blank number or a select's default ("") is left out.
 function params(view) {
   const out = {};
-  $$(".params input", view).forEach((input) => {
+  $$(".params input, .params select", view).forEach((input) => {
     if (input.type === "checkbox") out[input.name] = input.checked;
-    else if (input.value !== "") out[input.name] = Number(input.value);
+    else if (input.value !== "") out[input.name] = input.type === "number" ? Number(input.value) : input.value;
   });
   return out;
 }
@@ -231,6 +233,7 @@ function saveState() {
   });
   $$(".view[data-figure]").forEach((v) => { state.p[v.dataset.figure] = params(v); });
   state.lab = { a: labChoice("a"), b: labChoice("b") }; // which kind of source only: a file stays in this page
+  if (picked) state.pick = picked;
   history.replaceState(null, "", "#" + encodeURIComponent(JSON.stringify(state)));
 }
 
@@ -255,6 +258,13 @@ function restoreState() {
     const radio = state.lab && $(`input[name=lab-${slot}][value=${CSS.escape(String(state.lab[slot]))}]`);
     if (radio) radio.checked = true;
   });
+  if (state.pick && typeof state.pick === "object") {
+    Object.entries(state.pick).forEach(([name, value]) => {
+      const input = $(`#pick .params [name=${CSS.escape(name)}]`);
+      if (input) setParam(input, value);
+    });
+    picked = params($("#pick")); // asked again once the page is ready
+  }
   return true;
 }
 
@@ -369,6 +379,149 @@ function wireLab() {
   });
 }
 
+// --- Pick: which encoding for a job (POST /v1/pick, posenc.pick) ---------------------------------------------
+// The form's values as last asked are the share link's "pick" (null until asked); the answer is drawn into text
+// nodes only. Source A's config.json goes with the question when it is pasted and "use source A's config.json" is
+// ticked (as the audit's), making the goal "extend" unless one is chosen.
+let picked = null;
+let asking = 0; // the latest question: an earlier answer arriving after it is dropped
+
+function make(tag, text, attrs = {}) {
+  const el = document.createElement(tag);
+  if (text !== undefined) el.textContent = text;
+  Object.entries(attrs).forEach(([name, value]) => el.setAttribute(name, value));
+  return el;
+}
+
+// Python's f"{v:.{d}f}" (the CLI's lines): toFixed rounds the exact binary value as Python does, but an exact tie
+// (0.5625 to 3 places) up, where Python rounds it to even.
+function fixed(v, d) {
+  const up = v.toFixed(d);
+  if (!/^50*$/.test(v.toFixed(d + 20).slice(-20))) return up; // the 20 digits after the d-th
+  const down = (v - 5 * 10 ** -(d + 1)).toFixed(d);
+  return Number(down.slice(-1)) % 2 === 0 ? down : up;
+}
+
+// A parameter or computed value as the CLI shows it: 6 significant digits, a long list by its first 4 values.
+function shown(v) {
+  if (typeof v === "number") return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(6)));
+  if (Array.isArray(v)) return `[${(v.length > 8 ? v.slice(0, 4) : v).map(shown).join(", ")}${v.length > 8 ? `, ... ${v.length} values` : ""}]`;
+  return typeof v === "string" ? v : JSON.stringify(v);
+}
+
+// A lab citation as the CLI prints it (posenc.pick.evidence.describe_point): file, JSON path, what was measured.
+function labLine(e) {
+  const value = e.value === null ? "n/a" : fixed(e.value, e.metric === "accuracy" ? 3 : 2);
+  return `${e.file} ${e.path}: ${e.scheme}: ${e.task} ${e.metric} ${value} at length ${e.length} ` +
+    `(${shown(e.length / e.train_len)}x the training length)`;
+}
+
+function evidenceItem(e) {
+  const li = make("li", undefined, { "data-kind": e.kind });
+  if (e.kind === "lab") {
+    li.append(make("span", "lab", { class: "kind" }), " ",
+      make("button", labLine(e), { type: "button", class: "cite", title: "the Lab view draws this file" }));
+  } else if (e.kind === "source") {
+    const link = make("a", e.title, { target: "_blank", rel: "noopener noreferrer", title: e.says });
+    if (/^https?:\/\//.test(e.url)) link.href = e.url; // never a javascript: or other scheme
+    li.append(make("span", e.id, { class: "kind" }), " ", link, `, ${e.where}`);
+  } else {
+    li.append(make("span", "config", { class: "kind" }), " ", make("code", `${e.key} = ${shown(e.value)}`),
+      ` (${e.says})`);
+  }
+  return li;
+}
+
+function reasonItems(list, reasons) {
+  list.replaceChildren(...reasons.map((r) => {
+    const li = make("li", r.text);
+    li.append(make("ul", undefined, { class: "evidence" }));
+    li.lastChild.append(...r.evidence.map(evidenceItem));
+    return li;
+  }));
+}
+
+function fillTable(table, values) {
+  table.replaceChildren(...Object.entries(values).map(([k, v]) => {
+    const tr = make("tr");
+    tr.append(make("th", k), make("td", shown(v)));
+    return tr;
+  }));
+}
+
+function drawPick(answer) {
+  const box = $("#pick-answer"), rec = answer.recommendation;
+  $(".pick-question", box).textContent = `posenc pick: ${answer.scenario.question}`;
+  $(".pick-summary", box).textContent = rec.summary;
+  fillTable($(".pick-parameters", box), rec.parameters || {});
+  $(".pick-patch", box).hidden = !rec.config_patch;
+  $("#pick-patch").textContent = rec.config_patch ? JSON.stringify(rec.config_patch, null, 2) : "";
+  $(".pick-copied", box).textContent = "";
+  reasonItems($(".pick-reasons", box), answer.reasons);
+  $(".pick-notes", box).hidden = !answer.notes.length;
+  reasonItems($(".pick-notes ol", box), answer.notes);
+  $(".pick-computed", box).hidden = !Object.keys(answer.computed).length;
+  fillTable($(".pick-computed table", box), answer.computed);
+  const lab = answer.lab;
+  $(".pick-lab", box).textContent = lab.file ? `lab evidence from ${lab.file} (budget ${lab.budget}, ${lab.cpu})` : "";
+  box.hidden = false;
+}
+
+function pickError(e) {
+  const field = e.field || "";
+  let text = field && !e.message.startsWith(`${field}:`) ? `${field}: ${e.message}` : e.message;
+  if (field.startsWith("hf_config")) text += " (source A's config.json)";
+  $("#pick-error").textContent = text;
+  const input = field && $(`#pick .params [name=${CSS.escape(field.startsWith("hf_config") ? "use_config" : field)}]`);
+  if (input) input.setAttribute("aria-invalid", "true");
+}
+
+async function ask() {
+  const panel = $("#pick"), mine = ++asking;
+  picked = params(panel);
+  saveState();
+  $("#pick-error").textContent = "";
+  $$("[aria-invalid]", panel).forEach((el) => el.removeAttribute("aria-invalid"));
+  $("#pick-answer").hidden = true;
+  panel.dataset.state = "asking";
+  try {
+    const { use_config: useConfig, ...body } = picked;
+    if (useConfig && choice("a") === "config" && $(".source[data-slot=a] .config").value.trim()) body.hf_config = sourceOf("a").config;
+    const answer = await post("/v1/pick", body);
+    if (mine !== asking) return;
+    drawPick(answer);
+    panel.dataset.state = "answered";
+  } catch (e) {
+    if (mine !== asking) return;
+    pickError(e);
+    panel.dataset.state = "error";
+  }
+}
+
+// The patch to the clipboard where the page may write it (a secure context: https, localhost); elsewhere the text
+// is selected and the browser's own copy tried, and the note says what happened. Never an error.
+async function copyPatch() {
+  const pre = $("#pick-patch"), note = $(".pick-copied");
+  try {
+    if (!navigator.clipboard) throw new Error("no clipboard");
+    await navigator.clipboard.writeText(pre.textContent);
+    note.textContent = "copied";
+  } catch (e) {
+    getSelection().selectAllChildren(pre);
+    let copied = false;
+    try { copied = document.execCommand("copy"); } catch (err) { copied = false; }
+    note.textContent = copied ? "copied" : "selected: press Ctrl+C (or ⌘C) to copy";
+  }
+}
+
+function wirePick() {
+  $("#pick-ask").addEventListener("click", ask);
+  $("#pick-copy").addEventListener("click", copyPatch);
+  $("#pick-answer").addEventListener("click", (e) => { // a lab citation: the Lab view draws its file
+    if (e.target.closest("button.cite")) $("#lab").scrollIntoView();
+  });
+}
+
 // --- wiring --------------------------------------------------------------------------------------------------
 async function loadTables() {
   try {
@@ -416,9 +569,11 @@ function wire() {
 
 wire();
 wireLab();
+wirePick();
 loadTables().then(async () => {
   const restored = restoreState();
   document.body.dataset.ready = "yes";
   drawLab(); // the documented run needs no input: drawn at once, beside the other views
+  if (picked) ask(); // a link with a question answers it
   if (restored) await drawAll();
 });
