@@ -12,6 +12,7 @@ from urllib.parse import unquote
 
 import pytest
 from audit_recipes import config
+from posenc.lab import results
 from posenc.pick import pick
 from posenc.pick.evidence import describe_point
 from posenc.pick.sources import SOURCES
@@ -167,4 +168,23 @@ def test_a_refused_question_is_one_error_naming_the_field(server, context):
     assert browser.page.inner_text("#pick-error") == ""
     assert browser.console_errors == [NOTE_422] * 3, browser.console_errors  # the two refusals and ALiBi's
     browser.console_errors.clear()
+    browser.assert_clean()
+
+
+def test_the_answer_reasons_from_the_run_the_lab_view_shows(server, context, tmp_path):
+    """A results file chosen for Lab A is what the Pick panel reasons from (as `posenc pick --results`)."""
+    doc = results.documented()
+    for run in doc["results"]:  # a run whose ALiBi diverged on the language model
+        for point in run["evaluations"].get("alibi", []) if run["task"] == "lm" else []:
+            point["perplexity"] = 1000.0
+    (tmp_path / "diverged.json").write_text(json.dumps(doc))
+    browser = Browser(context, server.url)
+    browser.open()
+    browser.page.set_input_files("#lab .lab-source[data-slot=a] .lab-file", str(tmp_path / "diverged.json"))
+    browser.page.wait_for_selector("#lab .slot[data-slot=a][data-state=drawn]", timeout=TIMEOUT_MS)
+    assert ask(browser, target_context=8192, extrapolate=True, n_heads=8) == "answered"
+    answer = pick(8192, extrapolate=True, n_heads=8, results=doc)
+    assert answer.scheme != pick(8192, extrapolate=True, n_heads=8).scheme
+    assert_shows(shown(browser), answer)
+    assert browser.page.inner_text(f"{PICK} .pick-lab").startswith("lab evidence from the posted results")
     browser.assert_clean()

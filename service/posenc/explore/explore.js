@@ -487,6 +487,11 @@ async function ask() {
   try {
     const { use_config: useConfig, ...body } = picked;
     if (useConfig && choice("a") === "config" && $(".source[data-slot=a] .config").value.trim()) body.hf_config = sourceOf("a").config;
+    if (labChoice("a") === "file" && labFiles.a) { // reason from the run the Lab view shows, as --results does
+      try { body.results = JSON.parse(await labFiles.a.text()); } catch (e) {
+        throw new RequestError({ message: `${labFiles.a.name} (Lab A) is not valid JSON (${e.message})`, field: "results" }, 0);
+      }
+    }
     const answer = await post("/v1/pick", body);
     if (mine !== asking) return;
     drawPick(answer);
