@@ -18,10 +18,8 @@ from .answer import Pick, Reason
 from .evidence import LabFile
 from .scenario import Scenario
 from .sources import cite
-from .train import rope_base, rope_base_reason, scale_note
+from .train import TEST_TIME, rope_base, rope_base_reason, scale_note
 
-#: The test-time RoPE scalings the lab measures (each evaluates the model trained with plain RoPE).
-TEST_TIME = ("rope_linear", "rope_ntk", "rope_dynamic", "rope_yarn")
 #: The rope_type a scaling scheme writes into config.json; ntk is a larger rope_theta instead.
 ROPE_TYPES = {"rope_linear": "linear", "rope_dynamic": "dynamic", "rope_yarn": "yarn"}
 #: What each scaling is, for summaries; the source it rests on beside the lab, if any.

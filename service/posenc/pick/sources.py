@@ -37,7 +37,8 @@ SOURCES = {source.key: source for source in (
     Source("peng2023", "YaRN: Efficient Context Window Extension of Large Language Models",
            "Peng, Quesnelle, Fan, Shippole; ICLR 2024", "https://arxiv.org/abs/2309.00071",
            "YaRN extends RoPE models with 10x fewer tokens and 2.5x fewer training steps than previous methods, "
-           "extrapolates beyond the context of its fine-tuning data, and scales attention by 0.1 ln(s) + 1"),
+           "extrapolates beyond the context of its fine-tuning data, and scales attention by 0.1 ln(s) + 1; its "
+           "fine-tuned Llama 2 models reach 128k context"),
     Source("xiong2023", "Effective Long-Context Scaling of Foundation Models",
            "Xiong et al.; 2023", "https://arxiv.org/abs/2309.16039",
            "long-context continual pre-training with RoPE's base frequency raised from 10,000 to 500,000"),

@@ -14,6 +14,8 @@ from .sources import cite
 
 #: The schemes the lab trains a model with (the test-time scalings evaluate the RoPE model).
 TRAINED = ("rope", "alibi", "rope_alibi", "sinusoidal", "learned", "nope")
+#: The test-time RoPE scalings the lab measures (each evaluates the model trained with plain RoPE).
+TEST_TIME = ("rope_linear", "rope_ntk", "rope_dynamic", "rope_yarn")
 #: RoPE is kept when it is within this fraction of the best perplexity at the training length: it is the
 #: one scheme a later context extension (PI, YaRN) applies to.
 TIE = 0.02
@@ -139,14 +141,16 @@ def pick_train(scenario: Scenario, lab: LabFile) -> Pick:
         reasons = [Reason(text, (chosen,) if scheme == best else (chosen, best_point))]
         if scheme == "rope":
             longest = max(lab.lengths(task))
-            if lab.has(task, "rope_yarn"):
-                plain, yarn = lab.cite(task, "rope", longest), lab.cite(task, "rope_yarn", longest)
+            scalings = [name for name in TEST_TIME if lab.has(task, name)]
+            if scalings:
+                scaling = lab.best(task, scalings, longest)
+                plain, scaled = lab.cite(task, "rope", longest), lab.cite(task, scaling, longest)
                 reasons.append(Reason(
-                    f"If the context must grow later, a RoPE model extends without new weights: in the lab, YaRN "
-                    f"set at test time took the RoPE model's perplexity at {longest / train_len:g}x from "
-                    f"{plain['value']:.2f} to {yarn['value']:.2f}, with no training; with a short fine-tune, "
-                    f"position interpolation and YaRN extend published models 8-32x.",
-                    (plain, yarn, cite("peng2023"), cite("chen2023"))))
+                    f"If the context must grow later, a RoPE model extends without new weights: in the lab, "
+                    f"{scaling} at test time took the RoPE model's perplexity at {longest / train_len:g}x from "
+                    f"{plain['value']:.2f} to {scaled['value']:.2f}, with no training; with a short fine-tune, "
+                    f"position interpolation took LLaMA from 2,048 to 32,768 positions and YaRN Llama 2 to 128k.",
+                    (plain, scaled, cite("chen2023"), cite("peng2023"))))
             reasons.append(Reason("RoPE makes attention depend on relative position through a rotation; the "
                                   "cos/sin cache is computed once (posenc serves it) and applied elementwise.",
                                   (cite("su2021"),)))
