@@ -58,9 +58,9 @@ def run_groups(budget: str, units: list[tuple[str, str]], scheme_names: list[str
             finished, pending = wait(pending, timeout=POLL, return_when=FIRST_EXCEPTION)
             if channel is not None:
                 _drain(channel, bar)
-            for future in finished:
-                if future.exception() is not None:
-                    for other in pending:
-                        other.cancel()
-                    raise future.exception()
+            failed = next((future.exception() for future in finished if future.exception() is not None), None)
+            if failed is not None:
+                for other in pending:
+                    other.cancel()
+                raise failed
         return [future.result() for future in futures]

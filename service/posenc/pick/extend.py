@@ -171,14 +171,14 @@ def _extend_rope(scenario: Scenario, lab: LabFile, spec: RopeSpec) -> Pick:
         scheme, reasons = "rope_yarn", _fine_tune_reasons(scenario, lab, ratio)
     else:
         scheme = "rope"
-        base = max(spec.base, rope_base(target))
         reasons = [Reason("Continued pre-training at the target length with a larger base is how published "
                           "long-context models were made: base 10,000 to 500,000 (Xiong et al.), to 1,000,000 "
-                          "for Code Llama at 16,384.", (cite("xiong2023"), cite("roziere2023"))),
-                   rope_base_reason(target, base)]
+                          "for Code Llama at 16,384.", (cite("xiong2023"), cite("roziere2023")))]
     if scenario.training_budget != "full":  # the answer rests on lab rows: say what size they are
         notes.append(scale_note(lab, "lm", scheme if lab.has("lm", scheme) else "rope"))
     new_spec, parameters = _scaled(scheme, spec, ratio, original, target)
+    if scheme == "rope":
+        reasons.append(rope_base_reason(target, new_spec.base))
     patch, patch_notes = _config_patch(scenario, new_spec, scheme, parameters, target)
     name = NAMES[scheme][0]
     summary = (f"RoPE with {name}, factor {ratio:g} over the original {original:,}" if scheme != "rope"
@@ -252,12 +252,9 @@ def _copy_note(lab: LabFile, scheme: str, ratio: float) -> Reason:
 def _scaled(scheme: str, spec: RopeSpec, ratio: float, original: int, target: int) -> tuple[RopeSpec, dict]:
     """posenc's spec of the extended model and the parameters that define it."""
     keep = {"partial_rotary_factor": spec.partial_rotary_factor, "layout": spec.layout}
-    if scheme == "rope_ntk":
-        base = spec.base * ratio ** (spec.rotary_dim / (spec.rotary_dim - 2))
-        return (RopeSpec(spec.head_dim, base=base, max_position_embeddings=target, **keep),
-                {"base": base, "max_position_embeddings": target})
-    if scheme == "rope":
-        base = max(spec.base, rope_base(target))
+    if scheme in ("rope_ntk", "rope"):  # no scaling: a larger base (NTK's for the ratio, or the bound's)
+        base = (spec.base * ratio ** (spec.rotary_dim / (spec.rotary_dim - 2)) if scheme == "rope_ntk"
+                else max(spec.base, rope_base(target)))
         return (RopeSpec(spec.head_dim, base=base, max_position_embeddings=target, **keep),
                 {"base": base, "max_position_embeddings": target})
     rope_type = ROPE_TYPES[scheme]
